@@ -46,12 +46,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specllama", description="Speculative decoding for local GGUF models.")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    chat = sub.add_parser("chat", help="a multi-turn chat in the terminal that shows speculation live")
+    chat.add_argument("--system", help="a system message")
+    add_model_options(chat)
+    add_engine_options(chat)
+
     run = sub.add_parser("run", help="generate one completion for a prompt (chat template applied)")
     run.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT)
     run.add_argument("--system", help="a system message")
     run.add_argument("--stats", action="store_true", help="print speed and acceptance statistics to stderr")
     add_model_options(run)
     add_engine_options(run)
+
+    from .commands.batch import add_batch_arguments
+    from .commands.bench import add_bench_arguments
+
+    batch = sub.add_parser("batch", help="generate for every prompt of a file into JSONL (resumable)")
+    add_batch_arguments(batch)
+    add_model_options(batch)
+    add_engine_options(batch)
+
+    bench = sub.add_parser("bench", help="benchmark draft configurations against plain decoding")
+    add_bench_arguments(bench)
+    add_model_options(bench)
 
     models = sub.add_parser("models", help="list, fetch, inspect and check models")
     msub = models.add_subparsers(dest="models_command", required=True)
@@ -70,9 +87,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "chat":
+            from .commands.chat import cmd_chat
+            return cmd_chat(args)
         if args.command == "run":
             from .commands.run import cmd_run
             return cmd_run(args)
+        if args.command == "batch":
+            from .commands.batch import cmd_batch
+            return cmd_batch(args)
+        if args.command == "bench":
+            from .commands.bench import cmd_bench
+            return cmd_bench(args)
         if args.command == "models":
             from .commands import models
             return models.dispatch(args)

@@ -134,9 +134,9 @@ def _read_toml(file: Path) -> dict:
         raise ConfigError(f"{file}: cannot read: {e.strerror}") from None
 
 
-def load_registry(shipped: Path = SHIPPED_REGISTRY, user: Path | None = None) -> Registry:
+def load_registry(shipped: Path = SHIPPED_REGISTRY, user: Path | str | None = None) -> Registry:
     """The shipped registry with the user's file layered on top (entries replaced whole by name)."""
-    user = user_registry_path() if user is None else user
+    user = user_registry_path() if user is None else Path(user)
     models: dict[str, ModelSpec] = {}
     pairs: dict[str, PairSpec] = {}
     default_pair = ""

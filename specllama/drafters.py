@@ -29,6 +29,9 @@ class Drafter(Protocol):
     def propose(self, committed: Sequence[int], k: int, params: SamplingParams,
                 rng: np.random.Generator) -> Proposal: ...
 
+    def prefill(self, prompt: Sequence[int]) -> None:
+        """Digest the prompt before generation starts, so its cost counts as prompt time."""
+
     def reset(self) -> None: ...
 
 
@@ -39,6 +42,9 @@ class NoDrafter:
 
     def propose(self, committed, k, params, rng) -> Proposal:
         return Proposal([])
+
+    def prefill(self, prompt) -> None:
+        pass
 
     def reset(self) -> None:
         pass
@@ -82,6 +88,11 @@ class ModelDrafter:
                 logits = ctx.decode([token], logits="last")[0]
         q = np.stack(q_rows) if q_rows else None
         return Proposal(tokens, q)
+
+    def prefill(self, prompt: Sequence[int]) -> None:
+        # Everything but the last token: propose() decodes that one and gets its logits.
+        self.ctx.reuse_prefix(prompt)
+        self.ctx.decode(prompt[self.ctx.n_past:-1], logits="none")
 
     def reset(self) -> None:
         self.ctx.clear()
@@ -133,6 +144,9 @@ class PromptLookupDrafter:
             if end is not None:
                 return Proposal(list(committed[end:end + k]))
         return Proposal([])
+
+    def prefill(self, prompt: Sequence[int]) -> None:
+        self._index(prompt)
 
     def reset(self) -> None:
         self._indexed = []

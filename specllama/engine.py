@@ -15,9 +15,10 @@ from typing import Iterator, Literal, Sequence
 import numpy as np
 
 from .drafters import Drafter, NoDrafter, Proposal
-from .errors import ContextOverflowError
+from .errors import ContextOverflowError, SpecllamaError
 from .llama_ctx import DecodeContext, StreamDecoder
 from .sampling import SamplingParams, probabilities
+from .stairs import commit_stairs, decode_stairs, max_stairs_k
 from .stop import StopMatcher
 from .verify import verify_greedy, verify_sampling
 
@@ -124,6 +125,10 @@ class Engine:
                 f"(raise --ctx, at most the model's {model.n_ctx_train}, or shorten the prompt)")
         self._cancel = False
         params = config.sampling
+        stairs = config.verify == "stairs"
+        if stairs and target.n_seq_max < 2:
+            raise SpecllamaError("stairs verification needs a target context with several sequences: "
+                                 "load the runtime with verify='stairs'")
         rng = np.random.default_rng(params.seed)
         summary = Summary(prompt_tokens=len(prompt))
         decoder = StreamDecoder(model)
@@ -135,6 +140,8 @@ class Engine:
         summary.reused_tokens = min(target.reuse_prefix(prompt), len(prompt) - 1)
         target.rollback(summary.reused_tokens)
         target.decode(prompt[target.n_past:-1], logits="none")
+        if config.k > 0:
+            self.drafter.prefill(prompt)
         committed = list(prompt)
         summary.t_prompt = time.perf_counter() - t0
 
@@ -149,13 +156,18 @@ class Engine:
                 finish = "context"
                 break
             k = max(0, min(config.k, room, config.max_tokens - summary.tokens - 1))
+            if stairs:
+                k = min(k, max_stairs_k(target))
 
             t_a = time.perf_counter()
             proposal = self.drafter.propose(committed, k, params, rng) if k else Proposal([])
             draft = proposal.tokens[:k]
             t_b = time.perf_counter()
-            n_past = target.n_past
-            logits = target.decode([committed[-1]] + draft, logits="all")
+            n_past, last = target.n_past, committed[-1]
+            if stairs:
+                logits = decode_stairs(target, last, draft)
+            else:
+                logits = target.decode([last] + draft, logits="all")
             t_c = time.perf_counter()
 
             if params.greedy:
@@ -164,10 +176,13 @@ class Engine:
                 p = probabilities(logits, params)
                 q = proposal.q[:len(draft)] if proposal.q is not None else None
                 verdict = verify_sampling(draft, q, p, rng)
-            target.rollback(n_past + 1 + verdict.n_accepted)  # keep [last] + accepted drafts
+            if stairs:
+                commit_stairs(target, last, draft, verdict.n_accepted)
+            else:
+                target.rollback(n_past + 1 + verdict.n_accepted)  # keep [last] + accepted drafts
 
             new = draft[:verdict.n_accepted] + [verdict.token]
-            origins: list[Origin] = ["draft"] * verdict.n_accepted + ["bonus" if verdict.bonus else "target"]
+            origins: list[Origin] = ["draft"] * verdict.n_accepted + ["bonus" if verdict.bonus and draft else "target"]
             events: list[TokenEvent] = []
             for token, origin in zip(new, origins):
                 if model.is_eog(token):

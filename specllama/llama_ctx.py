@@ -251,11 +251,12 @@ class DecodeContext:
                                  f"{model.path.name}: {_last_llama_error()}")
         self._memory = C.llama_get_memory(self._ctx)
         self.n_ctx: int = C.llama_n_ctx(self._ctx)
-        self.n_batch = n_batch
+        # llama.cpp clamps n_batch to n_ctx and aborts the process on a larger batch: chunk by its value.
+        self.n_batch: int = min(C.llama_n_batch(self._ctx), C.llama_n_ubatch(self._ctx))
         self.n_seq_max = n_seq_max
         self.n_threads = threads
         self.n_threads_batch = n_threads_batch or threads
-        self._batch = _Batch(n_batch, max(1, n_seq_max))
+        self._batch = _Batch(self.n_batch, max(1, n_seq_max))
         self.tokens: list[int] = []  # what sequence 0 holds, position by position
 
     @property

@@ -1,0 +1,175 @@
+"""From individual runs to the numbers a reader compares.
+
+Speedup is a per-prompt ratio (median tokens/s of the configuration over median tokens/s of `none`
+on the same prompt) and then the geometric mean over prompts: prompts differ in speed by more than
+configurations do, so pooling raw tokens/s would let the fast prompts decide. Acceptance, mean
+accepted length and per-position acceptance are pooled over every step of every run, as vLLM does.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from ..cost_curve import CostCurve, predicted_speedup
+from ..engine import Summary
+from ..stairs import stair_tokens
+from .configs import BenchConfig
+from .exactness import Comparison, comparison_dict
+from .runner import RunRecord
+
+_SEVERITY = {"identical": 0, "near_tie": 1, "different": 2}
+
+
+@dataclass
+class PromptResult:
+    config: str
+    prompt_id: str | int
+    tokens: int
+    tokens_per_s: float  # median over repeats
+    runs_tokens_per_s: list[float]
+    speedup: float | None
+    acceptance: float | None
+    mean_accepted: float
+    identical: str | None  # identical | near_tie | different (worst over repeats); None: not checked
+    divergence: dict | None
+    finish_reason: str
+
+
+@dataclass
+class ConfigSummary:
+    config: str
+    drafter: str
+    k: int
+    verify: str
+    runs: int = 0
+    tokens_per_s: float | None = None  # median over all runs
+    geomean_speedup: float | None = None
+    min_speedup: float | None = None
+    max_speedup: float | None = None
+    acceptance: float | None = None
+    mean_accepted: float | None = None
+    per_position: list[float] = field(default_factory=list)
+    time_split: dict = field(default_factory=dict)  # draft / verify / python: seconds and share
+    predicted_speedup: float | None = None  # cost model at the measured acceptance, K drafts every step
+    predicted_from_steps: float | None = None  # cost model over the steps as they happened (see below)
+    identical: dict | None = None  # counts of identical / near_tie / different runs; None when sampling
+    peak_rss_bytes: int | None = None
+    failed: str | None = None
+
+
+def pooled(summaries: list[Summary]) -> Summary:
+    """One Summary holding the step statistics of many, so its properties give pooled rates."""
+    total = Summary()
+    for s in summaries:
+        total.steps += s.steps
+        total.drafted += s.drafted
+        total.accepted += s.accepted
+        total.tokens += s.tokens
+        total.t_generate += s.t_generate
+        total.t_draft += s.t_draft
+        total.t_verify += s.t_verify
+        total.t_python += s.t_python
+        for i, (d, a) in enumerate(zip(s.drafted_at, s.accepted_at)):
+            if i == len(total.drafted_at):
+                total.drafted_at.append(0)
+                total.accepted_at.append(0)
+            total.drafted_at[i] += d
+            total.accepted_at[i] += a
+    return total
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def prompt_results(runs: list[RunRecord], verdicts: list[Comparison | None]) -> list[PromptResult]:
+    groups: dict[tuple[str, str], list[tuple[RunRecord, Comparison | None]]] = {}
+    for run, verdict in zip(runs, verdicts):
+        groups.setdefault((run.config.label, str(run.prompt_id)), []).append((run, verdict))
+    baseline_tps = {pid: statistics.median(r.summary.tokens_per_s for r, _ in group)
+                    for (label, pid), group in groups.items() if label == "none"}
+    results = []
+    for (label, pid), group in groups.items():
+        tps = [r.summary.tokens_per_s for r, _ in group]
+        median_tps = statistics.median(tps)
+        base = baseline_tps.get(pid)
+        stats = pooled([r.summary for r, _ in group])
+        judged = [v for _, v in group if v is not None]
+        worst = max(judged, key=lambda v: _SEVERITY[v.verdict]) if judged else None
+        results.append(PromptResult(
+            config=label, prompt_id=group[0][0].prompt_id, tokens=group[0][0].summary.tokens,
+            tokens_per_s=median_tps, runs_tokens_per_s=tps,
+            speedup=median_tps / base if base else None,
+            acceptance=stats.acceptance, mean_accepted=stats.mean_accepted,
+            identical=worst.verdict if worst else None,
+            divergence=comparison_dict(worst) if worst and not worst.identical else None,
+            finish_reason=group[0][0].summary.finish_reason))
+    return results
+
+
+def config_summaries(configs: list[BenchConfig], runs: list[RunRecord], verdicts: list[Comparison | None],
+                     results: list[PromptResult], curve: CostCurve | None,
+                     failed: dict[str, str]) -> list[ConfigSummary]:
+    out = []
+    for config in configs:
+        summary = ConfigSummary(config.label, config.drafter, config.k, config.verify, failed=failed.get(config.label))
+        mine = [(r, v) for r, v in zip(runs, verdicts) if r.config.label == config.label]
+        if mine:
+            _fill(summary, config, mine, [p for p in results if p.config == config.label], curve)
+        out.append(summary)
+    return out
+
+
+def _fill(summary: ConfigSummary, config: BenchConfig, mine: list[tuple[RunRecord, Comparison | None]],
+          results: list[PromptResult], curve: CostCurve | None) -> None:
+    stats = pooled([r.summary for r, _ in mine])
+    speedups = [p.speedup for p in results if p.speedup is not None]
+    summary.runs = len(mine)
+    summary.tokens_per_s = statistics.median(r.summary.tokens_per_s for r, _ in mine)
+    summary.geomean_speedup = geomean(speedups)
+    summary.min_speedup = min(speedups, default=None)
+    summary.max_speedup = max(speedups, default=None)
+    summary.acceptance = stats.acceptance
+    summary.mean_accepted = stats.mean_accepted
+    summary.per_position = stats.per_position
+    spent = stats.t_draft + stats.t_verify + stats.t_python
+    summary.time_split = {part: {"seconds": round(t, 4), "share": t / spent if spent else None}
+                          for part, t in (("draft", stats.t_draft), ("verify", stats.t_verify),
+                                          ("python", stats.t_python))}
+    judged = [v for _, v in mine if v is not None]
+    if judged:
+        summary.identical = {s: sum(v.verdict == s for v in judged) for s in _SEVERITY}
+    rss = [r.rss_bytes for r, _ in mine if r.rss_bytes]
+    summary.peak_rss_bytes = max(rss) if rss else None
+    if curve is not None:
+        draft_ratio = 0.0 if config.drafter == "lookup" else None  # a lookup costs next to nothing
+        alpha = stats.acceptance if not config.is_baseline else 0.0
+        # Stairs decode (K+1)(K+2)/2 tokens per step; timed as one causal batch of that size, an
+        # approximation (their attention spans differ), so read that prediction as a rough one.
+        verify_tokens = stair_tokens(config.k) if config.verify == "stairs" else None
+        summary.predicted_speedup = predicted_speedup(curve, config.k, alpha, draft_ratio, verify_tokens)
+        summary.predicted_from_steps = _speedup_from_steps(curve, stats, draft_ratio, config.verify == "stairs")
+
+
+def _speedup_from_steps(curve: CostCurve, stats: Summary, draft_ratio: float | None, stairs: bool) -> float | None:
+    """Tokens gained per step as measured, over each step's modelled cost given how many drafts it
+    actually had. Prompt lookup often proposes fewer than K drafts or none, and p_min cuts drafts
+    short, which the K-every-step formula cannot see; the gap between this and the measured speedup
+    is what the cost curve misses (Python time, cache effects)."""
+    c = curve.draft_ratio if draft_ratio is None else draft_ratio
+    if not stats.steps or c is None:
+        return None
+    # drafted_at[i] counts the steps with more than i drafts, so steps with exactly j drafts are
+    # drafted_at[j-1] - drafted_at[j] (and steps - drafted_at[0] for j = 0).
+    at_least = [stats.steps] + stats.drafted_at + [0]
+    cost = 0.0
+    for j in range(len(at_least) - 1):
+        n_steps = at_least[j] - at_least[j + 1]
+        ratio = curve.ratio(stair_tokens(j) if stairs else j + 1)
+        if n_steps and ratio is None:
+            return None
+        cost += n_steps * (j * c + (ratio or 0.0))
+    return stats.mean_accepted * stats.steps / cost if cost else None

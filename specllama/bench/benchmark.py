@@ -1,0 +1,108 @@
+"""One benchmark from loaded models to the finished document: warm-up, cost curve, interleaved
+runs, the identical-output check, aggregation. No argument parsing or printing here (that is
+commands/bench.py), so tests and other tools can call it directly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..cost_curve import CostCurve, measure_cost_curve
+from ..errors import SpecllamaError
+from ..llama_ctx import GGUFModel
+from ..machine import machine_info
+from ..runtime import Runtime
+from ..sampling import SamplingParams
+from .aggregate import ConfigSummary, PromptResult, config_summaries, prompt_results
+from .configs import BenchConfig
+from .exactness import NEAR_TIE_LOGITS, judge_runs
+from .report import json_document
+from .runner import WARMUP_TOKENS, BenchPrompt, BenchRunner, ProgressCallback
+
+
+class BenchError(SpecllamaError):
+    """The benchmark cannot produce meaningful numbers (e.g. the baseline itself failed)."""
+
+
+@dataclass
+class BenchOptions:
+    max_tokens: int = 128
+    repeat: int = 1
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    cost_curve_max_n: int = 16
+    cost_curve_reps: int = 3
+
+
+@dataclass
+class BenchOutcome:
+    document: dict
+    summaries: list[ConfigSummary]
+    results: list[PromptResult]
+    curve: CostCurve | None
+
+
+def model_entry(model: GGUFModel | None) -> dict | None:
+    if model is None:
+        return None
+    info = model.info
+    return {"name": model.name, "file": model.path.name, "path": str(model.path), "bytes": info.file_size,
+            "architecture": info.architecture, "n_params": info.n_params, "quantization": info.quantization}
+
+
+def run_benchmark(runtime: Runtime, prompts: list[BenchPrompt], configs: list[BenchConfig], options: BenchOptions,
+                  *, progress: ProgressCallback | None = None, settings: dict | None = None) -> BenchOutcome:
+    n_ctx = runtime.target_ctx.n_ctx
+    for p in prompts:
+        if len(p.tokens) + 1 > n_ctx:
+            raise BenchError(f"prompt {p.id!r} is {len(p.tokens)} tokens but the context holds {n_ctx} (raise --ctx)")
+
+    runner = BenchRunner(runtime, prompts, configs, max_tokens=options.max_tokens, sampling=options.sampling,
+                         repeat=options.repeat, progress=progress)
+    runner.warm_up()
+    if progress:
+        progress(0, runner.total_runs, "measuring the cost curve", None)
+    # After the warm-up (clocks and caches settled), before the runs (nothing else is in the caches).
+    curve = measure_cost_curve(runtime.target_ctx, runtime.draft_ctx, max_n=options.cost_curve_max_n,
+                               reps=options.cost_curve_reps, filler=prompts[0].tokens)
+    runs = runner.run()
+    if "none" in runner.failed or not any(r.config.is_baseline for r in runs):
+        raise BenchError("plain decoding (the 'none' baseline) failed: " + runner.failed.get("none", "no runs"))
+
+    by_id = {str(p.id): p.tokens for p in prompts}
+    if options.sampling.greedy:
+        if progress:
+            progress(runner.total_runs, runner.total_runs, "checking outputs against none", None)
+        verdicts = judge_runs(runtime.target_ctx, by_id, runs)
+    else:
+        verdicts = [None] * len(runs)  # sampled outputs differ by design; acceptance tells the story
+
+    config_rank = {c.label: i for i, c in enumerate(configs)}
+    prompt_rank = {str(p.id): i for i, p in enumerate(prompts)}
+    results = sorted(prompt_results(runs, verdicts),
+                     key=lambda r: (config_rank[r.config], prompt_rank[str(r.prompt_id)]))
+    summaries = config_summaries(configs, runs, verdicts, results, curve, runner.failed)
+
+    settings = dict(settings or {})
+    settings.update({
+        "configs": [c.label for c in configs], "prompts": len(prompts), "max_tokens": options.max_tokens,
+        "repeat": options.repeat, "warmup_tokens": WARMUP_TOKENS, "n_ctx": n_ctx,
+        "sampling": {"temperature": options.sampling.temperature, "top_k": options.sampling.top_k,
+                     "top_p": options.sampling.top_p, "min_p": options.sampling.min_p,
+                     "seed": options.sampling.seed},
+        "near_tie_tolerance_logits": NEAR_TIE_LOGITS,
+    })
+    models = {"target": model_entry(runtime.target_model), "draft": model_entry(runtime.draft_model)}
+    machine = machine_info(runtime.target_ctx.n_threads, runtime.target_ctx.n_threads_batch)
+    document = json_document(settings=settings, machine=machine, models=models, curve=curve,
+                             results=results, summaries=summaries)
+    return BenchOutcome(document, summaries, results, curve)
+
+
+def bench_prompts(runtime: Runtime, items) -> list[BenchPrompt]:
+    """Prompt file items -> chat-templated token lists for the target."""
+    out = []
+    for item in items:
+        messages = ([{"role": "system", "content": item.system}] if item.system else [])
+        messages.append({"role": "user", "content": item.prompt})
+        out.append(BenchPrompt(item.id, runtime.target_model.chat_tokens(messages)))
+    return out
+

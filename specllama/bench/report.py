@@ -1,0 +1,126 @@
+"""Benchmark output: the terminal table, the Markdown table and the JSON document.
+
+The JSON schema is documented in README.md ("## Benchmark"); bump SCHEMA when a field changes
+meaning or disappears (adding fields is compatible).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..cost_curve import CostCurve
+from .aggregate import ConfigSummary, PromptResult
+
+SCHEMA = "specllama.bench/1"
+
+HEADERS = ["config", "tok/s", "speedup", "min", "predicted", "pred. (steps)", "acceptance", "mean accepted",
+           "draft / verify / python", "identical to none"]
+
+
+def _x(v: float | None) -> str:
+    return f"{v:.2f}x" if v is not None else "-"
+
+
+def _pct(v: float | None) -> str:
+    return f"{v:.0%}" if v is not None else "-"
+
+
+def _identical(counts: dict | None) -> str:
+    if counts is None:
+        return "- (sampling)"
+    total = sum(counts.values())
+    text = f"{counts['identical']}/{total}"
+    if counts["near_tie"]:
+        text += f" (+{counts['near_tie']} near-tie)"
+    if counts["different"]:
+        text += f", {counts['different']} DIFFERENT"
+    return text
+
+
+def summary_rows(summaries: list[ConfigSummary]) -> list[list[str]]:
+    rows = []
+    for s in summaries:
+        if s.failed and not s.runs:
+            rows.append([s.config, "failed: " + s.failed])  # a short row: the message spans the table
+            continue
+        split = s.time_split
+        shares = " / ".join(_pct(split[p]["share"]) for p in ("draft", "verify", "python")) if split else "-"
+        rows.append([
+            s.config, f"{s.tokens_per_s:.2f}" if s.tokens_per_s is not None else "-",
+            _x(s.geomean_speedup), _x(s.min_speedup), _x(s.predicted_speedup), _x(s.predicted_from_steps),
+            _pct(s.acceptance) if s.drafter != "none" else "-",
+            f"{s.mean_accepted:.2f}" if s.mean_accepted else "-",
+            shares, _identical(s.identical),
+        ])
+    return rows
+
+
+def cost_curve_line(curve: CostCurve | None) -> str:
+    if curve is None:
+        return "cost curve: not measured"
+    ratios = " ".join(f"{r:.2f}" for r in curve.ratios)
+    c = f"{curve.draft_ratio:.2f}" if curve.draft_ratio is not None else "- (no draft model)"
+    return (f"target T(1) = {curve.t1_s * 1e3:.1f} ms at n_past {curve.n_past}; T(n)/T(1) for n = 1..{curve.max_n}: "
+            f"{ratios}; draft/target cost ratio c = {c}")
+
+
+def terminal_table(summaries: list[ConfigSummary], curve: CostCurve | None, machine: dict) -> str:
+    rows = [HEADERS] + summary_rows(summaries)
+    full = [r for r in rows if len(r) == len(HEADERS)]
+    widths = [max(len(r[i]) for r in full) for i in range(len(HEADERS))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += ["", cost_curve_line(curve), _machine_line(machine),
+              "speedup: geometric mean over prompts of (tok/s / tok/s of none on the same prompt); "
+              "predicted: the cost model E / (K*c + T(K+1)/T(1)) at the measured acceptance; "
+              "pred. (steps): the same cost model over the steps as they happened"]
+    return "\n".join(lines)
+
+
+def _machine_line(machine: dict) -> str:
+    return (f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['threads']} threads, "
+            f"llama-cpp-python {machine['llama_cpp_python']}, peak RSS {machine['peak_rss_bytes'] / 2**20:,.0f} MiB")
+
+
+def markdown(summaries: list[ConfigSummary], curve: CostCurve | None, machine: dict, models: dict) -> str:
+    rows = summary_rows(summaries)
+    out = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in r + [""] * (len(HEADERS) - len(r))) + " |"
+            for r in rows]
+    draft = models.get("draft")
+    out += ["", f"Target `{models['target']['file']}`" + (f", draft `{draft['file']}`" if draft else "") + ". "
+            + _machine_line(machine) + "."]
+    if curve is not None:
+        out += ["", "| n | " + " | ".join(str(n) for n in range(1, curve.max_n + 1)) + " |",
+                "|---|" + "---|" * curve.max_n,
+                "| T(n)/T(1) | " + " | ".join(f"{r:.2f}" for r in curve.ratios) + " |",
+                "", cost_curve_line(curve) + "."]
+    return "\n".join(out) + "\n"
+
+
+def json_document(*, settings: dict, machine: dict, models: dict, curve: CostCurve | None,
+                  results: list[PromptResult], summaries: list[ConfigSummary]) -> dict:
+    return {
+        "schema": SCHEMA,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "settings": settings,
+        "machine": machine,
+        "models": models,
+        "cost_curve": curve.to_dict() if curve is not None else None,
+        "results": [asdict(r) for r in results],
+        "summary": [asdict(s) for s in summaries],
+    }
+
+
+def write_text(path: str | Path, text: str) -> None:
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def write_json(path: str | Path, document: dict) -> None:
+    write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,112 @@
+"""The benchmark loop: every configuration on every prompt, interleaved, from a cold cache each time.
+
+Fairness on a noisy shared machine comes from the order: within each prompt and repeat the
+configurations run back to back (round robin), and the starting configuration rotates from one
+prompt to the next, so a slow minute lands on all configurations alike and none always runs first.
+Each run clears the target's cache and the drafter's state, so no configuration gets a prompt
+already decoded by another.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ..engine import GenerationConfig, Summary
+from ..errors import SpecllamaError
+from ..machine import current_rss_bytes
+from ..runtime import Runtime
+from ..sampling import SamplingParams
+from .configs import BenchConfig
+
+WARMUP_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class BenchPrompt:
+    id: str | int
+    tokens: list[int]
+
+
+@dataclass
+class RunRecord:
+    config: BenchConfig
+    prompt_id: str | int
+    repeat: int
+    summary: Summary
+    token_ids: list[int] = field(repr=False)  # what was generated, for the identical-output check
+    rss_bytes: int | None = None
+
+
+# (runs done, runs in total, what is running now, the record just finished or None)
+ProgressCallback = Callable[[int, int, str, "RunRecord | None"], None]
+
+
+class BenchRunner:
+    def __init__(self, runtime: Runtime, prompts: Sequence[BenchPrompt], configs: Sequence[BenchConfig], *,
+                 max_tokens: int, sampling: SamplingParams, repeat: int = 1,
+                 progress: ProgressCallback | None = None):
+        self.runtime = runtime
+        self.prompts = list(prompts)
+        self.configs = list(configs)
+        self.max_tokens = max_tokens
+        self.sampling = sampling
+        self.repeat = repeat
+        self.progress = progress or (lambda *a: None)
+        self.failed: dict[str, str] = {}  # config label -> why it was dropped
+
+    def run_once(self, config: BenchConfig, prompt: Sequence[int], max_tokens: int) -> tuple[Summary, list[int]]:
+        rt = self.runtime
+        rt.target_ctx.clear()
+        rt.set_drafter(config.drafter, config.p_min)
+        rt.engine.drafter.reset()
+        gen = GenerationConfig(max_tokens=max_tokens, sampling=self.sampling, k=config.k, stop=(),
+                               verify=config.verify)
+        try:
+            events, summary = rt.engine.run(prompt, gen)
+        finally:
+            rt.target_ctx.clear()  # a failed run must not leave half a sequence for the next one
+        return summary, [e.id for e in events if e.id >= 0]
+
+    def _attempt(self, config: BenchConfig, prompt: Sequence[int], max_tokens: int):
+        """One run, or None when the configuration cannot run here (e.g. a verification mode the
+        engine lacks): it is reported as failed and the benchmark goes on without it."""
+        try:
+            return self.run_once(config, prompt, max_tokens)
+        except (SpecllamaError, NotImplementedError) as e:
+            self.failed[config.label] = f"{type(e).__name__}: {e}"
+            return None
+
+    def warm_up(self) -> None:
+        """A few tokens per configuration first: page in the weights, size the buffers, let the
+        CPU clocks settle, so the first measured run is not the slow one."""
+        for config in self.configs:
+            self.progress(0, self.total_runs, f"warm-up {config.label}", None)
+            self._attempt(config, self.prompts[0].tokens, min(WARMUP_TOKENS, self.max_tokens))
+
+    @property
+    def total_runs(self) -> int:
+        return self.repeat * len(self.prompts) * len(self.configs)
+
+    def run(self) -> list[RunRecord]:
+        records: list[RunRecord] = []
+        done = 0
+        n = len(self.configs)
+        for repeat in range(self.repeat):
+            for index, prompt in enumerate(self.prompts):
+                shift = (index + repeat) % n
+                for config in self.configs[shift:] + self.configs[:shift]:
+                    if config.label in self.failed:
+                        done += 1
+                        continue
+                    self.progress(done, self.total_runs, f"{config.label} on {prompt.id}", None)
+                    outcome = self._attempt(config, prompt.tokens, self.max_tokens)
+                    done += 1
+                    record = None
+                    if outcome is not None:
+                        summary, ids = outcome
+                        record = RunRecord(config, prompt.id, repeat, summary, ids, current_rss_bytes())
+                        records.append(record)
+                    self.progress(done, self.total_runs, f"{config.label} on {prompt.id}", record)
+        # A configuration that failed part-way is dropped whole: half its prompts would skew its means.
+        return [r for r in records if r.config.label not in self.failed]

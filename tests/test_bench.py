@@ -1,0 +1,214 @@
+"""`specllama bench`: config parsing, the cost model, and the JSON document on tiny models.
+
+The tiny target drafts for itself ("a" as target and draft): greedy acceptance is then 100 % and
+every speculative output must equal plain decoding token for token, which is what we assert.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from specllama.bench.aggregate import _speedup_from_steps, geomean
+from specllama.bench.benchmark import BenchOptions, bench_prompts, run_benchmark
+from specllama.bench.configs import BenchConfigError, parse_config, parse_configs
+from specllama.bench.exactness import judge_runs
+from specllama.bench.runner import BenchPrompt, RunRecord
+from specllama.cli import main
+from specllama.cost_curve import CostCurve, expected_tokens_per_step, measure_cost_curve, predicted_speedup
+from specllama.engine import Summary
+from specllama.prompts_file import read_prompts
+from specllama.runtime import LoadOptions, Runtime
+
+# --- configs --------------------------------------------------------------------------------
+
+
+def test_configs_parse_into_canonical_labels_with_the_baseline_first():
+    configs = parse_configs("model:k=2; lookup:k=3 ;model:k=4,verify=stairs;none;model:p_min=0.3")
+    assert [c.label for c in configs] == ["none", "model:k=2", "lookup:k=3", "model:k=4,verify=stairs",
+                                          "model:k=4,p_min=0.3"]
+    assert parse_configs("model:k=3")[0].is_baseline  # none added when missing
+    stairs = parse_config("model:k=4,verify=stairs")
+    assert (stairs.drafter, stairs.k, stairs.verify) == ("model", 4, "stairs")
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("modle:k=2", "unknown drafter 'modle'"),
+    ("model:k=two", "k must be a whole number"),
+    ("model:k=0", "between 1 and 16"),
+    ("model:k=auto", "k=auto is not available yet"),
+    ("model:q=1", "unknown option q"),
+    ("model:k", "expected OPTION=VALUE"),
+    ("model:verify=diagonal", "verify must be one of"),
+    ("none:k=2", "'none' takes no options"),
+    ("model:k=2;model:k=2", "more than once"),
+    ("", "empty"),
+])
+def test_bad_configs_are_one_clear_error(text, fragment):
+    with pytest.raises(BenchConfigError, match=fragment):
+        parse_configs(text)
+
+
+# --- the cost model ---------------------------------------------------------------------------
+
+CURVE = CostCurve(t1_s=0.077, ratios=[1, 1.41, 1.61, 1.53, 1.94, 2.2, 2.5, 2.83], draft_ratio=0.57, n_past=256, reps=3)
+
+
+def test_predicted_speedup_matches_design_notes_arithmetic():
+    # design.md: alpha 0.9, K 4, c 0.57, T(5)/T(1) 1.94 -> E / (K*c + T(K+1)/T(1))
+    e = (1 - 0.9 ** 5) / (1 - 0.9)
+    assert expected_tokens_per_step(4, 0.9) == pytest.approx(e)
+    assert predicted_speedup(CURVE, 4, 0.9) == pytest.approx(e / (4 * 0.57 + 1.94))
+    assert expected_tokens_per_step(3, 1.0) == 4  # no division by zero at full acceptance
+    assert predicted_speedup(CURVE, 3, 0.8, draft_ratio=0.0) == pytest.approx(expected_tokens_per_step(3, 0.8) / 1.53)
+    assert predicted_speedup(CURVE, 0, None) == 1.0  # plain decoding
+    assert predicted_speedup(CURVE, 4, None) is None  # nothing measured
+    assert predicted_speedup(CURVE, 8, 0.9) is None  # T(9) was not measured
+    assert predicted_speedup(CURVE, 2, 0.5, verify_tokens=6) == pytest.approx(1.75 / (2 * 0.57 + 2.2))
+
+
+def test_prediction_from_steps_sees_steps_with_fewer_drafts():
+    # 10 steps: 6 with 3 drafts (all accepted), 4 with none (a lookup that found nothing).
+    s = Summary(steps=10, drafted=18, accepted=18, drafted_at=[6, 6, 6], accepted_at=[6, 6, 6])
+    tokens_per_step = (18 + 10) / 10
+    cost = 6 * (3 * 0.0 + 1.53) + 4 * (0 + 1.0)
+    assert _speedup_from_steps(CURVE, s, 0.0, stairs=False) == pytest.approx(tokens_per_step * 10 / cost)
+    # When every step drafts K, it is the formula with the measured tokens per step.
+    full = Summary(steps=5, drafted=10, accepted=5, drafted_at=[5, 5], accepted_at=[3, 2])
+    assert _speedup_from_steps(CURVE, full, None, stairs=False) == pytest.approx(
+        full.mean_accepted / (2 * 0.57 + 1.61))
+
+
+def test_geomean():
+    assert geomean([0.5, 2.0]) == pytest.approx(1.0)
+    assert geomean([]) is None
+
+
+# --- on tiny models -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def runtime(tiny_models):
+    rt = Runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["a"]), n_ctx=512, verify="stairs"))
+    yield rt
+    rt.close()
+
+
+def test_cost_curve_is_measured_relative_to_one_token(runtime):
+    curve = measure_cost_curve(runtime.target_ctx, runtime.draft_ctx, max_n=6, reps=2, n_past=64)
+    assert curve.ratios[0] == 1.0 and len(curve.ratios) == 6
+    assert all(r > 0 for r in curve.ratios) and curve.t1_s > 0
+    assert curve.draft_ratio is not None and curve.draft_ratio > 0
+    assert runtime.target_ctx.n_past == 0 and runtime.draft_ctx.n_past == 0  # left clean for the engine
+
+
+def test_a_config_the_engine_cannot_run_is_reported_and_the_rest_go_on(tiny_models, tmp_path):
+    rt = Runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["a"]), n_ctx=512))  # causal only
+    try:
+        prompts = bench_prompts(rt, read_prompts(_prompts_file(tmp_path)).items[:1])
+        outcome = run_benchmark(rt, prompts, parse_configs("none;model:k=2;model:k=2,verify=stairs"),
+                                BenchOptions(max_tokens=6, cost_curve_max_n=4, cost_curve_reps=1))
+    finally:
+        rt.close()
+    by_config = {s.config: s for s in outcome.summaries}
+    assert by_config["model:k=2,verify=stairs"].failed and by_config["model:k=2,verify=stairs"].runs == 0
+    assert by_config["model:k=2"].failed is None and by_config["model:k=2"].runs == 1
+
+
+def test_a_diverging_output_is_caught(runtime):
+    prompt = runtime.target_model.chat_tokens([{"role": "user", "content": "hello"}])
+    baseline, config = parse_configs("none;model:k=2")
+    _, ids = _generate(runtime, prompt, 8)
+    tampered = ids[:3] + [(ids[3] + 1) % runtime.target_model.n_vocab] + ids[4:]
+    runs = [RunRecord(baseline, "p", 0, Summary(), ids), RunRecord(config, "p", 0, Summary(), ids),
+            RunRecord(config, "p", 0, Summary(), tampered)]
+    verdicts = judge_runs(runtime.target_ctx, {"p": prompt}, runs)
+    assert [v.verdict for v in verdicts[:2]] == ["identical", "identical"]
+    assert verdicts[2].position == 3 and verdicts[2].verdict in ("different", "near_tie")
+
+
+def _generate(runtime, prompt, n):
+    from specllama.engine import GenerationConfig
+    runtime.target_ctx.clear()
+    runtime.set_drafter("none")
+    events, summary = runtime.engine.run(prompt, GenerationConfig(max_tokens=n, k=0))
+    runtime.target_ctx.clear()
+    return summary, [e.id for e in events if e.id >= 0]
+
+
+def _prompts_file(tmp_path):
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("\n".join(json.dumps(p, ensure_ascii=False) for p in [
+        {"id": "code", "prompt": "Write a Python function that reverses a string."},
+        {"id": "emoji", "prompt": "Réponds en français 🙂: quelle heure est-il ?"},
+    ]) + "\n", encoding="utf-8")
+    return path
+
+
+def test_bench_json_schema(tiny_models, tmp_path, capsys):
+    out_json, out_md = tmp_path / "bench.json", tmp_path / "bench.md"
+    code = main(["bench", "--prompts", str(_prompts_file(tmp_path)), "--target", str(tiny_models["a"]),
+                 "--draft", str(tiny_models["a"]), "--ctx", "512", "--max-tokens", "10", "--repeat", "2",
+                 "--configs", "none;model:k=2;lookup:k=3;model:k=3,verify=stairs",
+                 "--json", str(out_json), "--markdown", str(out_md)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "model:k=2" in out and "T(n)/T(1)" in out
+    doc = json.loads(out_json.read_text())
+
+    assert doc["schema"] == "specllama.bench/1"
+    assert {"cpu", "cores", "threads", "llama_cpp_python", "peak_rss_bytes"} <= doc["machine"].keys()
+    assert doc["machine"]["llama_cpp_python"] == "0.3.36" and doc["machine"]["peak_rss_bytes"] > 0
+    assert doc["models"]["target"]["file"] == "a.gguf" and doc["models"]["draft"]["file"] == "a.gguf"
+    curve = doc["cost_curve"]
+    assert len(curve["ratios"]) == 16 and curve["ratios"][0] == 1.0 and curve["draft_ratio"] > 0
+    assert doc["settings"]["repeat"] == 2 and doc["settings"]["max_tokens"] == 10
+
+    labels = ["none", "model:k=2", "lookup:k=3", "model:k=3,verify=stairs"]
+    assert doc["settings"]["configs"] == labels
+    results = doc["results"]
+    assert [(r["config"], r["prompt_id"]) for r in results] == [(c, p) for c in labels for p in ("code", "emoji")]
+    for r in results:
+        assert {"config", "prompt_id", "tokens", "tokens_per_s", "speedup", "acceptance", "mean_accepted",
+                "identical"} <= r.keys()
+        assert r["tokens"] == 10 and r["tokens_per_s"] > 0 and len(r["runs_tokens_per_s"]) == 2
+        assert r["identical"] == "identical", r  # the target drafting for itself: exact by construction
+        if r["config"] == "none":
+            assert r["speedup"] == 1.0 and r["acceptance"] is None
+        elif r["config"].startswith("model"):
+            assert r["acceptance"] == 1.0 and r["mean_accepted"] > 1
+
+    summary = {s["config"]: s for s in doc["summary"]}
+    assert list(summary) == labels
+    for s in summary.values():
+        assert {"config", "geomean_speedup", "min_speedup", "acceptance", "predicted_speedup"} <= s.keys()
+        assert s["failed"] is None and s["runs"] == 4
+        assert s["identical"] == {"identical": 4, "near_tie": 0, "different": 0}
+        assert s["geomean_speedup"] > 0 and s["min_speedup"] <= s["geomean_speedup"] * (1 + 1e-9)
+    assert summary["none"]["geomean_speedup"] == pytest.approx(1.0)
+    k2 = summary["model:k=2"]
+    assert k2["acceptance"] == 1.0 and k2["per_position"] == [1.0, 1.0]
+    assert math.isclose(k2["predicted_speedup"], predicted_speedup(
+        CostCurve(**curve), 2, 1.0), rel_tol=1e-9)
+    assert set(k2["time_split"]) == {"draft", "verify", "python"}
+    assert "| config |" in out_md.read_text()
+
+
+def test_bench_refuses_a_prompts_file_with_bad_lines(tmp_path, capsys, tiny_models):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "prompt": "x"}\n{"id": "b"\n')
+    code = main(["bench", "--prompts", str(bad), "--target", str(tiny_models["a"]), "--configs", "none"])
+    err = capsys.readouterr().err
+    assert code == 2 and "line 2" in err and len(err.strip().splitlines()) == 1
+
+
+def test_sampled_bench_skips_the_identity_check(runtime, tmp_path):
+    prompts = [BenchPrompt("p", runtime.target_model.chat_tokens([{"role": "user", "content": "hi"}]))]
+    from specllama.sampling import SamplingParams
+    outcome = run_benchmark(runtime, prompts, parse_configs("none;model:k=2"),
+                            BenchOptions(max_tokens=6, sampling=SamplingParams(temperature=0.8, seed=3),
+                                         cost_curve_max_n=4, cost_curve_reps=1))
+    assert all(r["identical"] is None for r in outcome.document["results"])
+    assert outcome.document["settings"]["sampling"]["seed"] == 3

@@ -1,0 +1,138 @@
+"""The step loop against scripted fake models: exactness, origins, rollbacks, stops, statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specllama.drafters import ModelDrafter, PromptLookupDrafter
+from specllama.engine import Engine, GenerationConfig, StepEvent, TokenEvent
+from specllama.errors import ContextOverflowError
+from specllama.sampling import SamplingParams
+from tests.fake_llm import FakeContext, counting_rule, noisy_rule, random_rule
+
+PROMPT = [5, 6, 7]
+
+
+def generate(target, drafter=None, **config):
+    engine = Engine(target, drafter)
+    events, summary = engine.run(PROMPT, GenerationConfig(**config))
+    return [e.id for e in events if e.id >= 0], events, summary
+
+
+def test_plain_decoding_is_one_target_token_per_step():
+    ids, events, s = generate(FakeContext(counting_rule()), k=0, max_tokens=10)
+    assert ids == [8, 9, 10, 11, 12, 13, 14, 15, 16, 17]
+    assert {e.origin for e in events} == {"target"} and s.steps == 10 and s.drafted == 0
+    assert "".join(e.text for e in events) == "".join(f"<{t}>" for t in ids) == s.text
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8])
+def test_greedy_speculation_gives_the_targets_own_text(k):
+    plain, _, _ = generate(FakeContext(noisy_rule(1)), k=0, max_tokens=40)
+    draft = ModelDrafter(FakeContext(counting_rule()))
+    spec, _, s = generate(FakeContext(noisy_rule(1)), draft, k=k, max_tokens=40)
+    assert spec == plain
+    assert 0 < s.accepted < s.drafted  # the draft is right only some of the time
+
+
+def test_a_perfect_draft_is_all_accepted_with_a_bonus_token_each_step():
+    target = FakeContext(counting_rule())
+    ids, events, s = generate(target, ModelDrafter(FakeContext(counting_rule())), k=3, max_tokens=12)
+    assert [e.origin for e in events] == ["draft", "draft", "draft", "bonus"] * 3
+    assert s.steps == 3 and s.acceptance == 1.0 and s.mean_accepted == 4.0 and s.per_position == [1, 1, 1]
+    assert target.decoded == len(PROMPT) - 1 + 3 * 4  # each step decodes [last] + 3 drafts once
+
+
+def test_rejected_drafts_are_rolled_back_from_both_caches():
+    target_rule = noisy_rule(2, flip_every=2)
+    target, draft_ctx = FakeContext(target_rule), FakeContext(counting_rule())
+    ids, events, s = generate(target, ModelDrafter(draft_ctx), k=4, max_tokens=20)
+    committed = PROMPT + ids
+    # The target holds exactly the committed sequence minus the last (undecoded) token...
+    assert target.tokens == committed[:len(target.tokens)] and len(target.tokens) >= len(committed) - 1 - 4
+    assert "target" in {e.origin for e in events}
+    # ...and the draft's cache was extended, never rebuilt from scratch: far fewer tokens decoded
+    # than a re-decode of the whole sequence at every step would cost.
+    assert draft_ctx.decoded < s.steps * 4 + len(committed)
+
+
+def test_max_tokens_is_exact_even_mid_acceptance():
+    ids, _, s = generate(FakeContext(counting_rule()), ModelDrafter(FakeContext(counting_rule())), k=4, max_tokens=7)
+    assert len(ids) == 7 and s.finish_reason == "length"
+
+
+def test_end_of_generation_stops_without_printing_it():
+    ids, events, s = generate(FakeContext(counting_rule(end_after=9)), ModelDrafter(FakeContext(counting_rule())),
+                              k=4, max_tokens=50)
+    assert ids == [8, 9, 10, 11, 12, 13] and s.finish_reason == "stop" and "<0>" not in s.text
+
+
+def test_stop_string_is_not_shown_even_in_pieces():
+    ids, events, s = generate(FakeContext(counting_rule()), k=0, max_tokens=50, stop=("<11><1",))
+    assert s.finish_reason == "stop_string"
+    assert s.text == "<8><9><10>" and "".join(e.text for e in events) == s.text
+
+
+def test_context_full_ends_the_generation_cleanly():
+    target = FakeContext(counting_rule(), n_ctx=12)
+    ids, _, s = generate(target, ModelDrafter(FakeContext(counting_rule())), k=4, max_tokens=100)
+    assert s.finish_reason == "context" and len(PROMPT) + len(ids) == 13
+
+
+def test_a_prompt_longer_than_the_context_is_refused():
+    with pytest.raises(ContextOverflowError, match="prompt is 3 tokens"):
+        generate(FakeContext(counting_rule(), n_ctx=3), k=0)
+
+
+def test_cancel_stops_after_the_current_step():
+    engine = Engine(FakeContext(counting_rule()))
+    gen = engine.generate(PROMPT, GenerationConfig(k=0, max_tokens=100))
+    seen = [next(gen), next(gen)]
+    engine.cancel()
+    rest = list(gen)
+    assert isinstance(seen[0], TokenEvent) and isinstance(seen[1], StepEvent) and rest == []
+
+
+def test_prompt_lookup_drafts_what_followed_the_same_ngram():
+    drafter = PromptLookupDrafter(max_ngram=2)
+    seq = [1, 2, 3, 4, 9, 9, 1, 2]
+    assert drafter.propose(seq, 3, SamplingParams(), None).tokens == [3, 4, 9]
+    seq += [3]  # incremental: the index follows the growing sequence
+    assert drafter.propose(seq, 2, SamplingParams(), None).tokens == [4, 9]
+    assert drafter.propose([7, 8], 3, SamplingParams(), None).tokens == []  # diverged: re-indexed, no match
+
+
+def test_lookup_drafter_speeds_up_a_repetitive_target_without_changing_it():
+    period = lambda toks: np.eye(32, dtype=np.float32)[[3, 4, 5, 6][(len(toks)) % 4]] * 5  # noqa: E731
+    plain, _, p = generate(FakeContext(period), k=0, max_tokens=24)
+    spec, _, s = generate(FakeContext(period), PromptLookupDrafter(), k=4, max_tokens=24)
+    assert spec == plain and s.steps < p.steps / 2
+
+
+def test_sampling_is_reproducible_with_a_seed_and_varies_without():
+    def sampled(seed):
+        draft = ModelDrafter(FakeContext(random_rule(7)))
+        ids, _, s = generate(FakeContext(random_rule(3)), draft, k=3, max_tokens=30,
+                             sampling=SamplingParams(temperature=1.0, seed=seed))
+        return ids, s
+    a, s = sampled(11)
+    assert a == sampled(11)[0] and a != sampled(12)[0]
+    assert 0 < s.accepted < s.drafted
+
+
+def test_step_statistics_add_up():
+    engine = Engine(FakeContext(noisy_rule(3)), ModelDrafter(FakeContext(counting_rule())))
+    gen, events = engine.generate(PROMPT, GenerationConfig(k=4, max_tokens=30)), []
+    while True:
+        try:
+            events.append(next(gen))
+        except StopIteration as done:
+            s = done.value
+            break
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    ids = [e.id for e in events if isinstance(e, TokenEvent) and e.id >= 0]
+    assert s.tokens == len(ids) == 30
+    assert sum(e.accepted for e in steps) == s.accepted and sum(e.drafted for e in steps) == s.drafted
+    assert sum(s.drafted_at) == s.drafted and sum(s.accepted_at) == s.accepted
+    assert s.t_python > 0 and s.t_verify > 0 and s.tokens_per_s > 0
