@@ -14,6 +14,18 @@ from .errors import SpecllamaError
 DEFAULT_PROMPT = "Write a Python function that tells whether a number is prime, with a short docstring."
 
 
+def draft_length(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        k = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens or 'auto', got {text!r}") from None
+    if not 0 <= k <= 16:
+        raise argparse.ArgumentTypeError(f"k must be between 0 and 16, got {k}")
+    return k
+
+
 def add_model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("models")
     g.add_argument("--pair", help="a named pair from models.toml (default: the registry's default pair)")
@@ -30,7 +42,9 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--drafter", choices=("model", "lookup", "none"), default="model",
                    help="where drafts come from: the draft model, prompt lookup, or none (plain decoding)")
     g.add_argument("--no-draft", action="store_true", help="plain decoding (same as --drafter none)")
-    g.add_argument("-k", type=int, default=4, dest="k", help="draft tokens per step (default 4)")
+    g.add_argument("-k", type=draft_length, default="auto", dest="k",
+                   help="draft tokens per step, or 'auto' (default): chosen each step from this machine's "
+                        "measured costs and the running acceptance, 0 (plain decoding) when speculation would lose")
     g.add_argument("--p-min", type=float, default=0.0, help="stop a draft when its top probability falls below this")
     g.add_argument("--verify", choices=("causal", "stairs"), default="causal", help="verification scheme")
     g.add_argument("--temp", type=float, default=0.0, help="temperature (0 = greedy, the default)")
@@ -78,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     pull.add_argument("--from-hub", action="store_true", help="allow a download from the model hub")
     info = msub.add_parser("info", help="what a GGUF file holds, from its header alone")
     info.add_argument("model", help="a registry name or a GGUF path")
+    quant = msub.add_parser("quantize", help="requantize a model (e.g. a cheaper Q4_0 draft) and register it")
+    quant.add_argument("model", help="a registry name or a GGUF path")
+    quant.add_argument("--type", default="Q4_0", help="Q4_0 (default), Q4_1, Q5_0, Q8_0, Q4_K_M, ...")
+    quant.add_argument("--name", help="the registry name of the result (default: MODEL-TYPE)")
+    quant.add_argument("--threads", type=int)
     check = msub.add_parser("check", help="can DRAFT speculate for TARGET? (headers only)")
     check.add_argument("draft")
     check.add_argument("target")

@@ -14,11 +14,12 @@ from typing import Iterator, Literal, Sequence
 
 import numpy as np
 
+from .adaptive_k import AdaptiveK, causal_tokens
 from .drafters import Drafter, NoDrafter, Proposal
 from .errors import ContextOverflowError, SpecllamaError
 from .llama_ctx import DecodeContext, StreamDecoder
 from .sampling import SamplingParams, probabilities
-from .stairs import commit_stairs, decode_stairs, max_stairs_k
+from .stairs import commit_stairs, decode_stairs, max_stairs_k, stair_tokens
 from .stop import StopMatcher
 from .verify import verify_greedy, verify_sampling
 
@@ -46,7 +47,7 @@ class StepEvent:
 class GenerationConfig:
     max_tokens: int = 512
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    k: int = 4
+    k: int | str = 4  # draft length, or "auto": chosen each step by the engine's k_policy
     stop: tuple[str, ...] = ()
     verify: Literal["causal", "stairs"] = "causal"
 
@@ -61,6 +62,7 @@ class Summary:
     t_prompt: float = 0.0
     t_generate: float = 0.0
     steps: int = 0
+    k_total: int = 0  # sum of the K asked for each step (differs from config.k under -k auto)
     drafted: int = 0
     accepted: int = 0
     t_draft: float = 0.0
@@ -72,6 +74,10 @@ class Summary:
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / self.t_generate if self.t_generate > 0 else 0.0
+
+    @property
+    def mean_k(self) -> float:
+        return self.k_total / self.steps if self.steps else 0.0
 
     @property
     def acceptance(self) -> float | None:
@@ -88,6 +94,7 @@ class Summary:
 
     def record(self, step: StepEvent) -> None:
         self.steps += 1
+        self.k_total += step.k
         self.drafted += step.drafted
         self.accepted += step.accepted
         self.t_draft += step.t_draft
@@ -104,9 +111,10 @@ class Summary:
 class Engine:
     """A target context plus a drafter. Not thread-safe: one generation at a time."""
 
-    def __init__(self, target: DecodeContext, drafter: Drafter | None = None):
+    def __init__(self, target: DecodeContext, drafter: Drafter | None = None, k_policy: AdaptiveK | None = None):
         self.target = target
         self.drafter = drafter or NoDrafter()
+        self.k_policy = k_policy  # used when GenerationConfig.k == "auto"; belongs to the drafter
         self._cancel = False
 
     def cancel(self) -> None:
@@ -124,8 +132,11 @@ class Engine:
                 f"the prompt is {len(prompt)} tokens but the context holds {target.n_ctx} "
                 f"(raise --ctx, at most the model's {model.n_ctx_train}, or shorten the prompt)")
         self._cancel = False
+        policy = self._policy(config)
         params = config.sampling
         stairs = config.verify == "stairs"
+        if policy:
+            policy.verify_tokens = stair_tokens if stairs else causal_tokens
         if stairs and target.n_seq_max < 2:
             raise SpecllamaError("stairs verification needs a target context with several sequences: "
                                  "load the runtime with verify='stairs'")
@@ -140,7 +151,11 @@ class Engine:
         summary.reused_tokens = min(target.reuse_prefix(prompt), len(prompt) - 1)
         target.rollback(summary.reused_tokens)
         target.decode(prompt[target.n_past:-1], logits="none")
-        if config.k > 0:
+        fixed_k = config.k if isinstance(config.k, int) else 0
+        # With -k auto, a drafter that cannot pay even at 100 % acceptance is never used at all.
+        may_draft = not isinstance(self.drafter, NoDrafter) and (
+            policy.best_possible_rate() > 1.0 if policy else fixed_k > 0)
+        if may_draft:
             self.drafter.prefill(prompt)
         committed = list(prompt)
         summary.t_prompt = time.perf_counter() - t0
@@ -155,7 +170,8 @@ class Engine:
             if room < 0:
                 finish = "context"
                 break
-            k = max(0, min(config.k, room, config.max_tokens - summary.tokens - 1))
+            wanted = 0 if not may_draft else (policy.choose() if policy else fixed_k)
+            k = max(0, min(wanted, room, config.max_tokens - summary.tokens - 1))
             if stairs:
                 k = min(k, max_stairs_k(target))
 
@@ -199,6 +215,8 @@ class Engine:
                 if summary.tokens >= config.max_tokens:
                     finish = "length"
                     break
+            if policy:
+                policy.observe(len(draft), verdict.n_accepted)
             step = StepEvent(k, len(draft), verdict.n_accepted, t_b - t_a, t_c - t_b, time.perf_counter() - t_c)
             summary.record(step)
             yield from events
@@ -212,6 +230,13 @@ class Engine:
         summary.finish_reason = finish
         summary.text = "".join(pieces)
         return summary
+
+    def _policy(self, config: GenerationConfig) -> AdaptiveK | None:
+        if config.k != "auto" or isinstance(self.drafter, NoDrafter):
+            return None
+        if self.k_policy is None:
+            raise SpecllamaError("-k auto needs this machine's cost curve: load the runtime with auto_k")
+        return self.k_policy
 
     def run(self, prompt: Sequence[int], config: GenerationConfig) -> tuple[list[TokenEvent], Summary]:
         events: list[TokenEvent] = []

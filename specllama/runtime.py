@@ -9,9 +9,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from . import store
+from .adaptive_k import AdaptiveK
 from .config import Registry, load_registry
+from .cost_cache import cost_curve_for
+from .cost_curve import CostCurve
 from .drafters import Drafter, ModelDrafter, NoDrafter, PromptLookupDrafter
 from .engine import Engine
 from .errors import IncompatiblePairError, ModelFileError, SpecllamaError
@@ -33,6 +37,7 @@ class LoadOptions:
     threads_batch: int | None = None
     gpu_layers: int = 0
     verify: str = "causal"
+    auto_k: bool = False  # measure (or load) this machine's cost curve so -k auto can choose K
 
 
 def looks_like_path(ref: str) -> bool:
@@ -65,7 +70,7 @@ class Runtime:
     """Loaded models and contexts; the drafter can be switched without reloading."""
 
     def __init__(self, opts: LoadOptions, registry: Registry | None = None,
-                 progress: store.Progress | None = None):
+                 progress: store.Progress | None = None, status: Callable[[str], None] | None = None):
         registry = registry or load_registry()
         target_ref, draft_ref = model_refs(opts, registry)
         self.target_path = resolve(target_ref, registry, progress)
@@ -89,7 +94,14 @@ class Runtime:
             self.draft_model = GGUFModel(self.draft_path, n_gpu_layers=opts.gpu_layers)
             self.draft_ctx = DecodeContext(self.draft_model, n_ctx=n_ctx, n_threads=threads,
                                            n_threads_batch=opts.threads_batch)
-        self.engine = Engine(self.target_ctx, self.make_drafter(opts.drafter, opts.p_min))
+        self.cost_curve: CostCurve | None = None
+        if opts.auto_k:
+            if status:
+                status("measuring this machine's decode costs for -k auto (cached after the first time)...")
+            self.cost_curve, _ = cost_curve_for(self.target_ctx, self.draft_ctx)
+        self._policies: dict[str, AdaptiveK] = {}
+        self.engine = Engine(self.target_ctx)
+        self.set_drafter(opts.drafter, opts.p_min)
 
     def make_drafter(self, kind: str, p_min: float = 0.0) -> Drafter:
         if kind == "model":
@@ -104,6 +116,18 @@ class Runtime:
 
     def set_drafter(self, kind: str, p_min: float | None = None) -> None:
         self.engine.drafter = self.make_drafter(kind, self.opts.p_min if p_min is None else p_min)
+        self.engine.k_policy = self.k_policy(kind)
+
+    def k_policy(self, kind: str) -> AdaptiveK | None:
+        """The -k auto chooser of a drafter, kept across generations so it remembers its record."""
+        if self.cost_curve is None or kind == "none":
+            return None
+        if kind not in self._policies:
+            curve = self.cost_curve
+            # Prompt lookup costs microseconds of Python: free next to a target decode.
+            draft_cost = (curve.draft_ratio or 0.0) if kind == "model" else 0.0
+            self._policies[kind] = AdaptiveK(curve.ratio, draft_cost, k_max=min(8, curve.max_n - 1))
+        return self._policies[kind]
 
     @property
     def threads(self) -> int:

@@ -30,6 +30,7 @@ def test_configs_parse_into_canonical_labels_with_the_baseline_first():
     assert [c.label for c in configs] == ["none", "model:k=2", "lookup:k=3", "model:k=4,verify=stairs",
                                           "model:k=4,p_min=0.3"]
     assert parse_configs("model:k=3")[0].is_baseline  # none added when missing
+    assert parse_config("lookup:k=auto").k == "auto" and parse_config("lookup:k=auto").label == "lookup:k=auto"
     stairs = parse_config("model:k=4,verify=stairs")
     assert (stairs.drafter, stairs.k, stairs.verify) == ("model", 4, "stairs")
 
@@ -38,7 +39,7 @@ def test_configs_parse_into_canonical_labels_with_the_baseline_first():
     ("modle:k=2", "unknown drafter 'modle'"),
     ("model:k=two", "k must be a whole number"),
     ("model:k=0", "between 1 and 16"),
-    ("model:k=auto", "k=auto is not available yet"),
+    ("lookup:k=automatic", "k must be a whole number"),
     ("model:q=1", "unknown option q"),
     ("model:k", "expected OPTION=VALUE"),
     ("model:verify=diagonal", "verify must be one of"),
@@ -147,11 +148,12 @@ def _prompts_file(tmp_path):
     return path
 
 
-def test_bench_json_schema(tiny_models, tmp_path, capsys):
+def test_bench_json_schema(tiny_models, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SPECLLAMA_CACHE", str(tmp_path / "cache"))  # k=auto caches its cost curve there
     out_json, out_md = tmp_path / "bench.json", tmp_path / "bench.md"
     code = main(["bench", "--prompts", str(_prompts_file(tmp_path)), "--target", str(tiny_models["a"]),
                  "--draft", str(tiny_models["a"]), "--ctx", "512", "--max-tokens", "10", "--repeat", "2",
-                 "--configs", "none;model:k=2;lookup:k=3;model:k=3,verify=stairs",
+                 "--configs", "none;model:k=2;lookup:k=3;model:k=3,verify=stairs;model:k=auto",
                  "--json", str(out_json), "--markdown", str(out_md)])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -166,7 +168,7 @@ def test_bench_json_schema(tiny_models, tmp_path, capsys):
     assert len(curve["ratios"]) == 16 and curve["ratios"][0] == 1.0 and curve["draft_ratio"] > 0
     assert doc["settings"]["repeat"] == 2 and doc["settings"]["max_tokens"] == 10
 
-    labels = ["none", "model:k=2", "lookup:k=3", "model:k=3,verify=stairs"]
+    labels = ["none", "model:k=2", "lookup:k=3", "model:k=3,verify=stairs", "model:k=auto"]
     assert doc["settings"]["configs"] == labels
     results = doc["results"]
     assert [(r["config"], r["prompt_id"]) for r in results] == [(c, p) for c in labels for p in ("code", "emoji")]
@@ -177,7 +179,7 @@ def test_bench_json_schema(tiny_models, tmp_path, capsys):
         assert r["identical"] == "identical", r  # the target drafting for itself: exact by construction
         if r["config"] == "none":
             assert r["speedup"] == 1.0 and r["acceptance"] is None
-        elif r["config"].startswith("model"):
+        elif r["config"].startswith("model") and r["config"] != "model:k=auto":
             assert r["acceptance"] == 1.0 and r["mean_accepted"] > 1
 
     summary = {s["config"]: s for s in doc["summary"]}
@@ -193,6 +195,7 @@ def test_bench_json_schema(tiny_models, tmp_path, capsys):
     assert math.isclose(k2["predicted_speedup"], predicted_speedup(
         CostCurve(**curve), 2, 1.0), rel_tol=1e-9)
     assert set(k2["time_split"]) == {"draft", "verify", "python"}
+    assert summary["model:k=auto"]["predicted_speedup"] is None  # K varies per step: only the per-step model applies
     assert "| config |" in out_md.read_text()
 
 

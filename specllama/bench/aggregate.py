@@ -149,8 +149,9 @@ def _fill(summary: ConfigSummary, config: BenchConfig, mine: list[tuple[RunRecor
         alpha = stats.acceptance if not config.is_baseline else 0.0
         # Stairs decode (K+1)(K+2)/2 tokens per step; timed as one causal batch of that size, an
         # approximation (their attention spans differ), so read that prediction as a rough one.
-        verify_tokens = stair_tokens(config.k) if config.verify == "stairs" else None
-        summary.predicted_speedup = predicted_speedup(curve, config.k, alpha, draft_ratio, verify_tokens)
+        if isinstance(config.k, int):  # under k=auto only the per-step prediction below applies
+            verify_tokens = stair_tokens(config.k) if config.verify == "stairs" else None
+            summary.predicted_speedup = predicted_speedup(curve, config.k, alpha, draft_ratio, verify_tokens)
         summary.predicted_from_steps = _speedup_from_steps(curve, stats, draft_ratio, config.verify == "stairs")
 
 

@@ -24,7 +24,7 @@ class BenchConfigError(SpecllamaError):
 @dataclass(frozen=True)
 class BenchConfig:
     drafter: str = "none"
-    k: int = 0
+    k: int | str = 0  # or "auto"
     verify: str = "causal"
     p_min: float = 0.0
 
@@ -90,10 +90,9 @@ def parse_config(text: str) -> BenchConfig:
     return BenchConfig(drafter=drafter, k=k, verify=verify, p_min=p_min)
 
 
-def _parse_k(spec: str, value: str) -> int:
+def _parse_k(spec: str, value: str) -> int | str:
     if value == "auto":
-        # The branch `-k auto` will fill: choose K from the measured cost curve.
-        raise BenchConfigError(f"config '{spec}': k=auto is not available yet; give a number")
+        return value  # chosen each step from the measured cost curve (specllama/adaptive_k.py)
     try:
         k = int(value)
     except ValueError:

@@ -53,7 +53,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                        drafter="model" if needs_draft else "none", n_ctx=args.n_ctx, threads=args.threads,
                        threads_batch=args.threads_batch, gpu_layers=args.gpu_layers,
                        # stairs needs a multi-sequence target context; all configs then share it alike.
-                       verify="stairs" if any(c.verify == "stairs" for c in configs) else "causal")
+                       verify="stairs" if any(c.verify == "stairs" for c in configs) else "causal",
+                       auto_k=any(c.k == "auto" for c in configs))
     with download_bar() as fetch:
         runtime = Runtime(opts, progress=fetch)
     try:

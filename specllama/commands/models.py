@@ -60,5 +60,19 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if report.compatible else 1
 
 
+def cmd_quantize(args: argparse.Namespace) -> int:
+    from ..quantize import quantize_and_register
+
+    registry = load_registry()
+    with download_bar() as progress:
+        resolve(args.model, registry, progress)  # fetch first, so the quantizer never waits on a download
+    name, path, user_file = quantize_and_register(args.model, args.type, registry, args.name, args.threads)
+    info = read_info(path)
+    print(f"{name}: {path} ({info.quantization}, {info.file_size / 1e6:,.0f} MB), registered in {user_file}")
+    print(f"use it as a draft: specllama run --draft {name} ...")
+    return 0
+
+
 def dispatch(args: argparse.Namespace) -> int:
-    return {"list": cmd_list, "pull": cmd_pull, "info": cmd_info, "check": cmd_check}[args.models_command](args)
+    return {"list": cmd_list, "pull": cmd_pull, "info": cmd_info, "check": cmd_check,
+            "quantize": cmd_quantize}[args.models_command](args)

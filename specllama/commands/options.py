@@ -14,7 +14,8 @@ def load_options(args: argparse.Namespace) -> LoadOptions:
     return LoadOptions(pair=args.pair, target=args.target, draft=args.draft, drafter=drafter,
                        p_min=getattr(args, "p_min", 0.0), n_ctx=args.n_ctx, threads=args.threads,
                        threads_batch=args.threads_batch, gpu_layers=args.gpu_layers,
-                       verify=getattr(args, "verify", "causal"))
+                       verify=getattr(args, "verify", "causal"),
+                       auto_k=getattr(args, "k", 0) == "auto" and drafter != "none")
 
 
 def generation_config(args: argparse.Namespace) -> GenerationConfig:

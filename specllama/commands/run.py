@@ -15,7 +15,7 @@ from .report import format_summary
 def cmd_run(args: argparse.Namespace) -> int:
     config = generation_config(args)  # validate sampling options before loading anything
     with download_bar() as progress:
-        runtime = Runtime(load_options(args), progress=progress)
+        runtime = Runtime(load_options(args), progress=progress, status=lambda m: print(m, file=sys.stderr))
     try:
         messages = ([{"role": "system", "content": args.system}] if args.system else [])
         messages.append({"role": "user", "content": args.prompt})
