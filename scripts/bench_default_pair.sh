@@ -7,7 +7,7 @@
 #   CONFIGS="none;model:k=3;lookup:k=3" ./scripts/bench_default_pair.sh
 #   ./scripts/bench_default_pair.sh --threads 1    # extra arguments go to `specllama bench`
 #
-# About 20 minutes on a 2-core CPU with the defaults (12 prompts x 6 configurations x 128 tokens).
+# About 20 minutes on a 2-core CPU with the defaults (12 prompts x 12 configurations x 96 tokens).
 # Leave the machine otherwise idle: with 2 threads on 2 cores, any other busy process slows decoding
 # several-fold (design.md, "Threads"); the interleaved order spreads that noise, it cannot remove it.
 set -euo pipefail
@@ -23,8 +23,8 @@ status=0
 "$repo/scripts/setup.sh" start bench \
     --prompts "${PROMPTS:-$repo/bench/prompts.jsonl}" \
     --pair "${PAIR:-qwen2.5-coder}" \
-    --configs "${CONFIGS:-none;model:k=2;model:k=3;model:k=4;lookup:k=3;model:k=4,verify=stairs}" \
-    --max-tokens "${MAX_TOKENS:-128}" \
+    --configs "${CONFIGS:-none;model:k=1;model:k=2;model:k=3;model:k=4;model:k=6;lookup:k=2;lookup:k=4;lookup:k=6;model:k=auto;lookup:k=auto;model:k=4,verify=stairs}" \
+    --max-tokens "${MAX_TOKENS:-96}" \
     --repeat "${REPEAT:-1}" \
     --json "$stem.json" --markdown "$stem.md" \
     "$@" || status=$?

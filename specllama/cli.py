@@ -60,7 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specllama", description="Speculative decoding for local GGUF models.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    chat = sub.add_parser("chat", help="a multi-turn chat in the terminal that shows speculation live")
+    chat = sub.add_parser("chat", help="a multi-turn chat in the terminal that shows speculation live",
+                          description="A terminal chat that colours each token by origin and shows speed and "
+                                      "acceptance live. The draft model is loaded whenever the pair or --draft "
+                                      "names one, so the drafter, K, temperature and p_min change without "
+                                      "reloading. F1 in the app lists the keys.")
     chat.add_argument("--system", help="a system message")
     add_model_options(chat)
     add_engine_options(chat)

@@ -52,8 +52,30 @@ class GenerationConfig:
     verify: Literal["causal", "stairs"] = "causal"
 
 
+class AcceptanceRates:
+    """Rates over counted steps, shared by the final Summary and the TUI's live snapshot."""
+
+    steps: int
+    drafted: int
+    accepted: int
+    k_total: int
+
+    @property
+    def mean_k(self) -> float:
+        return self.k_total / self.steps if self.steps else 0.0
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.accepted / self.drafted if self.drafted else None
+
+    @property
+    def mean_accepted(self) -> float:
+        """Tokens gained per target decode (accepted drafts + the target's own), as vLLM reports."""
+        return (self.accepted + self.steps) / self.steps if self.steps else 0.0
+
+
 @dataclass
-class Summary:
+class Summary(AcceptanceRates):
     prompt_tokens: int = 0
     reused_tokens: int = 0
     tokens: int = 0
@@ -76,21 +98,22 @@ class Summary:
         return self.tokens / self.t_generate if self.t_generate > 0 else 0.0
 
     @property
-    def mean_k(self) -> float:
-        return self.k_total / self.steps if self.steps else 0.0
-
-    @property
-    def acceptance(self) -> float | None:
-        return self.accepted / self.drafted if self.drafted else None
-
-    @property
-    def mean_accepted(self) -> float:
-        """Tokens gained per target decode (accepted drafts + the target's own), as vLLM reports."""
-        return (self.accepted + self.steps) / self.steps if self.steps else 0.0
-
-    @property
     def per_position(self) -> list[float]:
         return [a / d if d else 0.0 for a, d in zip(self.accepted_at, self.drafted_at)]
+
+    def add(self, other: "Summary") -> None:
+        """Pool another generation's step statistics into this one."""
+        for name in ("steps", "k_total", "drafted", "accepted", "tokens", "t_generate", "t_draft", "t_verify", "t_python"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self._count_positions(other.drafted_at, other.accepted_at)
+
+    def _count_positions(self, drafted_at: Sequence[int], accepted_at: Sequence[int]) -> None:
+        while len(self.drafted_at) < len(drafted_at):
+            self.drafted_at.append(0)
+            self.accepted_at.append(0)
+        for i, (d, a) in enumerate(zip(drafted_at, accepted_at)):
+            self.drafted_at[i] += d
+            self.accepted_at[i] += a
 
     def record(self, step: StepEvent) -> None:
         self.steps += 1
@@ -100,12 +123,7 @@ class Summary:
         self.t_draft += step.t_draft
         self.t_verify += step.t_verify
         self.t_python += step.t_python
-        while len(self.drafted_at) < step.drafted:
-            self.drafted_at.append(0)
-            self.accepted_at.append(0)
-        for i in range(step.drafted):
-            self.drafted_at[i] += 1
-            self.accepted_at[i] += i < step.accepted
+        self._count_positions([1] * step.drafted, [int(i < step.accepted) for i in range(step.drafted)])
 
 
 class Engine:
@@ -137,6 +155,7 @@ class Engine:
         stairs = config.verify == "stairs"
         if policy:
             policy.verify_tokens = stair_tokens if stairs else causal_tokens
+            policy.new_text()
         if stairs and target.n_seq_max < 2:
             raise SpecllamaError("stairs verification needs a target context with several sequences: "
                                  "load the runtime with verify='stairs'")
@@ -155,7 +174,9 @@ class Engine:
         # With -k auto, a drafter that cannot pay even at 100 % acceptance is never used at all.
         may_draft = not isinstance(self.drafter, NoDrafter) and (
             policy.best_possible_rate() > 1.0 if policy else fixed_k > 0)
-        if may_draft:
+        # Under -k auto the draft digests the prompt only once a step wants drafts (a long prompt
+        # costs the draft seconds); propose() catches up by itself then.
+        if may_draft and (policy is None or policy.choose() > 0):
             self.drafter.prefill(prompt)
         committed = list(prompt)
         summary.t_prompt = time.perf_counter() - t0

@@ -116,3 +116,12 @@ def test_a_corrupt_cache_entry_is_measured_again(private_cache, tiny_models):
     cost_cache._entry_path(key).write_text("{not json")
     assert cost_cache.load_cached(key) is None
     ctx.close()
+
+
+def test_a_new_prompt_gets_a_fresh_chance_but_keeps_the_record():
+    policy = chooser(CPU_CURVE, draft_cost=0.0)
+    feed(policy, 0.0, 40, np.random.default_rng(4))
+    assert policy.choose() == 0 and policy.slow[0] < 0.2
+    policy.new_text()
+    assert policy.choose() > 0  # tried again on the new text...
+    assert feed(policy, 0.0, 12, np.random.default_rng(5))[6:] == [0] * 6  # ...and dropped when it fails there too

@@ -63,20 +63,7 @@ def pooled(summaries: list[Summary]) -> Summary:
     """One Summary holding the step statistics of many, so its properties give pooled rates."""
     total = Summary()
     for s in summaries:
-        total.steps += s.steps
-        total.drafted += s.drafted
-        total.accepted += s.accepted
-        total.tokens += s.tokens
-        total.t_generate += s.t_generate
-        total.t_draft += s.t_draft
-        total.t_verify += s.t_verify
-        total.t_python += s.t_python
-        for i, (d, a) in enumerate(zip(s.drafted_at, s.accepted_at)):
-            if i == len(total.drafted_at):
-                total.drafted_at.append(0)
-                total.accepted_at.append(0)
-            total.drafted_at[i] += d
-            total.accepted_at[i] += a
+        total.add(s)
     return total
 
 

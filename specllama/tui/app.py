@@ -1,0 +1,309 @@
+"""`specllama chat`: a multi-turn conversation where you can watch speculation happen.
+
+The app never touches llama.cpp on its own thread: models load in one worker, each answer streams
+from another (see streaming.py), and both report back through posted messages. It is given a
+function that builds the runtime, so tests inject a scripted fake exactly where the real one goes.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import replace
+from threading import Event
+from typing import Any
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.reactive import reactive
+from textual.widgets import Input, Static
+
+from ..engine import Summary
+from ..errors import SpecllamaError
+from ..runtime import DRAFTERS
+from .conversation import Conversation
+from .loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
+from .screens import HelpScreen
+from .settings import ChatSettings
+from .streaming import ReplyChunk, ReplyDone, stream_reply
+from .widgets import ChatMessage, KeyBar, LoadingPanel, StatsPanel, TitleBar
+
+FINISH_NOTES = {"cancelled": "stopped", "length": "max tokens reached", "context": "context full",
+                "stop_string": "stop string"}
+
+
+class ChatApp(App[None]):
+    # Layout only (each widget's look lives beside it). Kept inline rather than in app.tcss so a
+    # wheel needs no package data and subclasses elsewhere (scripts/) find it.
+    CSS = """
+    #main { height: 1fr; }
+    #chat { width: 1fr; }
+    #conversation { height: 1fr; padding: 1 0 0 1; scrollbar-size-vertical: 1; }
+    #hint { color: $text-muted; margin: 0 0 1 1; }
+    #prompt { margin: 0 1 0 1; }
+    """
+    TITLE = "specllama chat"
+    BINDINGS = [
+        Binding("f1", "help", "help", tooltip="this screen"),
+        Binding("escape", "stop", "stop", tooltip="stop the answer; what it wrote so far stays"),
+        Binding("ctrl+n", "new_conversation", "new chat", tooltip="new conversation (models stay loaded)"),
+        Binding("ctrl+y", "copy_answer", "copy", tooltip="copy the last answer to the clipboard"),
+        Binding("ctrl+o", "toggle_origins", "colours", tooltip="colour tokens by origin: on / off"),
+        Binding("f2", "next_drafter", "drafter", tooltip="drafter: model → lookup → none"),
+        Binding("f3", "step_k(-1)", "K −", show=False, tooltip="K − 1: fewer drafts per step (below 1: auto)"),
+        Binding("f4", "step_k(1)", "K +", show=False, tooltip="K + 1: more drafts per step"),
+        Binding("f5", "step_temperature(-1)", "temp −", show=False, tooltip="temperature − 0.1 (0 = greedy)"),
+        Binding("f6", "step_temperature(1)", "temp +", show=False, tooltip="temperature + 0.1"),
+        Binding("f7", "step_p_min(-1)", "p_min −", show=False, tooltip="p_min − 0.05 (0 = always draft K)"),
+        Binding("f8", "step_p_min(1)", "p_min +", show=False, tooltip="p_min + 0.05: stop drafts less sure than this"),
+        Binding("ctrl+q", "quit", "quit", show=False, priority=True, tooltip="quit"),
+    ]
+
+    show_origins: reactive[bool] = reactive(True, init=False)
+
+    def __init__(self, load_runtime: RuntimeFactory, settings: ChatSettings | None = None,
+                 flush_interval: float = 0.1):  # see streaming.py for why 100 ms
+        super().__init__()
+        self._load_runtime = load_runtime
+        self.settings = settings or ChatSettings()
+        self.flush_interval = flush_interval
+        self.runtime: Any = None
+        self.conversation = Conversation(system=self.settings.system)
+        self.busy = False  # an answer is being generated (the engine runs one at a time)
+        self.last_summary: Summary | None = None
+        self.unexpected_errors: list[str] = []  # tracebacks of bugs, printed by `specllama chat` on exit
+        self._idle = Event()  # set whenever no generation thread is running: safe to close the runtime
+        self._idle.set()
+        self._reply_id = 0
+        self._reply: ChatMessage | None = None
+        self._drafter_applied: tuple[str, float] | None = None  # (drafter, p_min) the runtime has
+        self._told_pending = False  # "applies from the next answer" said once per answer
+        self._stop_requested = False
+
+    def compose(self) -> ComposeResult:
+        yield TitleBar()
+        with Horizontal(id="main"):
+            with Vertical(id="chat"):
+                with VerticalScroll(id="conversation"):
+                    yield Static("Type a message and press enter · F1 lists every key", id="hint")
+                    yield LoadingPanel()
+                yield Input(placeholder="Ask something…", id="prompt")
+            yield StatsPanel()
+        yield KeyBar(self.BINDINGS)
+
+    def on_mount(self) -> None:
+        self.query_one(TitleBar).show(self.TITLE, "loading the models…")
+        self.query_one(StatsPanel).show_settings(self.settings)
+        self.query_one("#conversation").anchor()  # follow the answer until the user scrolls up
+        self.query_one("#prompt").focus()
+        self._load()
+
+    # --- loading -------------------------------------------------------------------------------
+
+    @work(thread=True, exit_on_error=False, group="load")
+    def _load(self) -> None:
+        load_runtime(self._load_runtime, self.post_message)
+
+    def on_load_progress(self, message: LoadProgress) -> None:
+        self.query_one(LoadingPanel).show_progress(message.done, message.total, message.what)
+
+    def on_load_status(self, message: LoadStatus) -> None:
+        self.query_one(LoadingPanel).show_loading(message.text)
+
+    def on_runtime_failed(self, message: RuntimeFailed) -> None:
+        if message.trace:
+            self.unexpected_errors.append(message.trace)
+        self.query_one(LoadingPanel).show_failure(message.reason)
+        self.notify(message.reason, title="could not load the models", severity="error", timeout=30)
+
+    def on_runtime_ready(self, message: RuntimeReady) -> None:
+        self.runtime = runtime = message.runtime
+        self.query_one(LoadingPanel).remove()
+        draft = runtime.draft_model.name if runtime.draft_model is not None else None
+        self.query_one(TitleBar).show(self.TITLE, runtime.target_model.name + (f" ← {draft}" if draft else ""))
+        self.query_one(StatsPanel).show_models(runtime.target_model.name, draft, runtime.threads)
+        self._show_context()
+        self._sync_drafter()
+
+    # --- asking and answering ------------------------------------------------------------------
+
+    @on(Input.Submitted, "#prompt")
+    def _submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        if self.runtime is None:
+            self.notify("the models are not loaded yet", severity="warning")
+            return
+        if self.busy:
+            self.notify("still answering: esc stops the answer", severity="warning")
+            return
+        event.input.value = ""
+        self.ask(text)
+
+    def ask(self, text: str) -> None:
+        """Sends one user message and starts streaming the answer."""
+        self.conversation.ask(text)
+        try:
+            prompt = self.runtime.target_model.chat_tokens(self.conversation.for_template())
+        except SpecllamaError as e:
+            self.conversation.withdraw_question()
+            self.notify(str(e), title="could not build the prompt", severity="error")
+            return
+        conversation = self.query_one("#conversation")
+        conversation.mount(ChatMessage("user", text))
+        self._reply = ChatMessage("assistant", show_origins=self.show_origins)
+        conversation.mount(self._reply)
+        self._reply_id += 1
+        self._stop_requested = False
+        self.busy = True
+        self._idle.clear()
+        self._generate(self._reply_id, prompt, self.settings.generation_config())
+
+    @work(thread=True, exit_on_error=False, group="generate")
+    def _generate(self, reply_id: int, prompt: list[int], config) -> None:
+        try:
+            events = self.runtime.engine.generate(prompt, config)
+            summary = stream_reply(reply_id, events, self.post_message, self.flush_interval)
+            self.post_message(ReplyDone(reply_id, summary))
+        except Exception as e:  # SpecllamaError or a bug: both become a notification, never a crash
+            if not isinstance(e, SpecllamaError):
+                self.unexpected_errors.append(traceback.format_exc())
+            self.post_message(ReplyDone(reply_id, None, e))
+        finally:
+            self._idle.set()
+
+    def on_reply_chunk(self, message: ReplyChunk) -> None:
+        if message.reply_id != self._reply_id or self._reply is None:
+            return  # an answer from a conversation that has since been cleared
+        if self._stop_requested:
+            self.runtime.engine.cancel()  # esc came before the engine started (it clears the flag)
+        self._reply.append(message.segments)
+        ctx = self.runtime.target_ctx
+        self.query_one(StatsPanel).show_live(message.stats, (ctx.n_past, ctx.n_ctx))
+
+    def on_reply_done(self, message: ReplyDone) -> None:
+        self.busy = False
+        self._told_pending = False
+        self._sync_drafter()  # changes made while it ran
+        if message.reply_id != self._reply_id or self._reply is None:
+            return
+        reply, self._reply = self._reply, None
+        if message.error is not None:
+            self._answer_failed(reply, message.error)
+            return
+        summary = self.last_summary = message.summary
+        self.conversation.answer(summary.text)
+        note = FINISH_NOTES.get(summary.finish_reason)
+        reply.set_status(f"{summary.tokens} tokens · {summary.tokens_per_s:.1f} tokens/s" + (f" · {note}" if note else ""))
+        self.query_one(StatsPanel).show_summary(summary)
+        self._show_context()
+
+    def _answer_failed(self, reply: ChatMessage, error: BaseException) -> None:
+        # The question leaves the history (it has no answer) and goes back to the input box.
+        question = self.conversation.withdraw_question()
+        prompt = self.query_one("#prompt", Input)
+        if question and not prompt.value:
+            prompt.value = question
+        if isinstance(error, SpecllamaError):
+            reason = str(error)
+        else:
+            reason = f"unexpected {type(error).__name__}: {error}"
+        reply.set_status("failed", failed=True)
+        self.notify(reason, title="the answer failed", severity="error", timeout=15)
+
+    def _show_context(self) -> None:
+        if self.runtime is not None:
+            ctx = self.runtime.target_ctx
+            self.query_one(StatsPanel).show_context(ctx.n_past, ctx.n_ctx)
+
+    # --- controls ------------------------------------------------------------------------------
+
+    def action_stop(self) -> None:
+        if self.busy and self.runtime is not None:
+            self._stop_requested = True
+            self.runtime.engine.cancel()  # honoured after the current step; the text so far stays
+
+    def action_new_conversation(self) -> None:
+        if self.busy:
+            self.runtime.engine.cancel()
+            self._reply_id += 1  # its last messages will be ignored
+        self._reply = None
+        self.conversation.clear()
+        self.query("#conversation ChatMessage").remove()
+        self.query_one(StatsPanel).reset()
+        self.notify("new conversation")
+
+    def action_copy_answer(self) -> None:
+        answer = self.conversation.last_answer
+        if not answer:
+            self.notify("no answer to copy yet", severity="warning")
+            return
+        self.copy_to_clipboard(answer)
+        self.notify(f"copied the last answer ({len(answer)} characters)")
+
+    def action_toggle_origins(self) -> None:
+        self.show_origins = not self.show_origins
+
+    def watch_show_origins(self, show: bool) -> None:
+        for message in self.query(ChatMessage):
+            message.set_show_origins(show)
+        self.query_one(StatsPanel).show_legend(show)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
+
+    def action_next_drafter(self) -> None:
+        has_draft = self.runtime is None or self.runtime.draft_model is not None
+        self._apply_settings(self.settings.next_drafter(DRAFTERS if has_draft else ("lookup", "none")))
+
+    def action_step_k(self, delta: int) -> None:
+        # K auto needs the machine's cost curve, measured at load time when K auto was asked for.
+        auto = self.runtime is None or getattr(self.runtime, "cost_curve", None) is not None
+        self._apply_settings(self.settings.step_k(delta, auto_available=auto))
+
+    def action_step_temperature(self, steps: int) -> None:
+        self._apply_settings(self.settings.step_temperature(steps))
+
+    def action_step_p_min(self, steps: int) -> None:
+        self._apply_settings(self.settings.step_p_min(steps))
+
+    def _apply_settings(self, new: ChatSettings) -> None:
+        """Settings change at once on screen and reach the engine with the next answer: the engine
+        fixes K, the drafter's role and sampling when an answer starts, so a change in the middle
+        would half apply. No model is reloaded either way."""
+        self.settings = new
+        self.query_one(StatsPanel).show_settings(new)
+        if not self.busy:
+            self._sync_drafter()
+        elif not self._told_pending:
+            self._told_pending = True
+            self.notify("changes apply from the next answer")
+
+    def _sync_drafter(self) -> None:
+        """Gives the runtime the chosen drafter and p_min if it has other ones (no reload)."""
+        wanted = (self.settings.drafter, self.settings.p_min)
+        if self.runtime is None or wanted == self._drafter_applied:
+            return
+        try:
+            self.runtime.set_drafter(*wanted)
+            self._drafter_applied = wanted
+        except SpecllamaError as e:  # e.g. the model drafter with no draft model loaded
+            self.notify(str(e), title="drafter unchanged", severity="error")
+            self.settings = replace(self.settings, drafter=self.runtime.engine.drafter.name)
+            self._drafter_applied = (self.settings.drafter, self.settings.p_min)
+            self.query_one(StatsPanel).show_settings(self.settings)
+
+    # --- shutting down -------------------------------------------------------------------------
+
+    def close_runtime(self, timeout: float = 30.0) -> None:
+        """Stops a running answer and frees the models; call after `run()` returns."""
+        if self.runtime is None:
+            return
+        self.runtime.engine.cancel()
+        self._idle.wait(timeout)  # llama.cpp must not free a context another thread is decoding with
+        self.runtime.close()
+        self.runtime = None
+

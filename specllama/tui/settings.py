@@ -1,0 +1,81 @@
+"""What the user can change while chatting, and how each key press changes it.
+
+Pure data: the app turns these into engine calls, the tests check the steps without a terminal.
+A change reaches the engine with the next answer (the engine fixes K, the drafter's role and
+sampling when an answer starts); switching the drafter never reloads a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field, replace
+
+from ..engine import GenerationConfig
+from ..runtime import DRAFTERS
+from ..sampling import SamplingParams
+
+K_MAX = 16
+TEMPERATURE_STEP, TEMPERATURE_MAX = 0.1, 2.0
+P_MIN_STEP, P_MIN_MAX = 0.05, 0.95
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    drafter: str = "model"
+    k: int | str = "auto"  # draft length, or "auto": the engine picks K at every step
+    temperature: float = 0.0
+    p_min: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    seed: int | None = None
+    max_tokens: int = 512
+    stop: tuple[str, ...] = ()
+    verify: str = "causal"
+    system: str | None = None
+    sampling: SamplingParams = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Built (and so validated) once: a bad --temp fails before any model is loaded.
+        object.__setattr__(self, "sampling", SamplingParams(
+            temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, min_p=self.min_p, seed=self.seed))
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ChatSettings:
+        drafter = "none" if args.no_draft else args.drafter
+        return cls(drafter=drafter, k=args.k, temperature=args.temp, p_min=args.p_min, top_k=args.top_k,
+                   top_p=args.top_p, min_p=args.min_p, seed=args.seed, max_tokens=args.max_tokens,
+                   stop=tuple(args.stop), verify=args.verify, system=getattr(args, "system", None))
+
+    @property
+    def effective_k(self) -> int | str:
+        # With no drafter nothing is proposed; saying K = 0 keeps the stats honest.
+        return 0 if self.drafter == "none" else self.k
+
+    def generation_config(self) -> GenerationConfig:
+        return GenerationConfig(max_tokens=self.max_tokens, sampling=self.sampling, k=self.effective_k,
+                                stop=self.stop, verify=self.verify)
+
+    # --- one key press each ------------------------------------------------------------------
+
+    def next_drafter(self, available: tuple[str, ...] = DRAFTERS) -> ChatSettings:
+        order = [d for d in DRAFTERS if d in available]
+        at = order.index(self.drafter) if self.drafter in order else -1
+        return replace(self, drafter=order[(at + 1) % len(order)])
+
+    def step_k(self, delta: int, auto_available: bool = True) -> ChatSettings:
+        """K runs auto, 1, 2, ... K_MAX: "auto" sits below 1 (when the runtime can do it)."""
+        if self.k == "auto":
+            return replace(self, k=1) if delta > 0 else self
+        k = self.k + delta
+        if k < 1:
+            return replace(self, k="auto") if auto_available else replace(self, k=1)
+        return replace(self, k=min(K_MAX, k))
+
+    def step_temperature(self, steps: int) -> ChatSettings:
+        value = round(self.temperature + steps * TEMPERATURE_STEP, 2)
+        return replace(self, temperature=min(TEMPERATURE_MAX, max(0.0, value)))
+
+    def step_p_min(self, steps: int) -> ChatSettings:
+        value = round(self.p_min + steps * P_MIN_STEP, 2)
+        return replace(self, p_min=min(P_MIN_MAX, max(0.0, value)))

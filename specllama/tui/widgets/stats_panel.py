@@ -1,0 +1,148 @@
+"""The side panel: how fast, how much of the draft is accepted, what is set, what is loaded."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Digits, Sparkline, Static
+
+from ...engine import Summary
+from ..settings import ChatSettings
+from ..streaming import LiveStats
+from .chat_message import ORIGIN_LABELS, ORIGIN_STYLES
+
+SPARK_POINTS = 40  # steps shown: about the panel's width
+LIVE_REFRESH_S = 0.25
+LABEL_WIDTH, VALUE_WIDTH = 12, 22  # what fits beside a label in the panel
+
+
+def _rows(*rows: tuple[str, str], heading: str = "") -> Content:
+    """Aligned "label  value" lines under an optional heading; values are plain text, so model
+    names need no escaping. A value too long to sit beside its label goes on its own indented
+    line instead of wrapping under the labels."""
+    parts: list[tuple[str, str] | str] = [(heading, "bold $text-accent")] if heading else []
+    for i, (label, value) in enumerate(rows):
+        parts.append((("\n" if i or heading else "") + f"{label:<{LABEL_WIDTH}}", "$text-muted"))
+        parts.append(value if len(value) <= VALUE_WIDTH else "\n  " + value)
+    return Content.assemble(*parts)
+
+
+class StatsPanel(VerticalScroll, can_focus=False):
+    DEFAULT_CSS = """
+    StatsPanel {
+        width: 38;
+        height: 1fr;
+        padding: 0 1;
+        border-left: vkey $foreground 20%;
+        scrollbar-size-vertical: 1;
+    }
+    StatsPanel > Static { height: auto; }
+    StatsPanel .section { border-top: solid $foreground 20%; }
+    StatsPanel .heading { color: $text-accent; text-style: bold; }
+    StatsPanel Digits { width: auto; color: $text-success; }
+    StatsPanel Sparkline { height: 2; margin: 0 0 1 0; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rates: deque[float] = deque(maxlen=SPARK_POINTS)
+        self._model_names: tuple[str, str | None, int] = ("loading…", None, 0)
+        self._context_used = (0, 0)  # (tokens in the target's cache, its size)
+        self._lines: dict[str, int] = {}  # selector -> line count of what it shows
+        self._shown_at = 0.0  # when live numbers were last repainted
+
+    def compose(self) -> ComposeResult:
+        # Few widgets on purpose: every layout while an answer streams repaints each of them.
+        yield Static("tokens/s", classes="heading")
+        yield Digits("0.0", id="speed")
+        yield Sparkline([], id="rates", summary_function=max)
+        yield Static(id="answer")
+        yield Static(id="settings", classes="section")
+        yield Static(id="models", classes="section")
+        yield Static(id="legend", classes="section")
+
+    def on_mount(self) -> None:
+        self.show_answer(LiveStats(), finish="")
+        self._refresh_models()
+        self.show_legend(True)
+
+    def reset(self) -> None:
+        self._rates.clear()
+        self.query_one("#rates", Sparkline).data = []
+        self.query_one("#speed", Digits).update("0.0")
+        self.show_answer(LiveStats(), finish="")
+
+    def show_live(self, stats: LiveStats, context: tuple[int, int]) -> None:
+        """Every step's speed joins the sparkline, but the panel repaints at most a few times a
+        second: numbers changing faster cannot be read, and each repaint takes CPU from llama.cpp."""
+        self._rates.extend(stats.step_rates)
+        now = time.monotonic()
+        if now - self._shown_at < LIVE_REFRESH_S:
+            return
+        self._shown_at = now
+        self.show_context(*context)
+        self.query_one("#rates", Sparkline).data = list(self._rates)
+        self.query_one("#speed", Digits).update(f"{stats.tokens_per_s:.1f}")
+        self.show_answer(stats, finish="generating…")
+
+    def show_summary(self, summary: Summary) -> None:
+        """At the end of an answer: the engine's own totals replace the live estimate."""
+        self._shown_at = 0.0
+        self.query_one("#rates", Sparkline).data = list(self._rates)
+        self.query_one("#speed", Digits).update(f"{summary.tokens_per_s:.1f}")
+        stats = LiveStats(summary.tokens, summary.tokens_per_s, summary.steps, summary.drafted, summary.accepted,
+                          summary.k_total)
+        self.show_answer(stats, finish=summary.finish_reason, reused=summary.reused_tokens)
+
+    def show_answer(self, s: LiveStats, finish: str, reused: int | None = None) -> None:
+        acceptance = f"{s.acceptance:.1%} ({s.accepted}/{s.drafted})" if s.acceptance is not None else "–"
+        rows = [("acceptance", acceptance),
+                ("mean accept", f"{s.mean_accepted:.2f} tokens/step" if s.steps else "–"),
+                ("mean K", f"{s.mean_k:.2f} drafts asked/step" if s.steps else "–"),
+                ("tokens", f"{s.tokens}" + (f" ({finish})" if finish else ""))]
+        if reused is not None:
+            rows.append(("cache reuse", f"{reused} prompt tokens"))
+        self._set("#answer", _rows(*rows))
+
+    def show_settings(self, settings: ChatSettings) -> None:
+        self._set("#settings", _rows(
+            ("drafter", f"{settings.drafter:<10} F2"),
+            ("K", f"{str(settings.effective_k):<10} F3 F4"),
+            ("temperature", f"{settings.temperature:<10.1f} F5 F6" if settings.temperature else "greedy     F5 F6"),
+            ("p_min", f"{settings.p_min:<10.2f} F7 F8"),
+            heading="settings"))
+
+    def show_models(self, target: str, draft: str | None, threads: int) -> None:
+        self._model_names = (target, draft, threads)
+        self._refresh_models()
+
+    def show_context(self, used: int, total: int) -> None:
+        self._context_used = (used, total)
+        self._refresh_models()
+
+    def _refresh_models(self) -> None:
+        target, draft, threads = self._model_names
+        used, total = self._context_used
+        self._set("#models", _rows(
+            ("target", target), ("draft", draft or "–"), ("threads", str(threads or "–")),
+            ("context", f"{used} / {total} tokens" if total else "–"),
+            heading="models"))
+
+    def _set(self, selector: str, content: Content) -> None:
+        """Updates a block of rows, laying the screen out again only if its line count changed:
+        these numbers change at every step, and a repaint costs far less than a layout."""
+        static = self.query_one(selector, Static)
+        lines = content.plain.count("\n")
+        static.update(content, layout=lines != self._lines.get(selector))
+        self._lines[selector] = lines
+
+    def show_legend(self, on: bool) -> None:
+        parts: list[tuple[str, str] | str] = []
+        for origin, label in ORIGIN_LABELS.items():
+            parts += [("■ ", ORIGIN_STYLES[origin] if on else "$text-muted"), f"{label}\n"]
+        parts.append(("colours " + ("on" if on else "off") + " · ctrl+o", "$text-muted"))
+        self.query_one("#legend", Static).update(Content.assemble(*parts))
