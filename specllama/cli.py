@@ -88,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_arguments(bench)
     add_model_options(bench)
 
+    costs = sub.add_parser("costs", help="this machine's measured costs: why speculation is or is not faster")
+    costs.add_argument("--remeasure", action="store_true", help="measure again even if a cached curve exists")
+    costs.add_argument("--drafter", choices=("model", "lookup"), default="model")
+    add_model_options(costs)
+
     models = sub.add_parser("models", help="list, fetch, inspect and check models")
     msub = models.add_subparsers(dest="models_command", required=True)
     msub.add_parser("list", help="registered models: role, size, cached or not")
@@ -122,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bench":
             from .commands.bench import cmd_bench
             return cmd_bench(args)
+        if args.command == "costs":
+            from .commands.costs import cmd_costs
+            return cmd_costs(args)
         if args.command == "models":
             from .commands import models
             return models.dispatch(args)

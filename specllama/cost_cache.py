@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Callable
 
 from . import store
 from .cost_curve import CostCurve, measure_cost_curve
@@ -68,12 +69,15 @@ def save(key: dict, curve: CostCurve) -> None:
     os.replace(tmp, path)
 
 
-def cost_curve_for(target: DecodeContext, draft: DecodeContext | None, *, remeasure: bool = False) -> tuple[CostCurve, bool]:
-    """(curve, measured_now). Clears both contexts when it measures."""
+def cost_curve_for(target: DecodeContext, draft: DecodeContext | None, *, remeasure: bool = False,
+                   on_measure: Callable[[], None] | None = None) -> tuple[CostCurve, bool]:
+    """(curve, measured_now). Clears both contexts when it measures; on_measure is told first."""
     key = cache_key(target, draft)
     curve = None if remeasure else load_cached(key)
     if curve is not None:
         return curve, False
+    if on_measure:
+        on_measure()
     curve = measure_cost_curve(target, draft, max_n=MAX_N, reps=3)
     save(key, curve)
     return curve, True

@@ -38,6 +38,7 @@ class LoadOptions:
     gpu_layers: int = 0
     verify: str = "causal"
     auto_k: bool = False  # measure (or load) this machine's cost curve so -k auto can choose K
+    remeasure_costs: bool = False  # measure it even when a cached curve exists (it was taken on a busy machine)
 
 
 def looks_like_path(ref: str) -> bool:
@@ -96,9 +97,10 @@ class Runtime:
                                            n_threads_batch=opts.threads_batch)
         self.cost_curve: CostCurve | None = None
         if opts.auto_k:
-            if status:
-                status("measuring this machine's decode costs for -k auto (cached after the first time)...")
-            self.cost_curve, _ = cost_curve_for(self.target_ctx, self.draft_ctx)
+            announce = (lambda: status("measuring this machine's decode costs for -k auto "
+                                       "(about 10 s, once per machine, models and threads)...")) if status else None
+            self.cost_curve, _ = cost_curve_for(self.target_ctx, self.draft_ctx, remeasure=opts.remeasure_costs,
+                                                on_measure=announce)
         self._policies: dict[str, AdaptiveK] = {}
         self.engine = Engine(self.target_ctx)
         self.set_drafter(opts.drafter, opts.p_min)

@@ -1,0 +1,28 @@
+"""`specllama costs`: the break-even arithmetic and the command on a tiny model."""
+
+from __future__ import annotations
+
+import pytest
+
+from specllama.cli import main
+from specllama.commands.costs import break_even_acceptance
+from specllama.cost_curve import CostCurve, expected_tokens_per_step
+
+
+def test_break_even_acceptance_solves_the_cost_model():
+    curve = CostCurve(0.05, [1.0, 1.4, 1.6, 1.96], 0.5, 256, 3)
+    alpha = break_even_acceptance(curve, 2, 0.5)
+    assert expected_tokens_per_step(2, alpha) == pytest.approx(2 * 0.5 + 1.6, rel=1e-6)
+    assert break_even_acceptance(curve, 1, 0.9) is None  # 2 tokens for 2.3 decodes: never pays
+    assert break_even_acceptance(curve, 3, 0.0) < break_even_acceptance(curve, 3, 0.5)
+
+
+def test_costs_command_measures_once_then_reads_the_cache(tiny_models, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SPECLLAMA_CACHE", str(tmp_path))
+    argv = ["costs", "--target", str(tiny_models["a"]), "--draft", str(tiny_models["b"]), "--ctx", "512"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "measuring this machine's decode costs" in err
+    assert "T(n)/T(1)" in out and "draft model breaks even" in out and "prompt lookup breaks even" in out
+    assert main(argv) == 0
+    assert "measuring" not in capsys.readouterr().err
