@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .cost_curve import step_cost
+
 def causal_tokens(k: int) -> int:
     return k + 1  # [last] + K drafts in one causal batch
 
@@ -68,10 +70,7 @@ class AdaptiveK:
         return total
 
     def cost(self, k: int) -> float | None:
-        if k == 0:
-            return 1.0
-        ratio = self.verify_ratio(self.verify_tokens(k))
-        return None if ratio is None else k * self.draft_cost + ratio
+        return step_cost(self.verify_ratio, k, self.draft_cost, self.verify_tokens(k))
 
     def rate(self, k: int) -> float | None:
         cost = self.cost(k)

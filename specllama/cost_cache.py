@@ -47,6 +47,11 @@ def _entry_path(key: dict) -> Path:
     return store.cache_dir() / "costs" / f"{digest}.json"
 
 
+def cache_file(target: DecodeContext, draft: DecodeContext | None) -> Path:
+    """Where the curve for these contexts is (or would be) cached."""
+    return _entry_path(cache_key(target, draft))
+
+
 def load_cached(key: dict) -> CostCurve | None:
     path = _entry_path(key)
     try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .llama_ctx import DecodeContext
 
@@ -42,6 +42,14 @@ class CostCurve:
         return asdict(self)
 
 
+def step_cost(verify_ratio: Callable[[int], float | None], k: int, draft_cost: float,
+              verify_tokens: int | None = None) -> float | None:
+    """One speculative step in one-token target decodes: K*c for the drafts plus T(n)/T(1) for
+    verifying n tokens (K+1 in a causal batch). None when T(n) was not measured. K = 0 is 1."""
+    ratio = verify_ratio(verify_tokens or k + 1)
+    return None if ratio is None else k * draft_cost + ratio
+
+
 def expected_tokens_per_step(k: int, alpha: float) -> float:
     """E = 1 + alpha + ... + alpha^K: the expected accepted drafts plus the target's own token,
     assuming each draft position is accepted independently with probability alpha."""
@@ -62,10 +70,8 @@ def predicted_speedup(curve: CostCurve, k: int, alpha: float | None, draft_ratio
     if alpha is None:
         return None
     c = curve.draft_ratio if draft_ratio is None else draft_ratio
-    verify = curve.ratio(verify_tokens or k + 1)
-    if c is None or verify is None:
-        return None
-    return expected_tokens_per_step(k, alpha) / (k * c + verify)
+    cost = step_cost(curve.ratio, k, c, verify_tokens) if c is not None else None
+    return None if cost is None else expected_tokens_per_step(k, alpha) / cost
 
 
 def measure_cost_curve(target_ctx: DecodeContext, draft_ctx: DecodeContext | None = None, *,

@@ -12,7 +12,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from ..cost_curve import CostCurve, predicted_speedup
+from ..cost_curve import CostCurve, predicted_speedup, step_cost
 from ..engine import Summary
 from ..stairs import stair_tokens
 from .configs import BenchConfig
@@ -156,8 +156,10 @@ def _speedup_from_steps(curve: CostCurve, stats: Summary, draft_ratio: float | N
     cost = 0.0
     for j in range(len(at_least) - 1):
         n_steps = at_least[j] - at_least[j + 1]
-        ratio = curve.ratio(stair_tokens(j) if stairs else j + 1)
-        if n_steps and ratio is None:
+        if not n_steps:
+            continue
+        one = step_cost(curve.ratio, j, c, stair_tokens(j) if stairs else None)
+        if one is None:
             return None
-        cost += n_steps * (j * c + (ratio or 0.0))
+        cost += n_steps * one
     return stats.mean_accepted * stats.steps / cost if cost else None

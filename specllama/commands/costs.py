@@ -1,7 +1,7 @@
 """`specllama costs`: why speculation is (or is not) faster on this machine.
 
 Prints the measured cost curve the -k auto chooser uses and, for each draft length, the acceptance
-rate a drafter must reach to break even: E(K, a) = K*c + T(K+1)/T(1).
+rate a drafter must reach to break even: E(K, a) = K*c + T(K+1)/T(1), E the expected tokens per step.
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ import argparse
 import sys
 from dataclasses import replace
 
-from ..adaptive_k import AdaptiveK
-from ..cost_cache import cache_key, _entry_path
-from ..cost_curve import CostCurve
+from ..cost_cache import cache_file
+from ..cost_curve import CostCurve, predicted_speedup
 from ..machine import cpu_model
 from ..progress import download_bar
 from ..runtime import Runtime
@@ -25,8 +24,7 @@ def break_even_acceptance(curve: CostCurve, k: int, draft_cost: float) -> float 
     """The per-position acceptance at which K drafts a step match plain decoding; None when even
     100 % acceptance loses (or the batch was not measured)."""
     def rate(alpha: float) -> float | None:
-        policy = AdaptiveK(curve.ratio, draft_cost, k_max=k, prior=alpha)
-        return policy.rate(k)
+        return predicted_speedup(curve, k, alpha, draft_cost)
 
     best = rate(1.0)
     if best is None or best <= 1.0:
@@ -68,7 +66,7 @@ def cmd_costs(args: argparse.Namespace) -> int:
         for line in describe(curve, runtime.draft_path.name if runtime.draft_path else None):
             print(line)
         print("(measured at load and cached in "
-              f"{_entry_path(cache_key(runtime.target_ctx, runtime.draft_ctx))}; --remeasure to measure again)")
+              f"{cache_file(runtime.target_ctx, runtime.draft_ctx)}; --remeasure to measure again)")
     finally:
         runtime.close()
     return 0
