@@ -155,12 +155,8 @@ def run_batch(engine: Engine, model: GGUFModel, items: Sequence[PromptItem], con
     try:
         progress(0, len(todo), None, report)
         for n, item in enumerate(todo, start=1):
-            messages = []
-            if item.system or system:
-                messages.append({"role": "system", "content": item.system or system})
-            messages.append({"role": "user", "content": item.prompt})
             try:
-                _, summary = engine.run(model.chat_tokens(messages), config)
+                _, summary = engine.run(model.prompt_tokens(item.prompt, item.system or system), config)
             except SpecllamaError as e:
                 report.failed.append((item, str(e)))
                 _reset(engine)  # a failed decode may leave the cache out of step with its token list

@@ -176,6 +176,11 @@ class GGUFModel:
         except Exception as e:  # a broken template in a user's GGUF is their data, not our bug
             raise SpecllamaError(f"the chat template of {self.path.name} failed to render: {e}") from None
 
+    def prompt_tokens(self, prompt: str, system: str | None = None) -> list[int]:
+        """One user turn (after an optional system message), templated and tokenized."""
+        messages = [{"role": "system", "content": system}] if system else []
+        return self.chat_tokens(messages + [{"role": "user", "content": prompt}])
+
     def chat_tokens(self, messages: list[dict], *, add_generation_prompt: bool = True) -> list[int]:
         text = self.render_chat(messages, add_generation_prompt=add_generation_prompt)
         # The template writes BOS itself when it wants one; add it only if the model needs it and

@@ -99,10 +99,5 @@ def run_benchmark(runtime: Runtime, prompts: list[BenchPrompt], configs: list[Be
 
 def bench_prompts(runtime: Runtime, items) -> list[BenchPrompt]:
     """Prompt file items -> chat-templated token lists for the target."""
-    out = []
-    for item in items:
-        messages = ([{"role": "system", "content": item.system}] if item.system else [])
-        messages.append({"role": "user", "content": item.prompt})
-        out.append(BenchPrompt(item.id, runtime.target_model.chat_tokens(messages)))
-    return out
+    return [BenchPrompt(item.id, runtime.target_model.prompt_tokens(item.prompt, item.system)) for item in items]
 

@@ -17,9 +17,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with download_bar() as progress:
         runtime = Runtime(load_options(args), progress=progress, status=lambda m: print(m, file=sys.stderr))
     try:
-        messages = ([{"role": "system", "content": args.system}] if args.system else [])
-        messages.append({"role": "user", "content": args.prompt})
-        prompt = runtime.target_model.chat_tokens(messages)
+        prompt = runtime.target_model.prompt_tokens(args.prompt, args.system)
         gen = runtime.engine.generate(prompt, config)
         while True:
             try:
