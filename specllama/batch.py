@@ -32,10 +32,23 @@ class OutputState:
     repaired: str | None = None  # what was fixed at the end of the file, if anything
 
 
-def open_output(path: str | Path) -> OutputState:
+# Every line this program writes is json.dumps of a dict whose first key is "id", so it starts
+# with exactly these bytes. The torn-line repair cuts only a tail that starts like one of ours: a
+# line of anything else (a prompt, someone's notes) is never ours to cut.
+OUR_LINE_START = b'{"id": '
+# A record of ours has these keys; a JSON line without them is someone else's data.
+OUR_KEYS = frozenset({"id", "text", "finish_reason"})
+
+
+def open_output(path: str | Path, *, inputs: Sequence[str | Path] = ()) -> OutputState:
     """Read what an earlier run wrote, repairing an interrupted last line; refuse anything else
-    that is not JSONL, rather than append to (or silently rewrite) a file we do not understand."""
+    that is not a specllama output, rather than append to (or silently rewrite) a file we do not
+    understand. `inputs` are files the run reads (the prompts file): never an output."""
     path = Path(path)
+    for source in inputs:
+        if _same_file(path, Path(source)):
+            raise BatchOutputError(f"{path} is the prompts file: choose another output (-o), "
+                                   "results are never written over their input")
     if not path.exists():
         return OutputState(set())
     data = path.read_bytes()
@@ -46,12 +59,17 @@ def open_output(path: str | Path) -> OutputState:
             continue
         record = _record(raw)
         if record is None:
-            raise BatchOutputError(f"{path} line {number} is not a JSON record with an \"id\"; "
-                                   "fix or move the file (it is not an interrupted write, so it is left alone)")
+            raise BatchOutputError(
+                f"{path} line {number} is not a specllama result; it is left alone: give -o a new "
+                "file, or the output of an earlier run of this batch to resume it")
         done.add(id_key(record["id"]))
     repaired = None
     if tail.strip():
         record = _record(tail)
+        if record is None and not tail.startswith(OUR_LINE_START):
+            raise BatchOutputError(
+                f"{path} ends with a line that specllama did not write; it is left alone: give -o a "
+                "new file, or the output of an earlier run of this batch to resume it")
         with path.open("r+b") as f:
             if record is not None:  # whole record, only its newline missing
                 f.seek(len(data))
@@ -66,12 +84,19 @@ def open_output(path: str | Path) -> OutputState:
     return OutputState(done, repaired)
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _record(raw: bytes) -> dict | None:
     try:
         obj = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
-    return obj if isinstance(obj, dict) and "id" in obj else None
+    return obj if isinstance(obj, dict) and OUR_KEYS <= obj.keys() else None
 
 
 class OutputWriter:

@@ -72,27 +72,63 @@ def test_duplicate_ids_stop_batch_before_any_generation(tmp_path, capsys, tiny_m
 # --- the output file ------------------------------------------------------------------------------
 
 
+def ours(id_, text="x") -> str:
+    """A line as specllama writes it (json.dumps of a record whose first key is "id")."""
+    return json.dumps({"id": id_, "prompt": "p", "text": text, "finish_reason": "stop"}, ensure_ascii=False)
+
+
 def test_an_interrupted_last_line_is_dropped(tmp_path):
     out = tmp_path / "out.jsonl"
-    out.write_bytes(b'{"id": "a", "text": "x"}\n{"id": "b", "te')
+    out.write_bytes((ours("a") + "\n" + ours("b")[:20]).encode())
     state = open_output(out)
     assert state.done == {"a"} and "incomplete last line" in state.repaired
-    assert read_jsonl(out) == [{"id": "a", "text": "x"}]
+    assert read_jsonl(out) == [json.loads(ours("a"))]
 
 
 def test_a_complete_last_record_without_newline_is_kept(tmp_path):
     out = tmp_path / "out.jsonl"
-    out.write_bytes(b'{"id": "a"}\n{"id": 2}')
+    out.write_bytes((ours("a") + "\n" + ours(2)).encode())
     assert open_output(out).done == {"a", "2"}
-    assert read_jsonl(out) == [{"id": "a"}, {"id": 2}]
+    assert [r["id"] for r in read_jsonl(out)] == ["a", 2]
 
 
 def test_a_damaged_middle_line_is_not_touched(tmp_path):
     out = tmp_path / "out.jsonl"
-    out.write_bytes(b'{"id": "a"}\ngarbage\n{"id": "c"}\n')
+    data = (ours("a") + "\ngarbage\n" + ours("c") + "\n").encode()
+    out.write_bytes(data)
     with pytest.raises(BatchOutputError, match="line 2"):
         open_output(out)
-    assert out.read_bytes() == b'{"id": "a"}\ngarbage\n{"id": "c"}\n'
+    assert out.read_bytes() == data
+
+
+@pytest.mark.parametrize("content", [
+    b"Write a haiku about caches.",  # a plain-text prompts file whose last line has no newline
+    b"first prompt\nsecond prompt",
+    b'{"id": 1, "prompt": "a JSONL prompts file"}\n{"id": 2, "prompt": "its last line"}',
+    b'{"id": 1, "prompt": "one prompt, no newline"}',
+    b'{"note": "somebody else\'s JSON"',
+])
+def test_a_file_specllama_did_not_write_is_never_cut(tmp_path, content):
+    out = tmp_path / "not-ours.txt"
+    out.write_bytes(content)
+    with pytest.raises(BatchOutputError, match="left alone"):
+        open_output(out)
+    assert out.read_bytes() == content
+
+
+def test_the_prompts_file_as_output_is_refused_and_kept(tmp_path, capsys):
+    """The data-loss case: `batch q.txt -o q.txt` once emptied q.txt and wrote results over it."""
+    prompts = tmp_path / "q.txt"
+    prompts.write_bytes(b"Write a haiku about caches.")
+    code = main(["batch", str(prompts), "-o", str(prompts), "--target", str(tmp_path / "never-loaded.gguf")])
+    err = capsys.readouterr().err
+    assert code == 2 and "is the prompts file" in err and len(err.strip().splitlines()) == 1
+    assert prompts.read_bytes() == b"Write a haiku about caches."
+    # The same file under another name (a symlink) is the same file.
+    link = tmp_path / "link.txt"
+    link.symlink_to(prompts)
+    assert main(["batch", str(prompts), "-o", str(link), "--target", "x.gguf"]) == 2
+    assert prompts.read_bytes() == b"Write a haiku about caches."
 
 
 # --- end to end on tiny models ------------------------------------------------------------------

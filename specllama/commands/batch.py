@@ -35,7 +35,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     prompts = read_prompts(args.file)  # duplicate ids raise here, before any generation
     for bad in prompts.bad:
         err.print(f"specllama: {args.file} {bad} (skipped)", markup=False)
-    state = open_output(args.output)
+    state = open_output(args.output, inputs=[args.file])
     if state.repaired:
         err.print(f"specllama: {args.output}: {state.repaired}", markup=False)
     todo = [item for item in prompts.items if id_key(item.id) not in state.done]
