@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from specllama.cli import DEFAULT_PROMPT  # noqa: E402
+from specllama.cli.main import DEFAULT_PROMPT  # noqa: E402
 
 
 def run_side(args) -> float:
@@ -90,7 +90,7 @@ def _run_in_pty(cmd: list[str], columns: int, lines: int) -> None:
 
 def child(args) -> None:
     """Inside the measured process: the real ChatApp with the real runtime, one question."""
-    from specllama.runtime import LoadOptions, Runtime
+    from specllama.decoding.runtime import LoadOptions, Runtime
     from specllama.tui import ChatApp, ChatSettings
     from specllama.tui.capture import screen_text
 

@@ -1,3 +1,3 @@
-from .cli import main
+from specllama.cli.main import main
 
 raise SystemExit(main())

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from specllama import store
-from specllama.config import load_registry
+from specllama.models import store
+from specllama.models.registry import load_registry
 from tests.tiny_gguf import write_tiny_model
 
 QWEN_TARGET = "qwen2.5-coder-1.5b"

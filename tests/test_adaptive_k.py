@@ -7,10 +7,11 @@ import os
 import numpy as np
 import pytest
 
-from specllama import cost_cache
-from specllama.adaptive_k import AdaptiveK
-from specllama.cost_curve import CostCurve
-from specllama.llama_ctx import DecodeContext, GGUFModel
+from specllama.decoding import cost_cache
+from specllama.decoding.adaptive_k import AdaptiveK
+from specllama.decoding.cost_curve import CostCurve
+from specllama.llama.context import DecodeContext
+from specllama.llama.model import GGUFModel
 
 # design.md's curve for the 1.5B target on 2 cores, and a nearly free one (a laptop GPU).
 CPU_CURVE = [1, 1.41, 1.61, 1.53, 1.94, 2.2, 2.5, 2.83, 3.0, 3.2]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from specllama.batch import BatchOutputError, open_output
-from specllama.cli import main
-from specllama.prompts_file import PromptFileError, read_prompts
+from specllama.batch.local import BatchOutputError, open_output
+from specllama.cli.main import main
+from specllama.batch.prompts_file import PromptFileError, read_prompts
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,13 +14,13 @@ import pytest
 from specllama.bench.aggregate import _speedup_from_steps, geomean
 from specllama.bench.benchmark import BenchOptions, bench_prompts, run_benchmark
 from specllama.bench.configs import BenchConfigError, parse_config, parse_configs
-from specllama.bench.exactness import judge_runs
+from specllama.bench.pairing import judge_runs
 from specllama.bench.runner import BenchPrompt, RunRecord
-from specllama.cli import main
-from specllama.cost_curve import CostCurve, expected_tokens_per_step, measure_cost_curve, predicted_speedup
-from specllama.engine import Summary
-from specllama.prompts_file import read_prompts
-from specllama.runtime import LoadOptions, Runtime
+from specllama.cli.main import main
+from specllama.decoding.cost_curve import CostCurve, expected_tokens_per_step, measure_cost_curve, predicted_speedup
+from specllama.decoding.engine import Summary
+from specllama.batch.prompts_file import read_prompts
+from specllama.decoding.runtime import LoadOptions, Runtime
 
 # --- configs --------------------------------------------------------------------------------
 
@@ -131,7 +131,7 @@ def test_a_diverging_output_is_caught(runtime):
 
 
 def _generate(runtime, prompt, n):
-    from specllama.engine import GenerationConfig
+    from specllama.decoding.engine import GenerationConfig
     runtime.target_ctx.clear()
     runtime.set_drafter("none")
     events, summary = runtime.engine.run(prompt, GenerationConfig(max_tokens=n, k=0))
@@ -209,7 +209,7 @@ def test_bench_refuses_a_prompts_file_with_bad_lines(tmp_path, capsys, tiny_mode
 
 def test_sampled_bench_skips_the_identity_check(runtime, tmp_path):
     prompts = [BenchPrompt("p", runtime.target_model.chat_tokens([{"role": "user", "content": "hi"}]))]
-    from specllama.sampling import SamplingParams
+    from specllama.decoding.sampling import SamplingParams
     outcome = run_benchmark(runtime, prompts, parse_configs("none;model:k=2"),
                             BenchOptions(max_tokens=6, sampling=SamplingParams(temperature=0.8, seed=3),
                                          cost_curve_max_n=4, cost_curve_reps=1))

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from specllama.cli import main
+from specllama.cli.main import main
 from tests.tiny_gguf import write_not_gguf, write_truncated_copy
 
 

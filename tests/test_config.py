@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specllama.config import load_registry
+from specllama.models.registry import load_registry
 from specllama.errors import ConfigError
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from specllama.cli import main
-from specllama.commands.costs import break_even_acceptance
-from specllama.cost_curve import CostCurve, expected_tokens_per_step
+from specllama.cli.main import main
+from specllama.cli.cmd_costs import break_even_acceptance
+from specllama.decoding.cost_curve import CostCurve, expected_tokens_per_step
 
 
 def test_break_even_acceptance_solves_the_cost_model():

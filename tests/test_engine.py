@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specllama.drafters import ModelDrafter, PromptLookupDrafter
-from specllama.engine import Engine, GenerationConfig, StepEvent, TokenEvent
+from specllama.decoding.drafters import ModelDrafter, PromptLookupDrafter
+from specllama.decoding.engine import Engine, GenerationConfig, StepEvent, TokenEvent
 from specllama.errors import ContextOverflowError
-from specllama.sampling import SamplingParams
+from specllama.decoding.sampling import SamplingParams
 from tests.fake_llm import FakeContext, counting_rule, noisy_rule, random_rule
 
 PROMPT = [5, 6, 7]

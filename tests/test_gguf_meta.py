@@ -1,4 +1,4 @@
-"""specllama.gguf_meta: header summary, draft/target compatibility, and bad-file errors.
+"""specllama.llama.gguf_meta: header summary, draft/target compatibility, and bad-file errors.
 
 Most tests run on tiny random-weight models (tests/tiny_gguf.py) that borrow real tokenizers,
 so they are fast yet see real vocabularies. A few read the headers of the real models (cheap:
@@ -17,7 +17,7 @@ import pytest
 from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
 
 from specllama.errors import IncompatiblePairError, ModelFileError
-from specllama.gguf_meta import (
+from specllama.llama.gguf_meta import (
     SPEC_VOCAB_CHECK_START_TOKEN_ID,
     check_compatibility,
     read_header,

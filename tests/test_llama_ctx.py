@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from specllama.errors import ContextOverflowError, ModelFileError
-from specllama.llama_ctx import DecodeContext, GGUFModel, StreamDecoder
+from specllama.llama.context import DecodeContext
+from specllama.llama.model import GGUFModel, StreamDecoder
 from tests.tiny_gguf import write_not_gguf, write_truncated_copy
 
 

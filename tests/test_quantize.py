@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from specllama.cli import main
-from specllama.config import load_registry
-from specllama.gguf_meta import check_compatibility, read_info
-from specllama.llama_ctx import DecodeContext, GGUFModel
+from specllama.cli.main import main
+from specllama.models.registry import load_registry
+from specllama.llama.gguf_meta import check_compatibility, read_info
+from specllama.llama.context import DecodeContext
+from specllama.llama.model import GGUFModel
 
 
 @pytest.fixture

@@ -12,11 +12,11 @@ import warnings
 import numpy as np
 import pytest
 
-from specllama.engine import GenerationConfig, StepEvent, TokenEvent
-from specllama.exactness import NEAR_TIE_LOGITS, compare_greedy
-from specllama.llama_ctx import DecodeContext
-from specllama.runtime import LoadOptions, Runtime
-from specllama.sampling import SamplingParams
+from specllama.decoding.engine import GenerationConfig, StepEvent, TokenEvent
+from specllama.decoding.exactness import NEAR_TIE_LOGITS, compare_greedy
+from specllama.llama.context import DecodeContext
+from specllama.decoding.runtime import LoadOptions, Runtime
+from specllama.decoding.sampling import SamplingParams
 
 pytestmark = pytest.mark.real_models
 

@@ -1,4 +1,4 @@
-"""Tests for specllama.sampling: each filter against a plain float64 full-sort reference."""
+"""Tests for specllama.decoding.sampling: each filter against a plain float64 full-sort reference."""
 
 import time
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from specllama.errors import SpecllamaError
-from specllama.sampling import SamplingParams, probabilities, sample
+from specllama.decoding.sampling import SamplingParams, probabilities, sample
 
 QWEN_VOCAB = 151_936
 

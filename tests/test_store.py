@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from specllama import store
-from specllama.config import load_registry
+from specllama.models import store
+from specllama.models.registry import load_registry
 from specllama.errors import DownloadError, ModelFileError
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from textual.notifications import Notify
 
-from specllama.engine import StepEvent, Summary, TokenEvent
+from specllama.decoding.engine import StepEvent, Summary, TokenEvent
 from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError
 from specllama.tui import ChatApp, ChatSettings
 from specllama.tui.capture import screen_text
@@ -39,7 +39,7 @@ SCRIPT = [
 ANSWER = "def is_prime(n):\n    return n > 1"
 
 
-# --- a fake runtime shaped like specllama.runtime.Runtime --------------------------------------
+# --- a fake runtime shaped like specllama.decoding.runtime.Runtime --------------------------------------
 
 class FakeModel:
     def __init__(self, name: str):
@@ -204,8 +204,8 @@ def test_settings_steps_stay_in_range():
 
 
 def test_chat_command_options_load_the_draft_for_every_drafter():
-    from specllama.cli import build_parser
-    from specllama.commands.chat import chat_load_options
+    from specllama.cli.main import build_parser
+    from specllama.cli.cmd_chat import chat_load_options
 
     args = build_parser().parse_args(["chat", "-k", "3", "--drafter", "lookup", "--temp", "0.7"])
     settings = ChatSettings.from_args(args)
@@ -435,7 +435,7 @@ def test_snapshot_loading_with_download_progress():
 
 @pytest.mark.real_models
 def test_real_pair_two_turns_reuse_the_cache():
-    from specllama.runtime import LoadOptions, Runtime
+    from specllama.decoding.runtime import LoadOptions, Runtime
 
     opts = LoadOptions(pair="qwen2.5-coder", n_ctx=1024)
     app = ChatApp(lambda progress, status: Runtime(opts, progress=progress, status=status),

@@ -1,4 +1,4 @@
-"""Tests for specllama.verify: exact greedy rules, and a chi-square check that rejection sampling
+"""Tests for specllama.decoding.verify: exact greedy rules, and a chi-square check that rejection sampling
 emits tokens distributed exactly as the target's own distribution p."""
 
 import math
@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from specllama.sampling import SamplingParams, probabilities, sample
-from specllama.verify import Verdict, verify_greedy, verify_sampling
+from specllama.decoding.sampling import SamplingParams, probabilities, sample
+from specllama.decoding.verify import Verdict, verify_greedy, verify_sampling
 
 DRAWS = 100_000
 SIGNIFICANCE = 1e-3

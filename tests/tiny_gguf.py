@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from gguf import GGUFValueType, GGUFWriter, LlamaFileType
 
-from specllama.gguf_meta import MetadataValue, read_header
+from specllama.llama.gguf_meta import MetadataValue, read_header
 
 
 @functools.lru_cache(maxsize=4)

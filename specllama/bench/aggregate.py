@@ -12,12 +12,12 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from ..cost_curve import CostCurve, predicted_speedup, step_cost
-from ..engine import Summary
-from ..stairs import stair_tokens
-from .configs import BenchConfig
-from .exactness import Comparison, comparison_dict
-from .runner import RunRecord
+from specllama.decoding.cost_curve import CostCurve, predicted_speedup, step_cost
+from specllama.decoding.engine import Summary
+from specllama.decoding.stairs import stair_tokens
+from specllama.bench.configs import BenchConfig
+from specllama.bench.pairing import Comparison, comparison_dict
+from specllama.bench.runner import RunRecord
 
 _SEVERITY = {"identical": 0, "near_tie": 1, "different": 2}
 

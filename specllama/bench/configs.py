@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import SpecllamaError
+from specllama.errors import SpecllamaError
 
 DEFAULT_CONFIGS = "none;model:k=2;model:k=3;model:k=4;lookup:k=3;model:k=4,verify=stairs"
 DRAFTER_KINDS = ("none", "model", "lookup")

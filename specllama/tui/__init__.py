@@ -1,6 +1,6 @@
 """The Textual chat app (`specllama chat`)."""
 
-from .app import ChatApp
-from .settings import ChatSettings
+from specllama.tui.app import ChatApp
+from specllama.tui.settings import ChatSettings
 
 __all__ = ["ChatApp", "ChatSettings"]

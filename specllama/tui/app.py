@@ -19,15 +19,15 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Input, Static
 
-from ..engine import Summary
-from ..errors import SpecllamaError
-from ..runtime import DRAFTERS
-from .conversation import Conversation
-from .loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
-from .screens import HelpScreen
-from .settings import ChatSettings
-from .streaming import ReplyChunk, ReplyDone, stream_reply
-from .widgets import ChatMessage, KeyBar, LoadingPanel, StatsPanel, TitleBar
+from specllama.decoding.engine import Summary
+from specllama.errors import SpecllamaError
+from specllama.decoding.runtime import DRAFTERS
+from specllama.tui.conversation import Conversation
+from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
+from specllama.tui.screens import HelpScreen
+from specllama.tui.settings import ChatSettings
+from specllama.tui.streaming import ReplyChunk, ReplyDone, stream_reply
+from specllama.tui.widgets import ChatMessage, KeyBar, LoadingPanel, StatsPanel, TitleBar
 
 FINISH_NOTES = {"cancelled": "stopped", "length": "max tokens reached", "context": "context full",
                 "stop_string": "stop string"}

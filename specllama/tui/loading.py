@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from textual.message import Message
 
-from ..errors import SpecllamaError
+from specllama.errors import SpecllamaError
 
 Progress = Callable[[int, int | None, str], None]  # (done_bytes, total_bytes | None, what)
 Status = Callable[[str], None]  # a phase without a byte count ("measuring this machine's decode costs")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field, replace
 
-from ..engine import GenerationConfig
-from ..runtime import DRAFTERS
-from ..sampling import SamplingParams
+from specllama.decoding.engine import GenerationConfig
+from specllama.decoding.runtime import DRAFTERS
+from specllama.decoding.sampling import SamplingParams
 
 K_MAX = 16
 TEMPERATURE_STEP, TEMPERATURE_MAX = 0.1, 2.0

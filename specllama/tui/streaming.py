@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Sequence
 
 from textual.message import Message
 
-from ..engine import AcceptanceRates, StepEvent, Summary, TokenEvent
+from specllama.decoding.engine import AcceptanceRates, StepEvent, Summary, TokenEvent
 
 Segment = tuple[str, str]  # (text, origin)
 

@@ -1,5 +1,5 @@
 """Screens shown over the chat."""
 
-from .help import HelpScreen
+from specllama.tui.screens.help import HelpScreen
 
 __all__ = ["HelpScreen"]

@@ -9,7 +9,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..widgets.chat_message import ORIGIN_LABELS, ORIGIN_STYLES
+from specllama.tui.widgets.chat_message import ORIGIN_LABELS, ORIGIN_STYLES
 
 ABOUT = ("The draft proposes K tokens, the target checks them in one decode and keeps the longest "
          "prefix it agrees with plus one token of its own: greedy answers are exactly the target's.")

@@ -6,7 +6,7 @@ from textual.content import Content
 from textual.geometry import Region
 from textual.widget import Widget
 
-from ..streaming import Segment, plain_text
+from specllama.tui.streaming import Segment, plain_text
 
 # Theme variables, so the colours follow the light and dark themes.
 ORIGIN_STYLES = {

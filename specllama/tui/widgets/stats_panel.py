@@ -10,10 +10,10 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Digits, Sparkline, Static
 
-from ...engine import Summary
-from ..settings import ChatSettings
-from ..streaming import LiveStats
-from .chat_message import ORIGIN_LABELS, ORIGIN_STYLES
+from specllama.decoding.engine import Summary
+from specllama.tui.settings import ChatSettings
+from specllama.tui.streaming import LiveStats
+from specllama.tui.widgets.chat_message import ORIGIN_LABELS, ORIGIN_STYLES
 
 SPARK_POINTS = 40  # steps shown: about the panel's width
 LIVE_REFRESH_S = 0.25

@@ -1,0 +1,100 @@
+"""`specllama batch FILE -o OUT.jsonl`: every prompt of FILE through the engine, resumable."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from contextlib import contextmanager
+from typing import Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from specllama.batch.prompts_file import PromptItem, id_key, read_prompts
+
+# llama.cpp is loaded only when a batch runs, so building the parser (`--help`) stays instant.
+
+
+def add_batch_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE",
+                   help="prompts: JSONL with \"id\" and \"prompt\" (optional \"system\"), or plain text, one a line")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.jsonl",
+                   help="results, one JSON line per prompt; ids already there are skipped (resume)")
+    p.add_argument("--system", help="a system message for prompts that do not carry their own")
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    from specllama.batch.local import open_output, run_batch
+    from specllama.cli.progress import download_bar
+    from specllama.decoding.runtime import Runtime
+    from specllama.cli.options import generation_config, load_options
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    # Cheap checks first: a bad prompts or output file should not cost a model load.
+    config = generation_config(args)
+    prompts = read_prompts(args.file)  # duplicate ids raise here, before any generation
+    for bad in prompts.bad:
+        err.print(f"specllama: {args.file} {bad} (skipped)", markup=False)
+    state = open_output(args.output, inputs=[args.file])
+    if state.repaired:
+        err.print(f"specllama: {args.output}: {state.repaired}", markup=False)
+    todo = [item for item in prompts.items if id_key(item.id) not in state.done]
+    if not todo:
+        err.print(f"specllama: all {len(prompts.items)} prompts are already in {args.output}", markup=False)
+        return 1 if prompts.bad else 0
+
+    with download_bar() as fetch:
+        runtime = Runtime(load_options(args), progress=fetch)
+    try:
+        with sigterm_as_interrupt(), batch_progress(err) as progress:
+            report = run_batch(runtime.engine, runtime.target_model, prompts.items, config, args.output,
+                               system=args.system, state=state, progress=progress)
+    finally:
+        runtime.close()
+
+    for item, reason in report.failed:
+        err.print(f"specllama: prompt {item.id!r} (line {item.line}) failed: {reason}", markup=False)
+    acc = f", acceptance {report.acceptance:.1%}" if report.acceptance is not None else ""
+    err.print(f"specllama: {report.written} written, {report.skipped} already done, {len(report.failed)} failed, "
+              f"{len(prompts.bad)} malformed line(s){acc} -> {args.output}", markup=False)
+    if report.interrupted:
+        err.print("specllama: interrupted; the output is complete up to the last line, rerun the same "
+                  "command to finish the rest", markup=False)
+        return 130
+    return 1 if report.failed or prompts.bad else 0
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """`kill PID` stops between tokens like Ctrl-C does, instead of dying mid-write."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (embedded use): leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def batch_progress(console: Console) -> Iterator:
+    """A bar with ETA and running acceptance on a terminal; one line per prompt otherwise."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TimeRemainingColumn(), TextColumn("{task.fields[acceptance]}"))
+    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+        task = bar.add_task("batch", total=None, acceptance="")
+
+        def update(done: int, total: int, item: PromptItem | None, report) -> None:  # a batch.BatchProgress
+            acc = f"acceptance {report.acceptance:.0%}" if report.acceptance is not None else ""
+            bar.update(task, completed=done, total=total, acceptance=acc,
+                       description=f"batch ({len(report.failed)} failed)" if report.failed else "batch")
+            if item is not None and not console.is_terminal:
+                status = "failed" if report.failed and report.failed[-1][0] is item else "done"
+                console.print(f"[{done}/{total}] {item.id}: {status}" + (f", running {acc}" if acc else ""),
+                              markup=False)
+
+        yield update

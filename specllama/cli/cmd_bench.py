@@ -1,0 +1,101 @@
+"""`specllama bench`: parse options, load the models once, run the benchmark, print and write it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import contextmanager
+from typing import Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from specllama.bench.configs import DEFAULT_CONFIGS, parse_configs
+from specllama.batch.prompts_file import read_prompts
+from specllama.decoding.sampling import SamplingParams
+
+# llama.cpp is loaded only when a benchmark runs, so building the parser (`--help`) stays instant.
+
+
+def add_bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prompts", required=True, metavar="FILE",
+                   help="JSONL with \"id\" and \"prompt\" (chat template applied), or plain text, one prompt a line")
+    p.add_argument("--configs", default=DEFAULT_CONFIGS,
+                   help=f"configurations separated by ';' (default \"{DEFAULT_CONFIGS}\"); 'none' is always included")
+    p.add_argument("--max-tokens", type=int, default=128, help="tokens generated per run (default 128)")
+    p.add_argument("--repeat", type=int, default=1, help="runs per configuration and prompt (median taken; default 1)")
+    p.add_argument("--temp", type=float, default=0.0, help="temperature (default 0: greedy, outputs checked against none)")
+    p.add_argument("--seed", type=int, help="sampling seed (every run uses it)")
+    p.add_argument("--json", metavar="OUT", help="write the full results as JSON (schema in README, ## Benchmark)")
+    p.add_argument("--markdown", metavar="OUT", help="write the summary table as Markdown")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from specllama.bench.benchmark import BenchError, BenchOptions, bench_prompts, run_benchmark
+    from specllama.bench.report import markdown, terminal_table, write_json, write_text
+    from specllama.cli.progress import download_bar
+    from specllama.decoding.runtime import LoadOptions, Runtime
+
+    # Everything the user typed is checked before minutes of model loading.
+    configs = parse_configs(args.configs)
+    if args.max_tokens < 1 or args.repeat < 1:
+        raise BenchError("--max-tokens and --repeat must be at least 1")
+    sampling = SamplingParams(temperature=args.temp, seed=args.seed)
+    prompt_file = read_prompts(args.prompts)
+    if prompt_file.bad:
+        raise BenchError(f"{args.prompts}: " + "; ".join(map(str, prompt_file.bad[:5]))
+                         + " (a benchmark needs every prompt; fix or remove these lines)")
+    if not prompt_file.items:
+        raise BenchError(f"{args.prompts} holds no prompts")
+
+    needs_draft = any(c.drafter == "model" for c in configs)
+    opts = LoadOptions(pair=args.pair, target=args.target, draft=args.draft,
+                       drafter="model" if needs_draft else "none", n_ctx=args.n_ctx, threads=args.threads,
+                       threads_batch=args.threads_batch, gpu_layers=args.gpu_layers,
+                       # stairs needs a multi-sequence target context; all configs then share it alike.
+                       verify="stairs" if any(c.verify == "stairs" for c in configs) else "causal",
+                       auto_k=any(c.k == "auto" for c in configs))
+    with download_bar() as fetch:
+        runtime = Runtime(opts, progress=fetch)
+    try:
+        prompts = bench_prompts(runtime, prompt_file.items)
+        options = BenchOptions(max_tokens=args.max_tokens, repeat=args.repeat, sampling=sampling)
+        settings = {"prompts_file": str(args.prompts)}
+        with bench_progress() as progress:
+            outcome = run_benchmark(runtime, prompts, configs, options, progress=progress, settings=settings)
+    finally:
+        runtime.close()
+
+    doc = outcome.document
+    print(terminal_table(outcome.summaries, outcome.curve, doc["machine"]))
+    if args.json:
+        write_json(args.json, doc)
+    if args.markdown:
+        write_text(args.markdown, markdown(outcome.summaries, outcome.curve, doc["machine"], doc["models"]))
+    failed = [s for s in outcome.summaries if s.failed]
+    for s in failed:
+        print(f"specllama: config {s.config} failed: {s.failed}", file=sys.stderr)
+    different = sum((s.identical or {}).get("different", 0) for s in outcome.summaries)
+    if different:
+        print(f"specllama: {different} greedy run(s) differ from plain decoding beyond a near-tie", file=sys.stderr)
+    return 1 if failed or different else 0
+
+
+@contextmanager
+def bench_progress() -> Iterator:
+    """A bar with ETA on a terminal; one line per finished run otherwise (logs stay readable)."""
+    console = Console(stderr=True, soft_wrap=True)
+    columns = (TextColumn("{task.description:<36}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+        task = bar.add_task("bench", total=None)
+
+        def update(done: int, total: int, what: str, record) -> None:  # a bench.runner.ProgressCallback
+            bar.update(task, completed=done, total=total, description=what)
+            if record is not None and not console.is_terminal:
+                s = record.summary
+                acc = f", acceptance {s.acceptance:.0%}" if s.acceptance is not None else ""
+                console.print(f"[{done}/{total}] {what}: {s.tokens} tokens, {s.tokens_per_s:.2f} tok/s{acc}",
+                              highlight=False, markup=False)
+
+        yield update

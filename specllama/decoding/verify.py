@@ -1,0 +1,78 @@
+"""Deciding which draft tokens the target accepts. Pure numpy, no model calls.
+
+Both verifiers return the accepted prefix length plus exactly one token from the target, so every
+speculative step emits n_accepted + 1 tokens and the output is distributed exactly as if the target
+had decoded alone (greedy: identical tokens; sampling: identical distribution).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from specllama.decoding.sampling import sample
+
+
+@dataclass(frozen=True)
+class Verdict:
+    n_accepted: int  # how many draft tokens were accepted (0..K)
+    token: int  # the one token the target contributes after them
+    bonus: bool  # True when all K were accepted and `token` came from the target's last row
+
+
+def verify_greedy(draft: Sequence[int], target_logits: np.ndarray) -> Verdict:
+    """target_logits: (K+1, vocab), row i scored after draft[:i]. Accept the longest prefix where
+    draft[i] == argmax(target_logits[i]); the target then contributes the argmax of the first
+    mismatching row, or of row K (the bonus) when all K were accepted. K = 0 is plain decoding.
+
+    Ties: np.argmax returns the lowest token id among equal maxima, and so does llama.cpp's greedy
+    sampler (a strict `>` scan in token-id order), so the runner matches llama.cpp token for token.
+    """
+    k = len(draft)
+    _check_rows(target_logits, k + 1, "target_logits")
+    for i, proposed in enumerate(draft):
+        choice = int(np.argmax(target_logits[i]))  # what the target would have decoded here
+        if choice != proposed:  # first disagreement: keep the target's token and stop
+            return Verdict(n_accepted=i, token=choice, bonus=False)
+    return Verdict(n_accepted=k, token=int(np.argmax(target_logits[k])), bonus=True)  # all agreed: free token
+
+
+def verify_sampling(draft: Sequence[int], q: np.ndarray | None, p: np.ndarray, rng: np.random.Generator) -> Verdict:
+    """Modified rejection sampling (Leviathan et al. 2023; Chen et al. 2023).
+
+    p: (K+1, vocab) target probabilities, row i conditioned on draft[:i].
+    q: (K, vocab) draft probabilities after the same transform, or None when the proposals were
+       deterministic (prompt lookup, greedy draft): q is then one-hot at each draft token, so a draft
+       token is accepted with probability p[i, x] and a rejection resamples from p[i] without x.
+    Only p[i, x] and q[i, x] are read on accepted rows; whole rows are touched only where we stop.
+    """
+    k = len(draft)
+    _check_rows(p, k + 1, "p")
+    if q is not None:
+        _check_rows(q, k, "q")
+    for i, x in enumerate(draft):
+        p_x = float(p[i, x])
+        q_x = 1.0 if q is None else float(q[i, x])
+        # Accept with probability min(1, p_x / q_x); written as a product so q_x == 0 cannot divide by zero.
+        if rng.random() * q_x < p_x:
+            continue
+        # Rejected: the corrected distribution is the part of p that q under-proposed, max(0, p - q).
+        residual = p[i].astype(np.float64)
+        if q is None:
+            residual[x] = 0.0  # p - one_hot(x), clipped at zero
+        else:
+            residual = np.maximum(residual - q[i], 0.0)
+        # p == q on this row (only reachable through rounding): the residual is empty, fall back to p.
+        if not residual.sum() > 0.0:
+            residual = p[i]
+        return Verdict(n_accepted=i, token=sample(residual, rng), bonus=False)
+    # Every draft token survived: the target's last row gives one more token for free.
+    return Verdict(n_accepted=k, token=sample(p[k], rng), bonus=True)
+
+
+def _check_rows(array: np.ndarray, rows: int, name: str) -> None:
+    # A shape mismatch here is an engine bug, not a user mistake, hence ValueError.
+    if array.ndim != 2 or array.shape[0] != rows:
+        raise ValueError(f"{name} must have shape ({rows}, vocab) for this draft, got {array.shape}")

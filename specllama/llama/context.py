@@ -1,0 +1,184 @@
+"""One KV cache over a GGUFModel: batched decode with logits only where asked, checked rollback,
+sequence copies.
+
+We use the low-level batch API rather than `Llama` because `Llama(logits_all=True)` allocates
+n_ctx x n_vocab floats (2.5 GB for Qwen at 4096).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from specllama.errors import ContextOverflowError, SpecllamaError
+from specllama.llama.backend import C, default_threads, last_llama_error
+from specllama.llama.model import GGUFModel
+
+
+@dataclass
+class _Batch:
+    """A reusable llama_batch sized for the largest decode we submit."""
+
+    capacity: int
+    n_seq_max: int
+
+    def __post_init__(self) -> None:
+        self.raw = C.llama_batch_init(self.capacity, 0, self.n_seq_max)
+
+    def fill(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[Sequence[int]],
+             want_logits: Sequence[bool]) -> None:
+        b = self.raw
+        b.n_tokens = len(tokens)
+        for i, (tok, pos, seq_ids, want) in enumerate(zip(tokens, positions, seqs, want_logits)):
+            b.token[i] = tok
+            b.pos[i] = pos
+            b.n_seq_id[i] = len(seq_ids)
+            for j, s in enumerate(seq_ids):
+                b.seq_id[i][j] = s
+            b.logits[i] = 1 if want else 0
+
+    def free(self) -> None:
+        if self.raw is not None:
+            C.llama_batch_free(self.raw)
+            self.raw = None
+
+
+class DecodeContext:
+    """One KV cache over a GGUFModel. Sequence 0 is the conversation; `tokens` mirrors what it holds."""
+
+    def __init__(self, model: GGUFModel, *, n_ctx: int = 4096, n_threads: int | None = None,
+                 n_threads_batch: int | None = None, n_batch: int = 512, n_seq_max: int = 1):
+        self.model = model
+        threads = n_threads or default_threads()
+        params = C.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = n_batch
+        params.n_ubatch = n_batch
+        params.n_seq_max = n_seq_max
+        # Sequences copied from sequence 0 share its cells only in a unified cache; a split cache
+        # would also give each sequence just n_ctx / n_seq_max positions.
+        params.kv_unified = n_seq_max > 1
+        params.n_threads = threads
+        params.n_threads_batch = n_threads_batch or threads
+        self._ctx = C.llama_init_from_model(model._model, params)
+        if not self._ctx:
+            raise SpecllamaError(f"llama.cpp could not create a context of {n_ctx} tokens for "
+                                 f"{model.path.name}: {last_llama_error()}")
+        self._memory = C.llama_get_memory(self._ctx)
+        self.n_ctx: int = C.llama_n_ctx(self._ctx)
+        # llama.cpp clamps n_batch to n_ctx and aborts the process on a larger batch: chunk by its value.
+        self.n_batch: int = min(C.llama_n_batch(self._ctx), C.llama_n_ubatch(self._ctx))
+        self.n_seq_max = n_seq_max
+        self.n_threads = threads
+        self.n_threads_batch = n_threads_batch or threads
+        self._batch = _Batch(self.n_batch, max(1, n_seq_max))
+        self.tokens: list[int] = []  # what sequence 0 holds, position by position
+
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    def close(self) -> None:
+        if getattr(self, "_batch", None):
+            self._batch.free()
+        if getattr(self, "_ctx", None):
+            C.llama_free(self._ctx)
+            self._ctx = None
+
+    def __del__(self) -> None:
+        self.close()
+
+    def set_threads(self, n_threads: int, n_threads_batch: int | None = None) -> None:
+        self.n_threads, self.n_threads_batch = n_threads, n_threads_batch or n_threads
+        C.llama_set_n_threads(self._ctx, self.n_threads, self.n_threads_batch)
+
+    # --- decoding -------------------------------------------------------------------------
+
+    def decode(self, tokens: Sequence[int], logits: str | Sequence[int] = "last") -> np.ndarray:
+        """Append tokens to sequence 0. Returns copied logits, one row per requested position:
+        logits = "last" | "all" | "none" | indices into `tokens`. Long inputs go in n_batch chunks."""
+        n = len(tokens)
+        if n == 0:
+            return np.empty((0, self.model.n_vocab), dtype=np.float32)
+        if self.n_past + n > self.n_ctx:
+            raise ContextOverflowError(
+                f"context full: {self.n_past} tokens held + {n} new > n_ctx {self.n_ctx} "
+                f"(raise --ctx, at most the model's {self.model.n_ctx_train})")
+        if logits == "last":
+            wanted = {n - 1}
+        elif logits == "all":
+            wanted = set(range(n))
+        elif logits == "none":
+            wanted = set()
+        else:
+            wanted = set(logits)
+        rows = []
+        for start in range(0, n, self.n_batch):
+            chunk = tokens[start:start + self.n_batch]
+            want = [start + i in wanted for i in range(len(chunk))]
+            positions = range(self.n_past, self.n_past + len(chunk))
+            rows += self._submit(chunk, positions, [(0,)] * len(chunk), want)
+            self.tokens.extend(chunk)
+        return np.stack(rows) if rows else np.empty((0, self.model.n_vocab), dtype=np.float32)
+
+    def decode_multi(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[Sequence[int]],
+                     want_logits: Sequence[bool]) -> np.ndarray:
+        """One raw batch over several sequences (for stairs verification); does not touch `tokens`."""
+        if len(tokens) > self.n_batch:
+            raise SpecllamaError(f"a multi-sequence batch of {len(tokens)} exceeds n_batch {self.n_batch}")
+        if max(positions) >= self.n_ctx:
+            raise ContextOverflowError(f"context full: position {max(positions)} >= n_ctx {self.n_ctx}")
+        rows = self._submit(tokens, positions, seqs, want_logits)
+        return np.stack(rows) if rows else np.empty((0, self.model.n_vocab), dtype=np.float32)
+
+    def _submit(self, tokens, positions, seqs, want) -> list[np.ndarray]:
+        self._batch.fill(tokens, positions, seqs, want)
+        rc = C.llama_decode(self._ctx, self._batch.raw)
+        if rc == 1:
+            raise ContextOverflowError(f"llama.cpp found no room in the KV cache (n_ctx {self.n_ctx})")
+        if rc != 0:
+            raise SpecllamaError(f"llama_decode failed with code {rc}: {last_llama_error()}")
+        n_vocab = self.model.n_vocab
+        # Copy: the logits buffer is reused by the next decode.
+        return [np.ctypeslib.as_array(C.llama_get_logits_ith(self._ctx, i), shape=(n_vocab,)).copy()
+                for i, w in enumerate(want) if w]
+
+    # --- cache surgery ----------------------------------------------------------------------
+
+    def rollback(self, n_past: int) -> None:
+        """Keep the first n_past tokens of sequence 0, drop the rest."""
+        if n_past > self.n_past:
+            raise ValueError(f"cannot roll back to {n_past}: only {self.n_past} tokens held")
+        if n_past == self.n_past:
+            return
+        self.remove(0, n_past, -1)
+        del self.tokens[n_past:]
+
+    def remove(self, seq: int, p0: int, p1: int = -1) -> None:
+        if not C.llama_memory_seq_rm(self._memory, seq, p0, p1):
+            raise SpecllamaError(
+                f"{self.model.path.name} ({self.model.info.architecture}) cannot drop part of its cache "
+                "(recurrent or hybrid model): speculative decoding needs a model whose cache can roll back")
+
+    def copy_sequence(self, src: int, dst: int, p0: int = 0, p1: int = -1) -> None:
+        C.llama_memory_seq_cp(self._memory, src, dst, p0, p1)
+
+    def clear(self) -> None:
+        C.llama_memory_clear(self._memory, True)
+        self.tokens.clear()
+
+    def reuse_prefix(self, tokens: Sequence[int]) -> int:
+        """Drop whatever follows the longest common prefix of the cache and `tokens`; returns its
+        length. Lets a chat decode only the new turn, not the whole history."""
+        common = 0
+        for held, new in zip(self.tokens, tokens):
+            if held != new:
+                break
+            common += 1
+        common = min(common, len(tokens) - 1)  # always leave one token to decode for fresh logits
+        self.rollback(max(common, 0))
+        return self.n_past
+
+

@@ -1,0 +1,55 @@
+"""What a benchmark ran on: CPU, cores, library version, memory. Numbers mean little without it."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import sys
+from pathlib import Path
+
+from specllama.llama.backend import default_threads, library_version, system_info
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def peak_rss_bytes() -> int:
+    """The process's high-water mark of resident memory (ru_maxrss is KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def current_rss_bytes() -> int | None:
+    """Resident memory now (Linux); None where /proc is missing. Lets a benchmark attribute memory
+    to a phase, which the monotonic peak cannot."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def machine_info(threads: int | None = None, threads_batch: int | None = None) -> dict:
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "cores_available": default_threads(),
+        "threads": threads,
+        "threads_batch": threads_batch,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "llama_cpp_python": library_version(),
+        "llama_system_info": system_info(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "peak_rss_bytes": peak_rss_bytes(),
+    }

