@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specllama.batch.local import BatchOutputError, open_output
+from specllama.batch.output import BatchOutputError, open_output
 from specllama.cli.main import main
 from specllama.batch.prompts_file import PromptFileError, read_prompts
 

@@ -1,144 +1,17 @@
-"""Resumable batch generation: one JSON line per prompt, durable as soon as it is written.
-
-The output file is the only state. Each record is written whole, flushed and fsynced before the
-next prompt starts, so a crash, Ctrl-C or kill -9 loses at most the prompt in flight. A kill in the
-middle of a write can leave a partial last line; `open_output` cuts it off before appending (so the
-file stays valid JSONL) and the rerun does that prompt again. Ids already in the file are skipped.
-"""
+"""Resumable batch generation on this machine: every prompt through the engine, one record each,
+appended to the output (batch/output.py) as soon as it is finished."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
+from specllama.batch.output import OutputState, OutputWriter, open_output
+from specllama.batch.prompts_file import PromptItem, id_key
 from specllama.decoding.engine import Engine, GenerationConfig, Summary
 from specllama.errors import SpecllamaError
 from specllama.llama.model import GGUFModel
-from specllama.batch.prompts_file import PromptItem, id_key
-
-
-class BatchOutputError(SpecllamaError):
-    """The output file exists but is not a file we can safely append to."""
-
-
-@dataclass
-class OutputState:
-    done: set[str]  # id keys already answered
-    repaired: str | None = None  # what was fixed at the end of the file, if anything
-
-
-# Every line this program writes is json.dumps of a dict whose first key is "id", so it starts
-# with exactly these bytes. The torn-line repair cuts only a tail that starts like one of ours: a
-# line of anything else (a prompt, someone's notes) is never ours to cut.
-OUR_LINE_START = b'{"id": '
-# A record of ours has these keys; a JSON line without them is someone else's data.
-OUR_KEYS = frozenset({"id", "text", "finish_reason"})
-
-
-def open_output(path: str | Path, *, inputs: Sequence[str | Path] = ()) -> OutputState:
-    """Read what an earlier run wrote, repairing an interrupted last line; refuse anything else
-    that is not a specllama output, rather than append to (or silently rewrite) a file we do not
-    understand. `inputs` are files the run reads (the prompts file): never an output."""
-    path = Path(path)
-    for source in inputs:
-        if _same_file(path, Path(source)):
-            raise BatchOutputError(f"{path} is the prompts file: choose another output (-o), "
-                                   "results are never written over their input")
-    if not path.exists():
-        return OutputState(set())
-    data = path.read_bytes()
-    *complete, tail = data.split(b"\n")  # tail: bytes after the last newline (b"" when none)
-    done: set[str] = set()
-    for number, raw in enumerate(complete, start=1):
-        if not raw.strip():
-            continue
-        record = _record(raw)
-        if record is None:
-            raise BatchOutputError(
-                f"{path} line {number} is not a specllama result; it is left alone: give -o a new "
-                "file, or the output of an earlier run of this batch to resume it")
-        done.add(id_key(record["id"]))
-    repaired = None
-    if tail.strip():
-        record = _record(tail)
-        # A torn record of ours is never whole JSON; a whole JSON line that is not ours is someone
-        # else's (a prompts file whose last line lacks its newline).
-        if record is None and (not tail.startswith(OUR_LINE_START) or _is_json(tail)):
-            raise BatchOutputError(
-                f"{path} ends with a line that specllama did not write; it is left alone: give -o a "
-                "new file, or the output of an earlier run of this batch to resume it")
-        with path.open("r+b") as f:
-            if record is not None:  # whole record, only its newline missing
-                f.seek(len(data))
-                f.write(b"\n")
-                done.add(id_key(record["id"]))
-                repaired = "added the missing newline after the last record"
-            else:
-                f.truncate(len(data) - len(tail))
-                repaired = f"dropped an incomplete last line ({len(tail)} bytes, an interrupted write); its prompt runs again"
-            f.flush()
-            os.fsync(f.fileno())
-    return OutputState(done, repaired)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and b.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
-def _is_json(raw: bytes) -> bool:
-    try:
-        json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return False
-    return True
-
-
-def _record(raw: bytes) -> dict | None:
-    try:
-        obj = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return obj if isinstance(obj, dict) and OUR_KEYS <= obj.keys() else None
-
-
-class OutputWriter:
-    """Appends one record per line; each is on disk before `write` returns."""
-
-    def __init__(self, path: str | Path):
-        self._file = open(path, "a", encoding="utf-8")
-
-    def write(self, record: dict) -> None:
-        line = json.dumps(record, ensure_ascii=False) + "\n"
-        # Ctrl-C or SIGTERM is held off until the line is on disk, so a polite stop never leaves
-        # half a record; only a hard kill can, and open_output repairs that.
-        with _signals_deferred():
-            self._file.write(line)
-            self._file.flush()
-            os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        self._file.close()
-
-
-@contextmanager
-def _signals_deferred() -> Iterator[None]:
-    if not hasattr(signal, "pthread_sigmask"):  # Windows
-        yield
-        return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a pending signal is delivered here
 
 
 def make_record(item: PromptItem, summary: Summary) -> dict:

@@ -24,7 +24,8 @@ def add_batch_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
-    from specllama.batch.local import open_output, run_batch
+    from specllama.batch.local import run_batch
+    from specllama.batch.output import open_output
     from specllama.cli.progress import download_bar
     from specllama.decoding.runtime import Runtime
     from specllama.cli.options import generation_config, load_options
