@@ -98,3 +98,21 @@ def random_rule(seed: int, temperature_spread: float = 1.0):
         h = hash(tuple(tokens)) % (2 ** 32)
         return (np.random.default_rng([seed, h]).normal(0, temperature_spread, VOCAB)).astype(np.float32)
     return rule
+
+
+class FakeStairsContext(FakeContext):
+    """A FakeContext with sequences to spare, so the stairs verifier runs on it: each stair's row
+    is the rule applied to prefix + [last] + its drafts, as llama.cpp's separate sequences give."""
+
+    def __init__(self, rule, n_ctx: int = 4096, n_seq_max: int = 17):
+        super().__init__(rule, n_ctx)
+        self.n_seq_max, self.n_batch = n_seq_max, 512
+
+    def decode_stairs(self, last, draft):
+        rows = [self.rule([*self.tokens, last, *draft[:i]]) for i in range(len(draft) + 1)]
+        self.decoded += (len(draft) + 1) * (len(draft) + 2) // 2
+        self.decode_calls += 1
+        return np.array(rows, dtype=np.float32)
+
+    def commit_stairs(self, last, draft, n_accepted):
+        self.tokens.extend([last, *draft[:n_accepted]])

@@ -92,7 +92,7 @@ def test_geomean():
 
 @pytest.fixture(scope="module")
 def runtime(tiny_models):
-    rt = Runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["a"]), n_ctx=512, verify="stairs"))
+    rt = Runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["a"]), n_ctx=512, stairs=True))
     yield rt
     rt.close()
 
@@ -132,11 +132,10 @@ def test_a_diverging_output_is_caught(runtime):
 
 def _generate(runtime, prompt, n):
     from specllama.decoding.engine import GenerationConfig
-    runtime.target_ctx.clear()
-    runtime.set_drafter("none")
-    events, summary = runtime.engine.run(prompt, GenerationConfig(max_tokens=n, k=0))
-    runtime.target_ctx.clear()
-    return summary, [e.id for e in events if e.id >= 0]
+    runtime.reset()
+    tokens, summary = runtime.generate(prompt, GenerationConfig(max_tokens=n, drafter="none")).tokens()
+    runtime.reset()
+    return summary, [e.id for e in tokens]
 
 
 def _prompts_file(tmp_path):

@@ -6,18 +6,27 @@ import numpy as np
 import pytest
 
 from specllama.decoding.drafters import ModelDrafter, PromptLookupDrafter
-from specllama.decoding.engine import Engine, GenerationConfig, StepEvent, TokenEvent
-from specllama.errors import ContextOverflowError
+from specllama.decoding.engine import DoneEvent, Engine, GenerationConfig, StepEvent, TokenEvent
+from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.decoding.sampling import SamplingParams
-from tests.fake_llm import FakeContext, counting_rule, noisy_rule, random_rule
+from tests.fake_llm import FakeContext, FakeStairsContext, counting_rule, noisy_rule, random_rule
 
 PROMPT = [5, 6, 7]
 
 
+def engine_with(target, drafter=None) -> Engine:
+    return Engine(target, {drafter.name: drafter} if drafter else None)
+
+
 def generate(target, drafter=None, **config):
-    engine = Engine(target, drafter)
-    events, summary = engine.run(PROMPT, GenerationConfig(**config))
-    return [e.id for e in events if e.id >= 0], events, summary
+    """Runs one generation; the request names the drafter given (or none)."""
+    config.setdefault("drafter", drafter.name if drafter else "none")
+    events = list(engine_with(target, drafter).generate(PROMPT, GenerationConfig(**config)))
+    assert isinstance(events[-1], DoneEvent) and not any(isinstance(e, DoneEvent) for e in events[:-1])
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    summary = events[-1].summary
+    assert "".join(e.text for e in tokens) + events[-1].text == summary.text  # the texts are the output
+    return [e.id for e in tokens], tokens, summary
 
 
 def test_plain_decoding_is_one_target_token_per_step():
@@ -87,20 +96,22 @@ def test_a_prompt_longer_than_the_context_is_refused():
 
 def test_cancel_stops_after_the_current_step():
     engine = Engine(FakeContext(counting_rule()))
-    gen = engine.generate(PROMPT, GenerationConfig(k=0, max_tokens=100))
+    gen = iter(engine.generate(PROMPT, GenerationConfig(drafter="none", max_tokens=100)))
     seen = [next(gen), next(gen)]
     engine.cancel()
     rest = list(gen)
-    assert isinstance(seen[0], TokenEvent) and isinstance(seen[1], StepEvent) and rest == []
+    assert isinstance(seen[0], TokenEvent) and isinstance(seen[1], StepEvent)
+    assert len(rest) == 1 and rest[0].summary.finish_reason == "cancelled" and rest[0].summary.tokens == 1
 
 
 def test_prompt_lookup_drafts_what_followed_the_same_ngram():
     drafter = PromptLookupDrafter(max_ngram=2)
     seq = [1, 2, 3, 4, 9, 9, 1, 2]
-    assert drafter.propose(seq, 3, SamplingParams(), None).tokens == [3, 4, 9]
+    config = GenerationConfig(drafter="lookup")
+    assert drafter.propose(seq, 3, config, None).tokens == [3, 4, 9]
     seq += [3]  # incremental: the index follows the growing sequence
-    assert drafter.propose(seq, 2, SamplingParams(), None).tokens == [4, 9]
-    assert drafter.propose([7, 8], 3, SamplingParams(), None).tokens == []  # diverged: re-indexed, no match
+    assert drafter.propose(seq, 2, config, None).tokens == [4, 9]
+    assert drafter.propose([7, 8], 3, config, None).tokens == []  # diverged: re-indexed, no match
 
 
 def test_lookup_drafter_speeds_up_a_repetitive_target_without_changing_it():
@@ -122,17 +133,46 @@ def test_sampling_is_reproducible_with_a_seed_and_varies_without():
 
 
 def test_step_statistics_add_up():
-    engine = Engine(FakeContext(noisy_rule(3)), ModelDrafter(FakeContext(counting_rule())))
-    gen, events = engine.generate(PROMPT, GenerationConfig(k=4, max_tokens=30)), []
-    while True:
-        try:
-            events.append(next(gen))
-        except StopIteration as done:
-            s = done.value
-            break
+    engine = engine_with(FakeContext(noisy_rule(3)), ModelDrafter(FakeContext(counting_rule())))
+    generation = engine.generate(PROMPT, GenerationConfig(drafter="model", k=4, max_tokens=30))
+    with pytest.raises(RuntimeError, match="not finished"):
+        generation.summary
+    events = list(generation)
+    s = generation.summary
     steps = [e for e in events if isinstance(e, StepEvent)]
-    ids = [e.id for e in events if isinstance(e, TokenEvent) and e.id >= 0]
+    ids = [e.id for e in events if isinstance(e, TokenEvent)]
     assert s.tokens == len(ids) == 30
     assert sum(e.accepted for e in steps) == s.accepted and sum(e.drafted for e in steps) == s.drafted
     assert sum(s.drafted_at) == s.drafted and sum(s.accepted_at) == s.accepted
     assert s.t_python > 0 and s.t_verify > 0 and s.tokens_per_s > 0
+
+
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_both_verifiers_give_the_same_text_at_their_own_cost(k):
+    """The verifier interface: causal and stairs accept the same drafts; stairs decodes
+    (K+1)(K+2)/2 tokens a step where causal decodes K+1."""
+    runs = {}
+    for verify in ("causal", "stairs"):
+        target = FakeStairsContext(noisy_rule(4))
+        ids, _, s = generate(target, ModelDrafter(FakeContext(counting_rule())), k=k, max_tokens=30, verify=verify)
+        runs[verify] = (ids, s, target.decoded - (len(PROMPT) - 1))
+    (causal_ids, causal, causal_cost), (stairs_ids, stairs, stairs_cost) = runs["causal"], runs["stairs"]
+    assert causal_ids == stairs_ids and causal.accepted == stairs.accepted and causal.steps == stairs.steps
+    assert causal_cost == sum(1 + d for d in _drafted_per_step(causal))
+    assert stairs_cost == sum((d + 1) * (d + 2) // 2 for d in _drafted_per_step(stairs))
+
+
+def _drafted_per_step(s) -> list[int]:
+    # Per-position counts: drafted_at[i] steps drafted at least i+1 tokens.
+    return [sum(1 for n in s.drafted_at if n > step) for step in range(s.steps)]
+
+
+def test_stairs_refuses_a_context_without_sequences_to_spare():
+    engine = engine_with(FakeContext(counting_rule()), ModelDrafter(FakeContext(counting_rule())))
+    with pytest.raises(SpecllamaError, match="several sequences"):
+        engine.generate(PROMPT, GenerationConfig(drafter="model", k=2, verify="stairs"))
+
+
+def test_a_request_naming_a_drafter_that_is_not_loaded_is_refused():
+    with pytest.raises(SpecllamaError, match="model drafter is not available.*no draft model"):
+        Engine(FakeContext(counting_rule())).generate(PROMPT, GenerationConfig(drafter="model", k=2))

@@ -32,22 +32,21 @@ MAX_TOKENS = 40
 
 @pytest.fixture(scope="module")
 def runtime(real_model_paths):
-    rt = Runtime(LoadOptions(verify="stairs", n_ctx=2048))
+    rt = Runtime(LoadOptions(stairs=True, n_ctx=2048))
     yield rt
     rt.close()
 
 
 @pytest.fixture(scope="module")
 def prompts(runtime):
-    return [runtime.target_model.chat_tokens([{"role": "user", "content": p}]) for p in PROMPTS]
+    return [runtime.chat_tokens([{"role": "user", "content": p}]) for p in PROMPTS]
 
 
 def greedy_ids(runtime, prompt, drafter, k, verify="causal", max_tokens=MAX_TOKENS):
-    runtime.target_ctx.clear()
-    runtime.set_drafter(drafter)
-    runtime.engine.drafter.reset()
-    events, summary = runtime.engine.run(prompt, GenerationConfig(max_tokens=max_tokens, k=k, verify=verify))
-    return [e.id for e in events if e.id >= 0], summary
+    runtime.reset()
+    config = GenerationConfig(max_tokens=max_tokens, drafter=drafter, k=k, verify=verify)
+    tokens, summary = runtime.generate(prompt, config).tokens()
+    return [e.id for e in tokens], summary
 
 
 @pytest.fixture(scope="module")
@@ -80,20 +79,19 @@ def test_greedy_speculation_equals_plain_greedy(runtime, prompts, plain, drafter
 
 
 def test_cache_after_200_steps_of_rollbacks_matches_a_fresh_decode(runtime, prompts):
-    runtime.target_ctx.clear()
-    runtime.set_drafter("lookup")  # cheap drafts, frequent rejections: many rollbacks per token
-    engine = runtime.engine
-    prompt = runtime.target_model.chat_tokens([{"role": "user", "content": LONG_PROMPT}])
-    gen = engine.generate(prompt, GenerationConfig(max_tokens=1000, k=4))
+    runtime.reset()
+    prompt = runtime.chat_tokens([{"role": "user", "content": LONG_PROMPT}])
+    # Prompt lookup: cheap drafts, frequent rejections, many rollbacks per token.
+    gen = runtime.generate(prompt, GenerationConfig(max_tokens=1000, drafter="lookup", k=4))
     ids, steps, rejected = [], 0, 0
     for event in gen:
-        if isinstance(event, TokenEvent) and event.id >= 0:
+        if isinstance(event, TokenEvent):
             ids.append(event.id)
         elif isinstance(event, StepEvent):
             steps += 1
             rejected += event.drafted - event.accepted
             if steps == 200:
-                engine.cancel()
+                runtime.cancel()
     assert steps == 200 and rejected > 20
     committed = list(prompt) + ids
     ctx = runtime.target_ctx
@@ -111,11 +109,10 @@ def test_cache_after_200_steps_of_rollbacks_matches_a_fresh_decode(runtime, prom
 
 def test_the_same_seed_gives_the_same_sampled_text(runtime, prompts):
     def sampled(seed):
-        runtime.target_ctx.clear()
-        runtime.set_drafter("model")
-        runtime.engine.drafter.reset()
-        config = GenerationConfig(max_tokens=32, k=3, sampling=SamplingParams(temperature=0.8, top_p=0.95, seed=seed))
-        return runtime.engine.run(prompts[2], config)[1]
+        runtime.reset()
+        config = GenerationConfig(max_tokens=32, drafter="model", k=3,
+                                  sampling=SamplingParams(temperature=0.8, top_p=0.95, seed=seed))
+        return runtime.generate(prompts[2], config).drain()
     first, again, other = sampled(7), sampled(7), sampled(8)
     assert first.text == again.text and first.text != other.text
     assert first.drafted > 0 and first.accepted > 0

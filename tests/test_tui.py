@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from textual.notifications import Notify
 
-from specllama.decoding.engine import StepEvent, Summary, TokenEvent
+from specllama.decoding.events import DoneEvent, Generation, StepEvent, Summary, TokenEvent
 from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError
 from specllama.tui import ChatApp, ChatSettings
 from specllama.tui.capture import screen_text
@@ -70,20 +70,22 @@ class FakeEngine:
 
     def __init__(self, ctx: FakeContext, script, step_delay: float = 0.0, fail_at_step: int | None = None):
         self.ctx, self.script, self.step_delay, self.fail_at_step = ctx, script, step_delay, fail_at_step
-        self.drafter = FakeDrafter("model")
-        self.configs: list = []
+        self.configs: list = []  # every request, in order: what the app asked for
         self.ks_seen: list[int] = []
         self._cancel = False
 
     def cancel(self) -> None:
         self._cancel = True
 
-    def generate(self, prompt, config):
+    def generate(self, prompt, config) -> Generation:
         self.configs.append(config)
         self._cancel = False
+        return Generation(self._play(prompt, config))
+
+    def _play(self, prompt, config):
         reused = next((i for i, (a, b) in enumerate(zip(self.ctx.tokens, prompt)) if a != b),
                       min(len(self.ctx.tokens), len(prompt)))
-        summary = Summary(prompt_tokens=len(prompt), reused_tokens=reused)
+        summary = Summary(prompt_tokens=len(prompt), reused_tokens=reused, drafter=config.drafter)
         self.ctx.tokens = list(prompt)
         finish, pieces = "stop", []
         for i, step in enumerate(self.script):
@@ -104,24 +106,34 @@ class FakeEngine:
             summary.record(step_event)
             yield step_event
         summary.text, summary.finish_reason, summary.t_generate = "".join(pieces), finish, 0.1 * summary.steps
-        return summary
+        yield DoneEvent("", summary)
 
 
 class FakeRuntime:
+    """The public surface of specllama.decoding.runtime.Runtime that the app uses, and no more."""
+
     def __init__(self, script=SCRIPT, *, has_draft: bool = True, cost_curve=None, **engine_options):
-        self.target_model = FakeModel("Fake-Coder 1.5B")
-        self.draft_model = FakeModel("Fake-Coder 0.5B") if has_draft else None
+        self.target_name = "Fake-Coder 1.5B"
+        self.draft_name = "Fake-Coder 0.5B" if has_draft else None
+        self.has_draft_model = has_draft
+        self.drafters = ("model", "lookup", "none") if has_draft else ("lookup", "none")
         self.target_ctx = FakeContext()
         self.engine = FakeEngine(self.target_ctx, script, **engine_options)
         self.threads = 2
         self.cost_curve = cost_curve  # what K auto needs; the real one is measured at load time
-        self.drafter_calls: list[tuple[str, float | None]] = []
+        self._model = FakeModel(self.target_name)
 
-    def set_drafter(self, kind: str, p_min: float | None = None) -> None:
-        if kind == "model" and self.draft_model is None:
-            raise SpecllamaError("no draft model loaded")
-        self.drafter_calls.append((kind, p_min))
-        self.engine.drafter = FakeDrafter(kind, p_min or 0.0)
+    def chat_tokens(self, messages: list[dict]) -> list[int]:
+        return self._model.chat_tokens(messages)
+
+    def generate(self, prompt, config) -> Generation:
+        return self.engine.generate(prompt, config)
+
+    def cancel(self) -> None:
+        self.engine.cancel()
+
+    def context_use(self) -> tuple[int, int]:
+        return self.target_ctx.n_past, self.target_ctx.n_ctx
 
     def close(self) -> None:
         pass
@@ -176,7 +188,7 @@ def test_stream_reply_batches_text_and_keeps_origins():
             for text, origin in step:
                 yield TokenEvent(7, text, origin)
             yield StepEvent(4, 4, 2, 0.01, 0.03, 0.0)
-        return Summary(tokens=10, text=ANSWER)
+        yield DoneEvent("", Summary(tokens=10, text=ANSWER))
 
     posted = []
     ticks = iter(range(1000))  # a clock that advances 1 ms per reading
@@ -210,11 +222,11 @@ def test_chat_command_options_load_the_draft_for_every_drafter():
     args = build_parser().parse_args(["chat", "-k", "3", "--drafter", "lookup", "--temp", "0.7"])
     settings = ChatSettings.from_args(args)
     assert (settings.drafter, settings.k, settings.temperature) == ("lookup", 3, 0.7)
-    assert chat_load_options(args).drafter == "model"  # loaded anyway: F2 can switch to it
+    assert chat_load_options(args).load_draft  # loaded anyway: F2 can switch to it
     default = build_parser().parse_args(["chat", "--drafter", "none"])
     assert ChatSettings.from_args(default).k == "auto" and chat_load_options(default).auto_k
     alone = build_parser().parse_args(["chat", "--target", "/models/t.gguf", "--no-draft"])
-    assert chat_load_options(alone).drafter == "none"  # no draft to load: lookup / none only
+    assert chat_load_options(alone).draft is None  # no draft named: lookup / none only
     with pytest.raises(SpecllamaError):
         chat_load_options(build_parser().parse_args(["chat", "--pair", "no-such-pair"]))
 
@@ -270,17 +282,16 @@ def test_keys_change_the_engine_settings_without_reloading():
         runtime = FakeRuntime()
         async with chat_app(runtime, k=4).run_test(size=SIZE) as pilot:
             await wait_until(pilot, lambda: pilot.app.runtime is not None)
-            assert runtime.drafter_calls == [("model", 0.0)]
             await pilot.press("f4", "f4", "f3", "f6", "f6", "f8")  # K 5, temperature 0.2, p_min 0.05
             await send(pilot, "hi")
             config = runtime.engine.configs[-1]
             assert config.k == 5 and config.sampling.temperature == pytest.approx(0.2)
-            assert runtime.drafter_calls[-1] == ("model", 0.05)
+            assert (config.drafter, config.p_min) == ("model", 0.05)
             await pilot.press("f2")
-            assert runtime.engine.drafter.name == "lookup"
+            assert pilot.app.settings.drafter == "lookup"
             await pilot.press("f2")
             await send(pilot, "plain now")
-            assert runtime.engine.drafter.name == "none" and runtime.engine.configs[-1].k == 0
+            assert runtime.engine.configs[-1].drafter == "none" and runtime.engine.configs[-1].k == 0
             assert "none" in screen_text(pilot.app)
     run(scenario)
 
@@ -305,11 +316,12 @@ def test_changes_during_an_answer_apply_from_the_next_one():
             pilot.app.ask("long")
             await wait_until(pilot, lambda: runtime.engine.ks_seen)
             await pilot.press("f4", "f2")
-            assert pilot.app.settings.k == 5 and runtime.engine.drafter.name == "model"  # shown, not applied
+            assert pilot.app.settings.k == 5 and pilot.app.settings.drafter == "lookup"  # shown...
+            assert runtime.engine.configs[-1].drafter == "model"  # ...not applied to the running answer
             await wait_until(pilot, lambda: not pilot.app.busy)
-            assert set(runtime.engine.ks_seen) == {4} and runtime.engine.drafter.name == "lookup"
+            assert set(runtime.engine.ks_seen) == {4}
             await send(pilot, "next")
-            assert runtime.engine.configs[-1].k == 5
+            assert runtime.engine.configs[-1].k == 5 and runtime.engine.configs[-1].drafter == "lookup"
     run(scenario)
 
 
@@ -457,7 +469,7 @@ def test_real_pair_two_turns_reuse_the_cache():
             second = app.last_summary
             # The first turn stays in the target's cache: only the new turn is decoded.
             assert second.reused_tokens >= first.prompt_tokens, (second.reused_tokens, first.prompt_tokens)
-            assert second.tokens > 0 and app.runtime.target_ctx.n_past > second.prompt_tokens
+            assert second.tokens > 0 and app.runtime.context_use()[0] > second.prompt_tokens
     try:
         run(scenario)
     finally:

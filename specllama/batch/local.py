@@ -9,9 +9,9 @@ from typing import Callable, Sequence
 
 from specllama.batch.output import OutputState, OutputWriter, open_output
 from specllama.batch.prompts_file import PromptItem, id_key
-from specllama.decoding.engine import Engine, GenerationConfig, Summary
+from specllama.decoding.engine import GenerationConfig, Summary
+from specllama.decoding.runtime import Runtime
 from specllama.errors import SpecllamaError
-from specllama.llama.model import GGUFModel
 
 
 def make_record(item: PromptItem, summary: Summary) -> dict:
@@ -48,7 +48,7 @@ class BatchReport:
 BatchProgress = Callable[[int, int, PromptItem | None, BatchReport], None]
 
 
-def run_batch(engine: Engine, model: GGUFModel, items: Sequence[PromptItem], config: GenerationConfig,
+def run_batch(runtime: Runtime, items: Sequence[PromptItem], config: GenerationConfig,
               out_path: str | Path, *, system: str | None = None, state: OutputState | None = None,
               progress: BatchProgress | None = None) -> BatchReport:
     """Generate for every item whose id is not yet in out_path, appending as it goes. `state` is
@@ -64,10 +64,11 @@ def run_batch(engine: Engine, model: GGUFModel, items: Sequence[PromptItem], con
         progress(0, len(todo), None, report)
         for n, item in enumerate(todo, start=1):
             try:
-                _, summary = engine.run(model.prompt_tokens(item.prompt, item.system or system), config)
+                prompt = runtime.prompt_tokens(item.prompt, item.system or system)
+                summary = runtime.generate(prompt, config).drain()
             except SpecllamaError as e:
                 report.failed.append((item, str(e)))
-                _reset(engine)  # a failed decode may leave the cache out of step with its token list
+                runtime.reset()  # a failed decode may leave the cache out of step with its token list
             else:
                 writer.write(make_record(item, summary))
                 report.written += 1
@@ -79,8 +80,3 @@ def run_batch(engine: Engine, model: GGUFModel, items: Sequence[PromptItem], con
     finally:
         writer.close()
     return report
-
-
-def _reset(engine: Engine) -> None:
-    engine.target.clear()
-    engine.drafter.reset()

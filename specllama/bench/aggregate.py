@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from specllama.decoding.cost_curve import CostCurve, predicted_speedup, step_cost
 from specllama.decoding.engine import Summary
-from specllama.decoding.stairs import stair_tokens
+from specllama.decoding.verifiers import StairsVerifier
 from specllama.bench.configs import BenchConfig
 from specllama.bench.pairing import Comparison, comparison_dict
 from specllama.bench.runner import RunRecord
@@ -137,7 +137,7 @@ def _fill(summary: ConfigSummary, config: BenchConfig, mine: list[tuple[RunRecor
         # Stairs decode (K+1)(K+2)/2 tokens per step; timed as one causal batch of that size, an
         # approximation (their attention spans differ), so read that prediction as a rough one.
         if isinstance(config.k, int):  # under k=auto only the per-step prediction below applies
-            verify_tokens = stair_tokens(config.k) if config.verify == "stairs" else None
+            verify_tokens = StairsVerifier().batch_tokens(config.k) if config.verify == "stairs" else None
             summary.predicted_speedup = predicted_speedup(curve, config.k, alpha, draft_ratio, verify_tokens)
         summary.predicted_from_steps = _speedup_from_steps(curve, stats, draft_ratio, config.verify == "stairs")
 
@@ -158,7 +158,7 @@ def _speedup_from_steps(curve: CostCurve, stats: Summary, draft_ratio: float | N
         n_steps = at_least[j] - at_least[j + 1]
         if not n_steps:
             continue
-        one = step_cost(curve.ratio, j, c, stair_tokens(j) if stairs else None)
+        one = step_cost(curve.ratio, j, c, StairsVerifier().batch_tokens(j) if stairs else None)
         if one is None:
             return None
         cost += n_steps * one

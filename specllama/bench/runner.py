@@ -57,16 +57,14 @@ class BenchRunner:
 
     def run_once(self, config: BenchConfig, prompt: Sequence[int], max_tokens: int) -> tuple[Summary, list[int]]:
         rt = self.runtime
-        rt.target_ctx.clear()
-        rt.set_drafter(config.drafter, config.p_min)
-        rt.engine.drafter.reset()
-        gen = GenerationConfig(max_tokens=max_tokens, sampling=self.sampling, k=config.k, stop=(),
-                               verify=config.verify)
+        rt.reset()  # every run starts from empty caches: none inherits another's decoded prompt
+        request = GenerationConfig(max_tokens=max_tokens, sampling=self.sampling, drafter=config.drafter,
+                                   k=config.k, p_min=config.p_min, stop=(), verify=config.verify)
         try:
-            events, summary = rt.engine.run(prompt, gen)
+            tokens, summary = rt.generate(prompt, request).tokens()
         finally:
-            rt.target_ctx.clear()  # a failed run must not leave half a sequence for the next one
-        return summary, [e.id for e in events if e.id >= 0]
+            rt.reset()  # a failed run must not leave half a sequence for the next one
+        return summary, [e.id for e in tokens]
 
     def _attempt(self, config: BenchConfig, prompt: Sequence[int], max_tokens: int):
         """One run, or None when the configuration cannot run here (e.g. a verification mode the

@@ -46,12 +46,9 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
     with download_bar() as fetch:
         runtime = Runtime(load_options(args), progress=fetch)
-    try:
-        with sigterm_as_interrupt(), batch_progress(err) as progress:
-            report = run_batch(runtime.engine, runtime.target_model, prompts.items, config, args.output,
-                               system=args.system, state=state, progress=progress)
-    finally:
-        runtime.close()
+    with runtime, sigterm_as_interrupt(), batch_progress(err) as progress:
+        report = run_batch(runtime, prompts.items, config, args.output,
+                           system=args.system, state=state, progress=progress)
 
     for item, reason in report.failed:
         err.print(f"specllama: prompt {item.id!r} (line {item.line}) failed: {reason}", markup=False)

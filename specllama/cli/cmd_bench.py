@@ -34,7 +34,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from specllama.bench.benchmark import BenchError, BenchOptions, bench_prompts, run_benchmark
     from specllama.bench.report import markdown, terminal_table, write_json, write_text
     from specllama.cli.progress import download_bar
-    from specllama.decoding.runtime import LoadOptions, Runtime
+    from specllama.cli.options import load_options
+    from specllama.decoding.runtime import Runtime
 
     # Everything the user typed is checked before minutes of model loading.
     configs = parse_configs(args.configs)
@@ -49,22 +50,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise BenchError(f"{args.prompts} holds no prompts")
 
     needs_draft = any(c.drafter == "model" for c in configs)
-    opts = LoadOptions(pair=args.pair, target=args.target, draft=args.draft,
-                       drafter="model" if needs_draft else "none", n_ctx=args.n_ctx, threads=args.threads,
-                       threads_batch=args.threads_batch, gpu_layers=args.gpu_layers,
-                       # stairs needs a multi-sequence target context; all configs then share it alike.
-                       verify="stairs" if any(c.verify == "stairs" for c in configs) else "causal",
-                       auto_k=any(c.k == "auto" for c in configs))
+    # stairs needs a multi-sequence target context; all configs then share it alike.
+    opts = load_options(args, drafters=("model",) if needs_draft else ("lookup",),
+                        stairs=any(c.verify == "stairs" for c in configs),
+                        auto_k=any(c.k == "auto" for c in configs))
     with download_bar() as fetch:
         runtime = Runtime(opts, progress=fetch)
-    try:
+    with runtime:
         prompts = bench_prompts(runtime, prompt_file.items)
         options = BenchOptions(max_tokens=args.max_tokens, repeat=args.repeat, sampling=sampling)
         settings = {"prompts_file": str(args.prompts)}
         with bench_progress() as progress:
             outcome = run_benchmark(runtime, prompts, configs, options, progress=progress, settings=settings)
-    finally:
-        runtime.close()
 
     doc = outcome.document
     print(terminal_table(outcome.summaries, outcome.curve, doc["machine"]))

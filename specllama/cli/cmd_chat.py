@@ -4,28 +4,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 
 from specllama.models.registry import load_registry
-from specllama.errors import SpecllamaError
+from specllama.decoding.request import DRAFTERS
 from specllama.decoding.runtime import LoadOptions, Runtime, model_refs
 from specllama.cli.options import load_options
 
 
 def chat_load_options(args: argparse.Namespace) -> LoadOptions:
     """What to load. The draft model is loaded whenever the pair or --draft names one, whatever
-    drafter is chosen first, so the chat can switch to it later without reloading anything.
-    Naming mistakes are found here, before the app starts, and print one line like `run`."""
-    # K auto needs the cost curve whatever drafter comes first, or switching drafters would break it.
-    opts = replace(load_options(args), auto_k=args.k == "auto")
-    registry = load_registry()
-    model_refs(opts, registry)
-    with_draft = replace(opts, drafter="model")
-    try:
-        model_refs(with_draft, registry)
-    except SpecllamaError:  # no draft available (e.g. --target PATH alone): lookup / none only
-        return opts
-    return with_draft
+    drafter is chosen first, so the chat can switch to it later without reloading anything; the
+    cost curve too when K is auto, or switching drafters would break it. Naming mistakes are found
+    here, before the app starts, and print one line like `run`."""
+    opts = load_options(args, drafters=DRAFTERS, auto_k=args.k == "auto")
+    model_refs(opts, load_registry())
+    return opts
 
 
 def cmd_chat(args: argparse.Namespace) -> int:

@@ -10,7 +10,6 @@ import argparse
 import sys
 from dataclasses import replace
 
-from specllama.decoding.cost_cache import cache_file
 from specllama.decoding.cost_curve import CostCurve, predicted_speedup
 from specllama.llama.machine import cpu_model
 from specllama.cli.progress import download_bar
@@ -60,13 +59,10 @@ def cmd_costs(args: argparse.Namespace) -> int:
     opts = replace(load_options(args), auto_k=True, remeasure_costs=args.remeasure)
     with download_bar() as progress:
         runtime = Runtime(opts, progress=progress, status=lambda m: print(m, file=sys.stderr))
-    try:
+    with runtime:
         curve = runtime.cost_curve
         print(f"machine: {cpu_model()}, {runtime.threads} threads; target {runtime.target_path.name}")
         for line in describe(curve, runtime.draft_path.name if runtime.draft_path else None):
             print(line)
-        print("(measured at load and cached in "
-              f"{cache_file(runtime.target_ctx, runtime.draft_ctx)}; --remeasure to measure again)")
-    finally:
-        runtime.close()
+        print(f"(measured at load and cached in {runtime.cost_cache_file()}; --remeasure to measure again)")
     return 0

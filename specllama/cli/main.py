@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from specllama.decoding.request import DRAFTERS, K_MAX, VERIFY_MODES
 from specllama.errors import SpecllamaError
 
 DEFAULT_PROMPT = "Write a Python function that tells whether a number is prime, with a short docstring."
@@ -21,8 +22,8 @@ def draft_length(text: str) -> int | str:
         k = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of tokens or 'auto', got {text!r}") from None
-    if not 0 <= k <= 16:
-        raise argparse.ArgumentTypeError(f"k must be between 0 and 16, got {k}")
+    if not 0 <= k <= K_MAX:
+        raise argparse.ArgumentTypeError(f"k must be between 0 and {K_MAX}, got {k}")
     return k
 
 
@@ -34,19 +35,23 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ctx", type=int, default=4096, dest="n_ctx", help="context size in tokens (default 4096)")
     g.add_argument("--threads", type=int, help="llama.cpp threads (default: all cores available)")
     g.add_argument("--threads-batch", type=int, help="threads for batched decodes (default: --threads)")
-    g.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to Metal/CUDA (default 0; -1 all)")
+    g.add_argument("--gpu-layers", type=int, default=None,
+                   help="layers offloaded to Metal/CUDA (default: all where llama.cpp can offload, else 0; -1 all)")
+    g.add_argument("--exact", action="store_true",
+                   help="greedy output that does not depend on the batch shape: identical to plain decoding "
+                        "whatever K is (no repacked weights, a Q8_0 KV cache; see README)")
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("speculation and sampling")
-    g.add_argument("--drafter", choices=("model", "lookup", "none"), default="model",
+    g.add_argument("--drafter", choices=DRAFTERS, default="model",
                    help="where drafts come from: the draft model, prompt lookup, or none (plain decoding)")
     g.add_argument("--no-draft", action="store_true", help="plain decoding (same as --drafter none)")
     g.add_argument("-k", type=draft_length, default="auto", dest="k",
                    help="draft tokens per step, or 'auto' (default): chosen each step from this machine's "
                         "measured costs and the running acceptance, 0 (plain decoding) when speculation would lose")
     g.add_argument("--p-min", type=float, default=0.0, help="stop a draft when its top probability falls below this")
-    g.add_argument("--verify", choices=("causal", "stairs"), default="causal", help="verification scheme")
+    g.add_argument("--verify", choices=VERIFY_MODES, default="causal", help="verification scheme")
     g.add_argument("--temp", type=float, default=0.0, help="temperature (0 = greedy, the default)")
     g.add_argument("--top-k", type=int, default=0)
     g.add_argument("--top-p", type=float, default=1.0)

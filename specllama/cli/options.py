@@ -1,26 +1,39 @@
-"""Parsed command-line options -> the runtime's and the engine's configuration objects."""
+"""Parsed command-line options -> the runtime's load options and the engine's request settings.
+
+The one place that maps flags to LoadOptions and GenerationConfig, for run, batch, chat, bench
+and costs alike.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from specllama.decoding.engine import GenerationConfig
+from specllama.decoding.request import GenerationConfig
 from specllama.decoding.runtime import LoadOptions
 from specllama.decoding.sampling import SamplingParams
 
 
-def load_options(args: argparse.Namespace) -> LoadOptions:
-    drafter = "none" if getattr(args, "no_draft", False) else getattr(args, "drafter", "none")
-    return LoadOptions(pair=args.pair, target=args.target, draft=args.draft, drafter=drafter,
-                       p_min=getattr(args, "p_min", 0.0), n_ctx=args.n_ctx, threads=args.threads,
-                       threads_batch=args.threads_batch, gpu_layers=args.gpu_layers,
-                       verify=getattr(args, "verify", "causal"),
-                       auto_k=getattr(args, "k", 0) == "auto" and drafter != "none")
+def drafter_choice(args: argparse.Namespace) -> str:
+    return "none" if getattr(args, "no_draft", False) else getattr(args, "drafter", "none")
+
+
+def load_options(args: argparse.Namespace, *, drafters: tuple[str, ...] | None = None,
+                 stairs: bool | None = None, auto_k: bool | None = None) -> LoadOptions:
+    """`drafters`: every drafter the session may use (default: the one chosen); the draft model is
+    loaded only when the model drafter is among them."""
+    drafters = drafters or (drafter_choice(args),)
+    return LoadOptions(pair=args.pair, target=args.target, draft=args.draft, load_draft="model" in drafters,
+                       n_ctx=args.n_ctx, threads=args.threads, threads_batch=args.threads_batch,
+                       gpu_layers=args.gpu_layers, exact=getattr(args, "exact", False),
+                       stairs=getattr(args, "verify", "causal") == "stairs" if stairs is None else stairs,
+                       auto_k=(getattr(args, "k", 0) == "auto" and drafters != ("none",)) if auto_k is None else auto_k)
+
+
+def sampling_params(args: argparse.Namespace) -> SamplingParams:
+    return SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+                          seed=args.seed)
 
 
 def generation_config(args: argparse.Namespace) -> GenerationConfig:
-    sampling = SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                              seed=args.seed)
-    k = 0 if args.no_draft or args.drafter == "none" else args.k
-    return GenerationConfig(max_tokens=args.max_tokens, sampling=sampling, k=k, stop=tuple(args.stop),
-                            verify=args.verify)
+    return GenerationConfig(max_tokens=args.max_tokens, sampling=sampling_params(args), drafter=drafter_choice(args),
+                            k=args.k, p_min=args.p_min, stop=tuple(args.stop), verify=args.verify)

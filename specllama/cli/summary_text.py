@@ -7,11 +7,10 @@ from specllama.decoding.runtime import Runtime
 
 
 def format_summary(s: Summary, runtime: Runtime, config: GenerationConfig) -> str:
-    drafter = runtime.engine.drafter.name
     lines = [
-        f"target {runtime.target_path.name}" + (f", draft {runtime.draft_path.name}" if runtime.draft_path and drafter == "model" else ""),
-        f"drafter {drafter}, k {config.k}" + (f" (mean chosen {s.mean_k:.2f})" if config.k == "auto" else "")
-        + f", threads {runtime.threads}, "
+        runtime.describe(config),
+        f"drafter {s.drafter}, k {config.k if s.drafter != 'none' else 0}"
+        + (f" (mean chosen {s.mean_k:.2f})" if config.k == "auto" and s.drafter != "none" else "") + ", "
         + ("greedy" if config.sampling.greedy else f"temp {config.sampling.temperature}"),
         f"prompt {s.prompt_tokens} tokens ({s.reused_tokens} reused from cache) in {s.t_prompt:.2f} s",
         f"generated {s.tokens} tokens in {s.t_generate:.2f} s: {s.tokens_per_s:.2f} tokens/s "

@@ -1,9 +1,11 @@
 """Drafters: where the K proposed tokens come from.
 
 A drafter sees the committed sequence (prompt + accepted output, ending with the token the target
-has not decoded yet) and proposes up to k tokens that follow it. `q` holds the drafter's
-probabilities for each proposed token when it sampled them; None means the proposals were
-deterministic (greedy or looked up), which the rejection sampler treats as one-hot.
+has not decoded yet) and proposes up to k tokens that follow it, under the request's sampling and
+p_min. `q` holds the drafter's probabilities for each proposed token when it sampled them; None
+means the proposals were deterministic (greedy or looked up), which the rejection sampler treats as
+one-hot. After verification the engine calls `rollback(n)`: keep state for the first n committed
+tokens only (the model drafter's cache drops its rejected drafts there).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from specllama.decoding.request import GenerationConfig
+from specllama.decoding.sampling import probabilities, sample
 from specllama.llama.context import DecodeContext
-from specllama.decoding.sampling import SamplingParams, probabilities, sample
 
 
 @dataclass
@@ -26,11 +29,14 @@ class Proposal:
 class Drafter(Protocol):
     name: str
 
-    def propose(self, committed: Sequence[int], k: int, params: SamplingParams,
+    def propose(self, committed: Sequence[int], k: int, config: GenerationConfig,
                 rng: np.random.Generator) -> Proposal: ...
 
     def prefill(self, prompt: Sequence[int]) -> None:
         """Digest the prompt before generation starts, so its cost counts as prompt time."""
+
+    def rollback(self, n_tokens: int) -> None:
+        """Keep what follows from the first n_tokens committed tokens; drop the rest."""
 
     def reset(self) -> None: ...
 
@@ -40,10 +46,13 @@ class NoDrafter:
 
     name = "none"
 
-    def propose(self, committed, k, params, rng) -> Proposal:
+    def propose(self, committed, k, config, rng) -> Proposal:
         return Proposal([])
 
     def prefill(self, prompt) -> None:
+        pass
+
+    def rollback(self, n_tokens: int) -> None:
         pass
 
     def reset(self) -> None:
@@ -56,12 +65,12 @@ class ModelDrafter:
 
     name = "model"
 
-    def __init__(self, ctx: DecodeContext, p_min: float = 0.0):
+    def __init__(self, ctx: DecodeContext):
         self.ctx = ctx
-        self.p_min = p_min  # stop drafting when the draft's top probability falls below this
 
-    def propose(self, committed: Sequence[int], k: int, params: SamplingParams,
+    def propose(self, committed: Sequence[int], k: int, config: GenerationConfig,
                 rng: np.random.Generator) -> Proposal:
+        params, p_min = config.sampling, config.p_min  # p_min: stop when the top probability falls below
         if k <= 0:
             return Proposal([])
         ctx = self.ctx
@@ -75,11 +84,11 @@ class ModelDrafter:
         for i in range(k):
             if params.greedy:
                 token = int(np.argmax(logits))
-                if self.p_min > 0 and _top_probability(logits) < self.p_min:
+                if p_min > 0 and _top_probability(logits) < p_min:
                     break
             else:
                 q = probabilities(logits[None, :], params)[0]
-                if self.p_min > 0 and float(q.max()) < self.p_min:
+                if p_min > 0 and float(q.max()) < p_min:
                     break
                 token = sample(q, rng)
                 q_rows.append(q)
@@ -93,6 +102,10 @@ class ModelDrafter:
         # Everything but the last token: propose() decodes that one and gets its logits.
         self.ctx.reuse_prefix(prompt)
         self.ctx.decode(prompt[self.ctx.n_past:-1], logits="none")
+
+    def rollback(self, n_tokens: int) -> None:
+        # Its cache holds the committed tokens and the drafts it decoded: the accepted ones stay.
+        self.ctx.rollback(min(n_tokens, self.ctx.n_past))
 
     def reset(self) -> None:
         self.ctx.clear()
@@ -133,7 +146,7 @@ class PromptLookupDrafter:
                     self._last_seen[tuple(committed[end - n:end])] = end
         self._indexed = list(committed)
 
-    def propose(self, committed: Sequence[int], k: int, params, rng) -> Proposal:
+    def propose(self, committed: Sequence[int], k: int, config, rng) -> Proposal:
         if k <= 0 or not committed:
             return Proposal([])
         self._index(committed)
@@ -147,6 +160,9 @@ class PromptLookupDrafter:
 
     def prefill(self, prompt: Sequence[int]) -> None:
         self._index(prompt)
+
+    def rollback(self, n_tokens: int) -> None:
+        pass  # the index follows the committed sequence by itself (see _index)
 
     def reset(self) -> None:
         self._indexed = []

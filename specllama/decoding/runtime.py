@@ -1,80 +1,79 @@
-"""From what the user named (a pair, model names or paths) to a loaded target, draft and Engine.
+"""From what the user named (a pair, model names or paths) to loaded models, drafters and an Engine.
 
 Shared by run, chat, batch and bench so they load, check and configure models the same way. The
-draft/target pair is checked from the GGUF headers before any weights are loaded.
+draft/target pair is checked from the GGUF headers before any weights are loaded. A Runtime is a
+context manager and frees whatever it loaded, also when loading fails half way.
+
+Front-ends use its small public surface (names, placement, threads, context use, tokenising,
+generate/cancel/reset), never the contexts or the engine's drafters directly.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
-from specllama.models import store
 from specllama.decoding.adaptive_k import AdaptiveK
-from specllama.models.registry import Registry, load_registry
-from specllama.decoding.cost_cache import cost_curve_for
+from specllama.decoding.cost_cache import cache_file, cost_curve_for
 from specllama.decoding.cost_curve import CostCurve
-from specllama.decoding.drafters import Drafter, ModelDrafter, NoDrafter, PromptLookupDrafter
-from specllama.decoding.engine import Engine
-from specllama.errors import IncompatiblePairError, ModelFileError, SpecllamaError
-from specllama.llama.gguf_meta import check_compatibility
+from specllama.decoding.drafters import Drafter, ModelDrafter, PromptLookupDrafter
+from specllama.decoding.engine import Engine, Generation, GenerationConfig
+from specllama.decoding.request import DRAFTERS, K_AUTO_MAX
+from specllama.errors import IncompatiblePairError, SpecllamaError
+from specllama.llama.backend import default_threads, gpu_offload_supported
 from specllama.llama.context import DecodeContext
+from specllama.llama.gguf_meta import check_compatibility
 from specllama.llama.model import GGUFModel
-from specllama.llama.backend import default_threads
+from specllama.models import store
+from specllama.models.registry import Registry, load_registry
+from specllama.models.resolve import looks_like_path, resolve  # noqa: F401  (re-exported for front-ends)
 
-DRAFTERS = ("model", "lookup", "none")
+STAIRS_SEQUENCES = 17  # stairs verification decodes K+1 sequences side by side: up to K = 16
 
 
 @dataclass
 class LoadOptions:
+    """How to load: which models, and the settings that need a reload to change."""
+
     pair: str | None = None
     target: str | None = None  # a registry name or a path; overrides the pair's
     draft: str | None = None
-    drafter: str = "model"
-    p_min: float = 0.0
+    load_draft: bool = True  # False: do not load the pair's draft model (plain decoding or lookup only)
     n_ctx: int = 4096
     threads: int | None = None
     threads_batch: int | None = None
-    gpu_layers: int = 0
-    verify: str = "causal"
+    gpu_layers: int | None = None  # None: every layer where llama.cpp can offload (Metal, CUDA), else 0
+    stairs: bool = False  # a target context with sequences to spare, for stairs verification
+    exact: bool = False  # greedy output independent of the batch shape (see llama/context.py)
     auto_k: bool = False  # measure (or load) this machine's cost curve so -k auto can choose K
     remeasure_costs: bool = False  # measure it even when a cached curve exists (it was taken on a busy machine)
-
-
-def looks_like_path(ref: str) -> bool:
-    return os.sep in ref or ref.endswith(".gguf") or Path(ref).exists()
-
-
-def resolve(ref: str, registry: Registry, progress: store.Progress | None = None) -> Path:
-    """A model name from the registry (fetched on first use) or a path on disk."""
-    if looks_like_path(ref):
-        path = Path(ref).expanduser()
-        if not path.exists():
-            raise ModelFileError(f"model file not found: {path}")
-        return path
-    return store.ensure(registry.model(ref), progress or (lambda *a: None))
 
 
 def model_refs(opts: LoadOptions, registry: Registry) -> tuple[str, str | None]:
     """(target, draft or None) as the user asked: explicit models beat the pair's."""
     pair = registry.pair(opts.pair) if (opts.pair or not opts.target) else None
     target = opts.target or pair.target
-    needs_draft = opts.drafter == "model"
-    draft = opts.draft or (pair.draft if pair and needs_draft else None)
-    if needs_draft and draft is None:
-        raise SpecllamaError("the model drafter needs a draft model: pass --draft NAME|PATH, "
-                             "or use --drafter lookup / --no-draft")
-    return target, draft if needs_draft else None
+    if not opts.load_draft:
+        return target, None
+    return target, opts.draft or (pair.draft if pair else None)
 
 
 class Runtime:
-    """Loaded models and contexts; the drafter can be switched without reloading."""
+    """Loaded models and contexts, the drafters a request may name, and the engine."""
 
     def __init__(self, opts: LoadOptions, registry: Registry | None = None,
                  progress: store.Progress | None = None, status: Callable[[str], None] | None = None):
-        registry = registry or load_registry()
+        self.opts = opts
+        self.target_model = self.draft_model = None
+        self.target_ctx = self.draft_ctx = None
+        try:
+            self._load(opts, registry or load_registry(), progress, status)
+        except BaseException:
+            self.close()  # nothing half-loaded outlives a failed load
+            raise
+
+    def _load(self, opts: LoadOptions, registry: Registry, progress, status) -> None:
         target_ref, draft_ref = model_refs(opts, registry)
         self.target_path = resolve(target_ref, registry, progress)
         self.draft_path = resolve(draft_ref, registry, progress) if draft_ref else None
@@ -83,61 +82,109 @@ class Runtime:
             if not report.compatible:
                 raise IncompatiblePairError(
                     f"{self.draft_path.name} cannot draft for {self.target_path.name}: " + "; ".join(report.reasons))
-        self.opts = opts
         threads = opts.threads or default_threads()
-        # stairs verification decodes K sequences side by side, one per draft length.
-        n_seq = 17 if opts.verify == "stairs" else 1
-        self.target_model = GGUFModel(self.target_path, n_gpu_layers=opts.gpu_layers)
+        self.gpu_layers = opts.gpu_layers if opts.gpu_layers is not None else (-1 if gpu_offload_supported() else 0)
+        self.target_model = GGUFModel(self.target_path, n_gpu_layers=self.gpu_layers, exact=opts.exact)
         n_ctx = min(opts.n_ctx, self.target_model.n_ctx_train) if opts.n_ctx > 0 else self.target_model.n_ctx_train
         self.target_ctx = DecodeContext(self.target_model, n_ctx=n_ctx, n_threads=threads,
-                                        n_threads_batch=opts.threads_batch, n_seq_max=n_seq)
-        self.draft_model: GGUFModel | None = None
-        self.draft_ctx: DecodeContext | None = None
+                                        n_threads_batch=opts.threads_batch,
+                                        n_seq_max=STAIRS_SEQUENCES if opts.stairs else 1, exact=opts.exact)
+        drafters: dict[str, Drafter] = {"lookup": PromptLookupDrafter()}
         if self.draft_path is not None:
-            self.draft_model = GGUFModel(self.draft_path, n_gpu_layers=opts.gpu_layers)
+            self.draft_model = GGUFModel(self.draft_path, n_gpu_layers=self.gpu_layers)
             self.draft_ctx = DecodeContext(self.draft_model, n_ctx=n_ctx, n_threads=threads,
                                            n_threads_batch=opts.threads_batch)
+            drafters["model"] = ModelDrafter(self.draft_ctx)
         self.cost_curve: CostCurve | None = None
         if opts.auto_k:
             announce = (lambda: status("measuring this machine's decode costs for -k auto "
                                        "(about 10 s, once per machine, models and threads)...")) if status else None
             self.cost_curve, _ = cost_curve_for(self.target_ctx, self.draft_ctx, remeasure=opts.remeasure_costs,
                                                 on_measure=announce)
-        self._policies: dict[str, AdaptiveK] = {}
-        self.engine = Engine(self.target_ctx)
-        self.set_drafter(opts.drafter, opts.p_min)
+        self.engine = Engine(self.target_ctx, drafters, self._policies(drafters))
 
-    def make_drafter(self, kind: str, p_min: float = 0.0) -> Drafter:
-        if kind == "model":
-            if self.draft_ctx is None:
-                raise SpecllamaError("no draft model loaded: start with a pair or --draft to use the model drafter")
-            return ModelDrafter(self.draft_ctx, p_min=p_min)
-        if kind == "lookup":
-            return PromptLookupDrafter()
-        if kind == "none":
-            return NoDrafter()
-        raise SpecllamaError(f"unknown drafter '{kind}': choose one of {', '.join(DRAFTERS)}")
+    def _policies(self, drafters: dict[str, Drafter]) -> dict[str, AdaptiveK]:
+        """Each drafter's -k auto chooser, kept across generations so it remembers its record."""
+        curve = self.cost_curve
+        if curve is None:
+            return {}
+        # Prompt lookup costs microseconds of Python: free next to a target decode.
+        costs = {"model": curve.draft_ratio or 0.0, "lookup": 0.0}
+        return {name: AdaptiveK(curve.ratio, costs[name], k_max=min(K_AUTO_MAX, curve.max_n - 1))
+                for name in drafters if name in costs}
 
-    def set_drafter(self, kind: str, p_min: float | None = None) -> None:
-        self.engine.drafter = self.make_drafter(kind, self.opts.p_min if p_min is None else p_min)
-        self.engine.k_policy = self.k_policy(kind)
+    # --- context manager ---------------------------------------------------------------------
 
-    def k_policy(self, kind: str) -> AdaptiveK | None:
-        """The -k auto chooser of a drafter, kept across generations so it remembers its record."""
-        if self.cost_curve is None or kind == "none":
-            return None
-        if kind not in self._policies:
-            curve = self.cost_curve
-            # Prompt lookup costs microseconds of Python: free next to a target decode.
-            draft_cost = (curve.draft_ratio or 0.0) if kind == "model" else 0.0
-            self._policies[kind] = AdaptiveK(curve.ratio, draft_cost, k_max=min(8, curve.max_n - 1))
-        return self._policies[kind]
+    def __enter__(self) -> Runtime:
+        return self
 
-    @property
-    def threads(self) -> int:
-        return self.target_ctx.n_threads
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def close(self) -> None:
         for part in (self.draft_ctx, self.target_ctx, self.draft_model, self.target_model):
             if part is not None:
                 part.close()
+
+    # --- what front-ends use ---------------------------------------------------------------------
+
+    @property
+    def drafters(self) -> tuple[str, ...]:
+        """The drafters a request may name with these models loaded, in the usual order."""
+        return tuple(d for d in DRAFTERS if d in self.engine.drafters)
+
+    @property
+    def has_draft_model(self) -> bool:
+        return self.draft_ctx is not None
+
+    @property
+    def target_name(self) -> str:
+        return self.target_model.name
+
+    @property
+    def draft_name(self) -> str | None:
+        return self.draft_model.name if self.draft_model else None
+
+    @property
+    def threads(self) -> int:
+        return self.target_ctx.n_threads
+
+    @property
+    def threads_batch(self) -> int:
+        return self.target_ctx.n_threads_batch
+
+    @property
+    def placement(self) -> str:
+        """Where the models run, as a user should read it: "CPU" or "GPU (all layers)"."""
+        if self.gpu_layers == 0:
+            return "CPU"
+        return "GPU (all layers)" if self.gpu_layers < 0 else f"GPU ({self.gpu_layers} layers), CPU (the rest)"
+
+    def context_use(self) -> tuple[int, int]:
+        """(tokens held, context size) of the conversation."""
+        return self.target_ctx.n_past, self.target_ctx.n_ctx
+
+    def prompt_tokens(self, prompt: str, system: str | None = None) -> list[int]:
+        return self.target_model.prompt_tokens(prompt, system)
+
+    def chat_tokens(self, messages: list[dict]) -> list[int]:
+        return self.target_model.chat_tokens(messages)
+
+    def generate(self, prompt: Sequence[int], config: GenerationConfig) -> Generation:
+        return self.engine.generate(prompt, config)
+
+    def cancel(self) -> None:
+        self.engine.cancel()
+
+    def reset(self) -> None:
+        self.engine.reset()
+
+    def cost_cache_file(self) -> Path:
+        """Where this machine's measured cost curve for these models and threads is kept."""
+        return cache_file(self.target_ctx, self.draft_ctx)
+
+    def describe(self, config: GenerationConfig) -> str:
+        """One line: models, placement, threads (for --stats and the benchmark's record)."""
+        draft = f", draft {self.draft_path.name}" if self.draft_path and config.drafter == "model" and config.drafts else ""
+        return f"target {self.target_path.name}{draft} on {self.placement}, threads {self.threads}" + (
+            ", exact mode" if self.opts.exact else "")

@@ -63,3 +63,9 @@ def library_version() -> str:
     return C.__version__
 
 
+
+
+def gpu_offload_supported() -> bool:
+    """Whether this llama.cpp build can put layers on a GPU (Metal, CUDA, ...)."""
+    ensure_backend()
+    return bool(C.llama_supports_gpu_offload())

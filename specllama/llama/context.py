@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from specllama.errors import ContextOverflowError, SpecllamaError
+from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError
 from specllama.llama.backend import C, default_threads, last_llama_error
 from specllama.llama.model import GGUFModel
 
@@ -49,10 +49,18 @@ class DecodeContext:
     """One KV cache over a GGUFModel. Sequence 0 is the conversation; `tokens` mirrors what it holds."""
 
     def __init__(self, model: GGUFModel, *, n_ctx: int = 4096, n_threads: int | None = None,
-                 n_threads_batch: int | None = None, n_batch: int = 512, n_seq_max: int = 1):
+                 n_threads_batch: int | None = None, n_batch: int = 512, n_seq_max: int = 1, exact: bool = False):
         self.model = model
         threads = n_threads or default_threads()
         params = C.llama_context_default_params()
+        if exact:
+            # Attention whose result for a query row does not depend on the batch: ggml's CPU flash
+            # attention takes a vector path per row, in cache order, skipping masked cells, unless
+            # the cache is F16/F32, where it tiles batches of rows and splits one row's cache over
+            # threads (other summation orders). A Q8_0 cache keeps the vector path always.
+            params.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
+            params.type_k = params.type_v = C.GGML_TYPE_Q8_0
+        self.exact = exact
         params.n_ctx = n_ctx
         params.n_batch = n_batch
         params.n_ubatch = n_batch
@@ -142,8 +150,15 @@ class DecodeContext:
             raise SpecllamaError(f"llama_decode failed with code {rc}: {last_llama_error()}")
         n_vocab = self.model.n_vocab
         # Copy: the logits buffer is reused by the next decode.
-        return [np.ctypeslib.as_array(C.llama_get_logits_ith(self._ctx, i), shape=(n_vocab,)).copy()
+        rows = [np.ctypeslib.as_array(C.llama_get_logits_ith(self._ctx, i), shape=(n_vocab,)).copy()
                 for i, w in enumerate(want) if w]
+        # A corrupt tensor gives NaN or inf logits, whose argmax is token 0: without this check a
+        # damaged file "works" and prints "!!!!!!!!". Costs ~50 us a row.
+        for row in rows:
+            if not np.isfinite(row).all():
+                raise ModelFileError(f"{self.model.path} produced non-finite logits: the file is damaged "
+                                     "(run `specllama models verify`, or fetch it again)")
+        return rows
 
     # --- cache surgery ----------------------------------------------------------------------
 
@@ -168,6 +183,39 @@ class DecodeContext:
     def clear(self) -> None:
         C.llama_memory_clear(self._memory, True)
         self.tokens.clear()
+
+    # --- stairs verification: K+1 sequences side by side -------------------------------------
+
+    def decode_stairs(self, last: int, draft: Sequence[int]) -> np.ndarray:
+        """Sequence i (0..K) = sequence 0's cells + [last] + draft[:i], sharing the prefix by a
+        copy (metadata only in a unified cache); one logits row per sequence, row i predicting the
+        token after i drafts. Sequence 0's token list is untouched until commit_stairs."""
+        k = len(draft)
+        if k + 1 > self.n_seq_max:
+            raise SpecllamaError(f"stairs verification of {k} drafts needs {k + 1} sequences; "
+                                 f"the target context has {self.n_seq_max}")
+        n_past = self.n_past
+        for seq in range(1, k + 1):
+            self.copy_sequence(0, seq, 0, n_past)
+        tokens, positions, seqs, want = [], [], [], []
+        for seq in range(k + 1):
+            stair = [last, *draft[:seq]]
+            tokens += stair
+            positions += range(n_past, n_past + len(stair))
+            seqs += [(seq,)] * len(stair)
+            want += [False] * (len(stair) - 1) + [True]
+        return self.decode_multi(tokens, positions, seqs, want)
+
+    def commit_stairs(self, last: int, draft: Sequence[int], n_accepted: int) -> None:
+        """Make sequence 0 hold prefix + [last] + accepted drafts, taken from the accepted stair's
+        cells (nothing is decoded again), and drop the other stairs."""
+        n_past = self.n_past
+        if n_accepted > 0:
+            self.remove(0, n_past, -1)
+            self.copy_sequence(n_accepted, 0, n_past, n_past + 1 + n_accepted)
+        for seq in range(1, len(draft) + 1):
+            self.remove(seq, 0, -1)
+        self.tokens.extend([last, *draft[:n_accepted]])
 
     def reuse_prefix(self, tokens: Sequence[int]) -> int:
         """Drop whatever follows the longest common prefix of the cache and `tokens`; returns its

@@ -22,13 +22,18 @@ from specllama.llama.gguf_meta import read_info
 class GGUFModel:
     """Weights and vocabulary of one GGUF file."""
 
-    def __init__(self, path: str | Path, *, n_gpu_layers: int = 0, vocab_only: bool = False):
+    def __init__(self, path: str | Path, *, n_gpu_layers: int = 0, vocab_only: bool = False, exact: bool = False):
         self.path = Path(path)
         self.info = read_info(self.path)  # clear errors for missing / not GGUF / truncated files
         ensure_backend()
         params = C.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
         params.vocab_only = vocab_only
+        # Exact mode: no repacked weight buffers. ggml's repacked GEMM kernels (CPU_REPACK) take
+        # over from 4 rows up and accumulate in another order than the one-row path, so a greedy
+        # near-tie could flip with the batch shape; without them every row is the same dot product.
+        params.use_extra_bufts = not exact
+        self.exact = exact
         self._model = C.llama_model_load_from_file(str(self.path).encode(), params)
         if not self._model:
             raise ModelFileError(f"llama.cpp could not load {self.path}: {last_llama_error()}")

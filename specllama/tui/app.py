@@ -21,7 +21,6 @@ from textual.widgets import Input, Static
 
 from specllama.decoding.engine import Summary
 from specllama.errors import SpecllamaError
-from specllama.decoding.runtime import DRAFTERS
 from specllama.tui.conversation import Conversation
 from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
 from specllama.tui.screens import HelpScreen
@@ -77,7 +76,6 @@ class ChatApp(App[None]):
         self._idle.set()
         self._reply_id = 0
         self._reply: ChatMessage | None = None
-        self._drafter_applied: tuple[str, float] | None = None  # (drafter, p_min) the runtime has
         self._told_pending = False  # "applies from the next answer" said once per answer
         self._stop_requested = False
 
@@ -120,9 +118,9 @@ class ChatApp(App[None]):
     def on_runtime_ready(self, message: RuntimeReady) -> None:
         self.runtime = runtime = message.runtime
         self.query_one(LoadingPanel).remove()
-        draft = runtime.draft_model.name if runtime.draft_model is not None else None
-        self.query_one(TitleBar).show(self.TITLE, runtime.target_model.name + (f" ← {draft}" if draft else ""))
-        self.query_one(StatsPanel).show_models(runtime.target_model.name, draft, runtime.threads)
+        draft = runtime.draft_name
+        self.query_one(TitleBar).show(self.TITLE, runtime.target_name + (f" ← {draft}" if draft else ""))
+        self.query_one(StatsPanel).show_models(runtime.target_name, draft, runtime.threads)
         self._show_context()
         self._sync_drafter()
 
@@ -146,7 +144,7 @@ class ChatApp(App[None]):
         """Sends one user message and starts streaming the answer."""
         self.conversation.ask(text)
         try:
-            prompt = self.runtime.target_model.chat_tokens(self.conversation.for_template())
+            prompt = self.runtime.chat_tokens(self.conversation.for_template())
         except SpecllamaError as e:
             self.conversation.withdraw_question()
             self.notify(str(e), title="could not build the prompt", severity="error")
@@ -164,8 +162,8 @@ class ChatApp(App[None]):
     @work(thread=True, exit_on_error=False, group="generate")
     def _generate(self, reply_id: int, prompt: list[int], config) -> None:
         try:
-            events = self.runtime.engine.generate(prompt, config)
-            summary = stream_reply(reply_id, events, self.post_message, self.flush_interval)
+            generation = self.runtime.generate(prompt, config)
+            summary = stream_reply(reply_id, generation, self.post_message, self.flush_interval)
             self.post_message(ReplyDone(reply_id, summary))
         except Exception as e:  # SpecllamaError or a bug: both become a notification, never a crash
             if not isinstance(e, SpecllamaError):
@@ -178,10 +176,9 @@ class ChatApp(App[None]):
         if message.reply_id != self._reply_id or self._reply is None:
             return  # an answer from a conversation that has since been cleared
         if self._stop_requested:
-            self.runtime.engine.cancel()  # esc came before the engine started (it clears the flag)
+            self.runtime.cancel()  # esc came before the engine started (it clears the flag)
         self._reply.append(message.segments)
-        ctx = self.runtime.target_ctx
-        self.query_one(StatsPanel).show_live(message.stats, (ctx.n_past, ctx.n_ctx))
+        self.query_one(StatsPanel).show_live(message.stats, self.runtime.context_use())
 
     def on_reply_done(self, message: ReplyDone) -> None:
         self.busy = False
@@ -215,19 +212,18 @@ class ChatApp(App[None]):
 
     def _show_context(self) -> None:
         if self.runtime is not None:
-            ctx = self.runtime.target_ctx
-            self.query_one(StatsPanel).show_context(ctx.n_past, ctx.n_ctx)
+            self.query_one(StatsPanel).show_context(*self.runtime.context_use())
 
     # --- controls ------------------------------------------------------------------------------
 
     def action_stop(self) -> None:
         if self.busy and self.runtime is not None:
             self._stop_requested = True
-            self.runtime.engine.cancel()  # honoured after the current step; the text so far stays
+            self.runtime.cancel()  # honoured after the current step; the text so far stays
 
     def action_new_conversation(self) -> None:
         if self.busy:
-            self.runtime.engine.cancel()
+            self.runtime.cancel()
             self._reply_id += 1  # its last messages will be ignored
         self._reply = None
         self.conversation.clear()
@@ -256,8 +252,8 @@ class ChatApp(App[None]):
             self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
 
     def action_next_drafter(self) -> None:
-        has_draft = self.runtime is None or self.runtime.draft_model is not None
-        self._apply_settings(self.settings.next_drafter(DRAFTERS if has_draft else ("lookup", "none")))
+        available = self.runtime.drafters if self.runtime is not None else None
+        self._apply_settings(self.settings.next_drafter(available) if available else self.settings.next_drafter())
 
     def action_step_k(self, delta: int) -> None:
         # K auto needs the machine's cost curve, measured at load time when K auto was asked for.
@@ -283,18 +279,15 @@ class ChatApp(App[None]):
             self.notify("changes apply from the next answer")
 
     def _sync_drafter(self) -> None:
-        """Gives the runtime the chosen drafter and p_min if it has other ones (no reload)."""
-        wanted = (self.settings.drafter, self.settings.p_min)
-        if self.runtime is None or wanted == self._drafter_applied:
+        """The drafter travels with each request; this only keeps the choice to one the loaded
+        models offer (the model drafter needs a draft model), saying so when it cannot."""
+        if self.runtime is None or self.settings.drafter in self.runtime.drafters:
             return
-        try:
-            self.runtime.set_drafter(*wanted)
-            self._drafter_applied = wanted
-        except SpecllamaError as e:  # e.g. the model drafter with no draft model loaded
-            self.notify(str(e), title="drafter unchanged", severity="error")
-            self.settings = replace(self.settings, drafter=self.runtime.engine.drafter.name)
-            self._drafter_applied = (self.settings.drafter, self.settings.p_min)
-            self.query_one(StatsPanel).show_settings(self.settings)
+        wanted = self.settings.drafter
+        self.settings = replace(self.settings, drafter=self.runtime.drafters[0])
+        self.notify(f"the {wanted} drafter is not available (no draft model loaded): "
+                    f"using {self.settings.drafter}", title="drafter unchanged", severity="error")
+        self.query_one(StatsPanel).show_settings(self.settings)
 
     # --- shutting down -------------------------------------------------------------------------
 
@@ -302,7 +295,7 @@ class ChatApp(App[None]):
         """Stops a running answer and frees the models; call after `run()` returns."""
         if self.runtime is None:
             return
-        self.runtime.engine.cancel()
+        self.runtime.cancel()
         self._idle.wait(timeout)  # llama.cpp must not free a context another thread is decoding with
         self.runtime.close()
         self.runtime = None

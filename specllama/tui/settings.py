@@ -11,10 +11,9 @@ import argparse
 from dataclasses import dataclass, field, replace
 
 from specllama.decoding.engine import GenerationConfig
-from specllama.decoding.runtime import DRAFTERS
+from specllama.decoding.request import DRAFTERS, K_MAX
 from specllama.decoding.sampling import SamplingParams
 
-K_MAX = 16
 TEMPERATURE_STEP, TEMPERATURE_MAX = 0.1, 2.0
 P_MIN_STEP, P_MIN_MAX = 0.05, 0.95
 
@@ -53,8 +52,8 @@ class ChatSettings:
         return 0 if self.drafter == "none" else self.k
 
     def generation_config(self) -> GenerationConfig:
-        return GenerationConfig(max_tokens=self.max_tokens, sampling=self.sampling, k=self.effective_k,
-                                stop=self.stop, verify=self.verify)
+        return GenerationConfig(max_tokens=self.max_tokens, sampling=self.sampling, drafter=self.drafter,
+                                k=self.effective_k, p_min=self.p_min, stop=self.stop, verify=self.verify)
 
     # --- one key press each ------------------------------------------------------------------
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Sequence
 
 from textual.message import Message
 
-from specllama.decoding.engine import AcceptanceRates, StepEvent, Summary, TokenEvent
+from specllama.decoding.events import AcceptanceRates, DoneEvent, Event, StepEvent, Summary, TokenEvent
 
 Segment = tuple[str, str]  # (text, origin)
 
@@ -67,12 +67,13 @@ class _Pending:
             self.segments.append((text, origin))
 
 
-def stream_reply(reply_id: int, events: Iterator[TokenEvent | StepEvent], post: Callable[[Message], object],
+def stream_reply(reply_id: int, events: Iterable[Event], post: Callable[[Message], object],
                  interval: float = 0.1, clock: Callable[[], float] = time.perf_counter) -> Summary:
-    """Drains an `Engine.generate` iterator, posting ReplyChunk messages; returns its Summary."""
+    """Drains a generation (`Runtime.generate`), posting ReplyChunk messages; returns its Summary."""
     pending = _Pending()
     t_start = last_flush = clock()
     tokens = steps = drafted = accepted = k_total = step_tokens = 0
+    summary: Summary | None = None
 
     def flush() -> None:
         nonlocal pending
@@ -82,18 +83,17 @@ def stream_reply(reply_id: int, events: Iterator[TokenEvent | StepEvent], post: 
         post(ReplyChunk(reply_id, pending.segments, stats))
         pending = _Pending()
 
-    while True:
-        try:
-            event = next(events)
-        except StopIteration as done:
-            summary: Summary = done.value
-            break
+    for event in events:
+        if isinstance(event, DoneEvent):
+            if event.text:  # held back until the end: the last bytes of a character, a near stop string
+                pending.add_text(event.text, "target")
+            summary = event.summary
+            continue
         if isinstance(event, TokenEvent):
             if event.text:
                 pending.add_text(event.text, event.origin)
-            if event.id >= 0:  # id -1 only carries held-back text, not a token
-                tokens += 1
-                step_tokens += 1
+            tokens += 1
+            step_tokens += 1
             continue
         steps, drafted, accepted = steps + 1, drafted + event.drafted, accepted + event.accepted
         k_total += event.k
@@ -107,6 +107,8 @@ def stream_reply(reply_id: int, events: Iterator[TokenEvent | StepEvent], post: 
             last_flush = clock()
     if pending.segments or pending.step_rates:
         flush()
+    if summary is None:
+        raise RuntimeError("the generation ended without its summary")
     return summary
 
 

@@ -1,0 +1,146 @@
+"""What a generation tells its consumer: token and step events, a final event, the summary.
+
+`Engine.generate` returns a `Generation`: iterate it for events (TokenEvent, StepEvent, then one
+DoneEvent), then read `.summary`. Every event that carries text has a `.text`; concatenated they
+are the output (the DoneEvent releases what was held back: bytes of a split character, the start
+of a possible stop string).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Literal, Sequence, Union
+
+Origin = Literal["draft", "target", "bonus"]
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    id: int
+    text: str  # may be "" while bytes of a character or a possible stop string are held back
+    origin: Origin  # draft: proposed and accepted; target: the target's correction; bonus: after all K accepted
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    k: int  # drafts asked for
+    drafted: int  # drafts proposed
+    accepted: int
+    t_draft: float
+    t_verify: float
+    t_python: float
+
+
+class AcceptanceRates:
+    """Rates over counted steps, shared by the final Summary and the TUI's live snapshot."""
+
+    steps: int
+    drafted: int
+    accepted: int
+    k_total: int
+
+    @property
+    def mean_k(self) -> float:
+        return self.k_total / self.steps if self.steps else 0.0
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.accepted / self.drafted if self.drafted else None
+
+    @property
+    def mean_accepted(self) -> float:
+        """Tokens gained per target decode (accepted drafts + the target's own), as vLLM reports."""
+        return (self.accepted + self.steps) / self.steps if self.steps else 0.0
+
+
+@dataclass
+class Summary(AcceptanceRates):
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
+    tokens: int = 0
+    text: str = ""
+    finish_reason: str = ""  # stop (end of generation), stop_string, length, context, cancelled
+    drafter: str = "none"  # the drafter the request named
+    t_prompt: float = 0.0
+    t_generate: float = 0.0
+    steps: int = 0
+    k_total: int = 0  # sum of the K asked for each step (differs from the request's k under -k auto)
+    drafted: int = 0
+    accepted: int = 0
+    t_draft: float = 0.0
+    t_verify: float = 0.0
+    t_python: float = 0.0
+    drafted_at: list[int] = field(default_factory=list)  # per draft position: how often drafted
+    accepted_at: list[int] = field(default_factory=list)  # ... and accepted
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.t_generate if self.t_generate > 0 else 0.0
+
+    @property
+    def per_position(self) -> list[float]:
+        return [a / d if d else 0.0 for a, d in zip(self.accepted_at, self.drafted_at)]
+
+    def add(self, other: "Summary") -> None:
+        """Pool another generation's step statistics into this one."""
+        for name in ("steps", "k_total", "drafted", "accepted", "tokens", "t_generate", "t_draft", "t_verify", "t_python"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self._count_positions(other.drafted_at, other.accepted_at)
+
+    def _count_positions(self, drafted_at: Sequence[int], accepted_at: Sequence[int]) -> None:
+        while len(self.drafted_at) < len(drafted_at):
+            self.drafted_at.append(0)
+            self.accepted_at.append(0)
+        for i, (d, a) in enumerate(zip(drafted_at, accepted_at)):
+            self.drafted_at[i] += d
+            self.accepted_at[i] += a
+
+    def record(self, step: StepEvent) -> None:
+        self.steps += 1
+        self.k_total += step.k
+        self.drafted += step.drafted
+        self.accepted += step.accepted
+        self.t_draft += step.t_draft
+        self.t_verify += step.t_verify
+        self.t_python += step.t_python
+        self._count_positions([1] * step.drafted, [int(i < step.accepted) for i in range(step.drafted)])
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    text: str  # held-back text released at the end ("" when nothing was held)
+    summary: Summary
+
+
+Event = Union[TokenEvent, StepEvent, DoneEvent]
+
+
+class Generation:
+    """One generation: iterate it for events, then read `.summary` (or call `drain()`)."""
+
+    def __init__(self, events: Iterator[Event]):
+        self._events = events
+        self._summary: Summary | None = None
+
+    def __iter__(self) -> Iterator[Event]:
+        for event in self._events:
+            if isinstance(event, DoneEvent):
+                self._summary = event.summary
+            yield event
+
+    @property
+    def summary(self) -> Summary:
+        if self._summary is None:
+            raise RuntimeError("the generation has not finished: iterate it (or call drain()) first")
+        return self._summary
+
+    def drain(self) -> Summary:
+        """Run to the end, discarding events; returns the summary."""
+        for _ in self:
+            pass
+        return self.summary
+
+    def tokens(self) -> tuple[list[TokenEvent], Summary]:
+        """Run to the end, keeping the token events (tests and the benchmark compare them)."""
+        tokens = [e for e in self if isinstance(e, TokenEvent)]
+        return tokens, self.summary

@@ -1,0 +1,47 @@
+"""What one generation request can say, and the one home of the names and limits it uses.
+
+A request carries everything that varies per request (drafter, K, p_min, verification, sampling,
+stops, length); the engine picks the drafter and its K policy from the runtime for each request,
+so nothing outside the engine ever swaps an engine's drafter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specllama.decoding.sampling import SamplingParams
+from specllama.errors import SpecllamaError
+
+DRAFTERS = ("model", "lookup", "none")  # where drafts come from; "none" is plain decoding
+VERIFY_MODES = ("causal", "stairs")
+K_MAX = 16  # the longest draft a user may ask for (a batch of 17 is the largest cost-curve point)
+K_AUTO_MAX = 8  # the longest draft -k auto considers: acceptance that far out rarely pays for itself
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    max_tokens: int = 512
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    drafter: str = "model"
+    k: int | str = AUTO  # draft length, or "auto": chosen each step from the machine's costs
+    p_min: float = 0.0  # the model drafter stops a draft when its top probability falls below this
+    stop: tuple[str, ...] = ()
+    verify: str = "causal"
+
+    def __post_init__(self) -> None:
+        if self.drafter not in DRAFTERS:
+            raise SpecllamaError(f"unknown drafter '{self.drafter}': choose one of {', '.join(DRAFTERS)}")
+        if self.verify not in VERIFY_MODES:
+            raise SpecllamaError(f"unknown verification '{self.verify}': choose one of {', '.join(VERIFY_MODES)}")
+        if self.k != AUTO and not (isinstance(self.k, int) and 0 <= self.k <= K_MAX):
+            raise SpecllamaError(f"k must be 'auto' or between 0 and {K_MAX}, got {self.k!r}")
+        if self.max_tokens < 1:
+            raise SpecllamaError(f"max tokens must be at least 1, got {self.max_tokens}")
+        if not 0.0 <= self.p_min < 1.0:
+            raise SpecllamaError(f"p_min must be in [0, 1), got {self.p_min}")
+
+    @property
+    def drafts(self) -> bool:
+        """Whether this request drafts at all (plain decoding is the drafter none, or K = 0)."""
+        return self.drafter != "none" and self.k != 0

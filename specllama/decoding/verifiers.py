@@ -1,0 +1,74 @@
+"""How the target checks a draft: one small interface, two schemes.
+
+`decode` runs the target over [last] + draft and returns one logits row per draft position plus
+one (row i predicts the token after i drafts); `commit` leaves the target's cache holding the
+prefix + [last] + the accepted drafts. The cache surgery itself lives in the llama.cpp adapter.
+
+- causal: one batch [last, d1 .. dK] with logits at every position: K+1 tokens a step.
+- stairs (Grigaliunas & Lukosevicius, 2024): K+1 separate sequences, sequence i = prefix + [last] +
+  d1 .. di, sharing the prefix through sequence copies, one logits row each. The same greedy text
+  at (K+1)(K+2)/2 decoded tokens a step, which the benchmark shows is a loss on a CPU.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from specllama.errors import SpecllamaError
+
+
+class Verifier(Protocol):
+    name: str
+
+    def batch_tokens(self, k: int) -> int:
+        """Tokens the target decodes to verify k drafts (what the cost model charges)."""
+
+    def max_k(self, ctx) -> int:
+        """The longest draft the context can verify now."""
+
+    def decode(self, ctx, last: int, draft: Sequence[int]) -> np.ndarray: ...
+
+    def commit(self, ctx, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None: ...
+
+
+class CausalVerifier:
+    name = "causal"
+
+    def batch_tokens(self, k: int) -> int:
+        return k + 1
+
+    def max_k(self, ctx) -> int:
+        return ctx.n_ctx - ctx.n_past - 1
+
+    def decode(self, ctx, last: int, draft: Sequence[int]) -> np.ndarray:
+        return ctx.decode([last, *draft], logits="all")
+
+    def commit(self, ctx, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None:
+        ctx.rollback(n_past + 1 + n_accepted)  # keep [last] + the accepted drafts
+
+
+class StairsVerifier:
+    name = "stairs"
+
+    def batch_tokens(self, k: int) -> int:
+        return (k + 1) * (k + 2) // 2
+
+    def max_k(self, ctx) -> int:
+        if ctx.n_seq_max < 2:
+            raise SpecllamaError("stairs verification needs a target context with several sequences: "
+                                 "load the runtime with verify='stairs'")
+        k = ctx.n_seq_max - 1
+        while k > 0 and (self.batch_tokens(k) > ctx.n_batch or ctx.n_past + self.batch_tokens(k) > ctx.n_ctx):
+            k -= 1
+        return k
+
+    def decode(self, ctx, last: int, draft: Sequence[int]) -> np.ndarray:
+        return ctx.decode_stairs(last, draft)
+
+    def commit(self, ctx, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None:
+        ctx.commit_stairs(last, draft, n_accepted)
+
+
+VERIFIERS = {v.name: v for v in (CausalVerifier(), StairsVerifier())}
