@@ -24,7 +24,9 @@ from specllama.batch.prompts_file import PromptItem, id_key
 from specllama.batch.server_client import SamplingRequest, ServerClient, ServerError, ServerReply, chat_body, discover
 from specllama.batch.server_pool import RetryPolicy, ServerHealth
 
-DEFAULT_MODEL = "default"  # sent when neither --model nor the server's /v1/models names one
+DEFAULT_MODEL = "default"
+# How long a batch that gives up on every server waits for workers to finish what they hold.
+GIVE_UP_GRACE = 5.0  # sent when neither --model nor the server's /v1/models names one
 
 
 @dataclass
@@ -126,7 +128,14 @@ def run_remote_batch(servers: Sequence[RemoteServer], items: Sequence[PromptItem
             t.start()
         while remaining:
             if all(s.health.given_up() for s in servers):
-                report.not_attempted = remaining  # every server dead for a whole retry schedule
+                # Every server dead for a whole retry schedule: let the workers report what they
+                # still hold (a failure that gave a server up is reported after it counted), stop.
+                stop.set()
+                deadline = time.monotonic() + GIVE_UP_GRACE
+                for t in threads:
+                    t.join(timeout=max(0.01, deadline - time.monotonic()))
+                remaining -= _drain(results, writer, report, progress)
+                report.not_attempted = remaining
                 break
             try:
                 event = results.get(timeout=0.25)
@@ -137,7 +146,7 @@ def run_remote_batch(servers: Sequence[RemoteServer], items: Sequence[PromptItem
     except KeyboardInterrupt:
         report.interrupted = True
         stop.set()
-        _write_finished(results, writer, report)  # answers already here are not thrown away
+        _drain(results, writer, report, progress, only_done=True)  # answers already here are kept
     finally:
         stop.set()
         writer.close()
@@ -172,14 +181,18 @@ def _handle(event: tuple, writer: OutputWriter, report: RemoteReport) -> int:
     return 0
 
 
-def _write_finished(results: queue.Queue, writer: OutputWriter, report: RemoteReport) -> None:
+def _drain(results: queue.Queue, writer: OutputWriter, report: RemoteReport, progress: RemoteProgress,
+           only_done: bool = False) -> int:
+    finished = 0
     try:
         while True:
             event = results.get_nowait()
-            if event[0] == "done":
-                _handle(event, writer, report)
+            if not only_done or event[0] == "done":
+                finished += _handle(event, writer, report)
+                progress(event, report)
     except (queue.Empty, KeyboardInterrupt):
         pass
+    return finished
 
 
 def _worker(server: RemoteServer, work: queue.PriorityQueue, results: queue.Queue, stop: threading.Event,
