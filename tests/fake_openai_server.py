@@ -36,6 +36,9 @@ class FakeServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+            # Headers and body go out in two writes: without this, Nagle's algorithm holds the body
+            # until the client's delayed ACK (~40 ms), and the fake would measure that, not the client.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):  # quiet
                 pass
