@@ -21,9 +21,14 @@ def add_batch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT.jsonl",
                    help="results, one JSON line per prompt; ids already there are skipped (resume)")
     p.add_argument("--system", help="a system message for prompts that do not carry their own")
+    from specllama.cli.cmd_batch_remote import add_server_arguments
+    add_server_arguments(p)
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
+    if args.server or args.servers_file:
+        from specllama.cli.cmd_batch_remote import cmd_remote_batch
+        return cmd_remote_batch(args)
     from specllama.batch.local import run_batch
     from specllama.batch.output import open_output
     from specllama.cli.progress import download_bar

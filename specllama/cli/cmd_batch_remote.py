@@ -1,0 +1,190 @@
+"""`specllama batch FILE -o OUT --server URL [--server URL ...]`: the batch on OpenAI-compatible
+servers (llama-server, vLLM, llama-cpp-python's server) instead of models loaded here."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from specllama.errors import SpecllamaError
+
+# Asking a server for its model and slots at the start should not wait as long as a generation may.
+DISCOVERY_TIMEOUT = 10.0
+
+
+def add_server_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("servers (instead of local models; sampling options become request fields)")
+    g.add_argument("--server", action="append", default=[], metavar="URL",
+                   help="an OpenAI-compatible server, e.g. http://host:8080 (repeatable); the API key comes "
+                        "from SPECLLAMA_API_KEY or OPENAI_API_KEY")
+    g.add_argument("--servers-file", metavar="FILE", help="server URLs, one a line (# comments)")
+    g.add_argument("--model", metavar="NAME",
+                   help="the request's \"model\" (default: what each server lists at /v1/models, else 'default')")
+    g.add_argument("--concurrency", type=_positive_int, metavar="N",
+                   help="requests in flight per server (default: the server's slots when it reports them, "
+                        "llama-server's -np; else 1: give vLLM, which batches any number, 16 or more)")
+    g.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="per request (default 600)")
+    g.add_argument("--retries", type=int, default=5, metavar="N",
+                   help="further attempts of a prompt after a retryable failure (default 5)")
+    g.add_argument("--backoff", type=float, default=1.0, metavar="SECONDS",
+                   help="first cool-down of a failing server; doubles per failure up to 60 s (default 1)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {n}")
+    return n
+
+
+def server_urls(args: argparse.Namespace) -> list[str]:
+    urls = list(args.server)
+    if args.servers_file:
+        try:
+            lines = Path(args.servers_file).read_text(encoding="utf-8").splitlines()
+        except OSError as e:
+            raise SpecllamaError(f"cannot read --servers-file {args.servers_file}: {e.strerror or e}") from None
+        urls += [ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()]
+    unique = list(dict.fromkeys(url.rstrip("/") for url in urls))
+    if not unique:
+        raise SpecllamaError(f"--servers-file {args.servers_file} lists no server")
+    return unique
+
+
+def cmd_remote_batch(args: argparse.Namespace) -> int:
+    from specllama.batch.output import open_output
+    from specllama.batch.prompts_file import id_key, read_prompts
+    from specllama.batch.remote import run_remote_batch
+    from specllama.batch.server_client import SamplingRequest, base_url
+    from specllama.batch.server_pool import RetryPolicy
+    from specllama.cli.cmd_batch import sigterm_as_interrupt
+
+    if args.pair or args.target or args.draft:
+        raise SpecllamaError("--pair/--target/--draft choose local models; with --server the servers' own "
+                             "models answer (name one with --model)")
+    if args.retries < 0 or args.backoff <= 0 or args.timeout <= 0:
+        raise SpecllamaError("--retries must be >= 0, --backoff and --timeout > 0")
+    urls = server_urls(args)
+    for url in urls:
+        base_url(url)  # a bad address fails before anything is read or sent
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    sampling = SamplingRequest(max_tokens=args.max_tokens, temperature=args.temp, top_p=args.top_p,
+                               top_k=args.top_k, min_p=args.min_p, seed=args.seed, stop=tuple(args.stop))
+    prompts = read_prompts(args.file)
+    for bad in prompts.bad:
+        err.print(f"specllama: {args.file} {bad} (skipped)", markup=False)
+    state = open_output(args.output, inputs=[args.file])
+    if state.repaired:
+        err.print(f"specllama: {args.output}: {state.repaired}", markup=False)
+    if not [item for item in prompts.items if id_key(item.id) not in state.done]:
+        err.print(f"specllama: all {len(prompts.items)} prompts are already in {args.output}", markup=False)
+        return 1 if prompts.bad else 0
+
+    servers = prepare_servers(urls, args, RetryPolicy(args.retries, args.backoff), err)
+    with sigterm_as_interrupt(), remote_progress(err, [s.url for s in servers]) as progress:
+        report = run_remote_batch(servers, prompts.items, sampling, args.output, system=args.system,
+                                  state=state, progress=progress)
+
+    for item, reason in report.failed:
+        err.print(f"specllama: prompt {item.id!r} (line {item.line}) failed: {reason}", markup=False)
+    if report.not_attempted:
+        err.print(f"specllama: {report.not_attempted} prompt(s) not done: no server answered through a whole "
+                  "retry schedule; rerun the same command when they are back", markup=False)
+    acc = f", acceptance {report.acceptance:.1%}" if report.acceptance is not None else ""
+    err.print(f"specllama: {report.written} written, {report.skipped} already done, {len(report.failed)} failed, "
+              f"{len(prompts.bad)} malformed line(s){acc} -> {args.output}", markup=False)
+    if report.interrupted:
+        err.print("specllama: interrupted; the output is complete up to the last line, rerun the same "
+                  "command to finish the rest", markup=False)
+        return 130
+    return 1 if report.failed or report.not_attempted or prompts.bad else 0
+
+
+def prepare_servers(urls: list[str], args: argparse.Namespace, policy, err: Console) -> list:
+    """Each server's model name and concurrency: the options when given, else what it reports."""
+    from specllama.batch.remote import DEFAULT_MODEL, RemoteServer
+    from specllama.batch.server_client import ServerClient, ServerError, discover
+    from specllama.batch.server_pool import ServerHealth
+
+    api_key = os.environ.get("SPECLLAMA_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+
+    def ask(url: str):
+        client = ServerClient(url, api_key=api_key, timeout=min(args.timeout, DISCOVERY_TIMEOUT))
+        try:
+            return discover(client)
+        except ServerError as e:
+            return e
+        finally:
+            client.close()
+
+    with ThreadPoolExecutor(max_workers=min(16, len(urls))) as pool:
+        answers = list(pool.map(ask, urls))
+    servers = []
+    for url, answer in zip(urls, answers):
+        if isinstance(answer, ServerError):
+            err.print(f"specllama: {url} is not answering yet ({answer}); it will be tried during the batch"
+                      + ("" if args.concurrency else " with 1 request at a time (set --concurrency)"), markup=False)
+            model, slots = None, None
+        else:
+            model, slots = answer[0] or DEFAULT_MODEL, answer[1]
+        servers.append(RemoteServer(url=url, concurrency=args.concurrency or slots or 1,
+                                    health=ServerHealth(policy), model=args.model or model,
+                                    api_key=api_key, timeout=args.timeout))
+    return servers
+
+
+@contextmanager
+def remote_progress(console: Console, urls: list[str]) -> Iterator:
+    """A bar plus a line per server (completed, tokens/s, errors, in or out of rotation) on a
+    terminal; one line per prompt, and one per server leaving or rejoining the rotation, otherwise."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TimeRemainingColumn())
+    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+        overall = bar.add_task("batch", total=None)
+        lines = {url: bar.add_task(url, total=None, visible=True) for url in urls}
+        done = [0]
+        total = [0]
+
+        def server_line(url: str, report) -> str:
+            s = report.servers[url]
+            rate = s.tokens / max(time.monotonic() - report.started, 1e-9)
+            state = "" if s.in_rotation else ", OUT OF ROTATION"
+            return f"  {url}: {s.completed} done, {rate:.1f} tok/s, {s.errors} errors{state}"
+
+        def update(event: tuple, report) -> None:  # a remote.RemoteProgress
+            kind = event[0]
+            if kind == "start":
+                total[0] = event[1]
+            elif kind in ("done", "failed"):
+                done[0] += 1
+            elif kind == "down":
+                console.print(f"specllama: {event[1]} out of rotation for {event[3]:.1f}s: {event[2]}", markup=False)
+            elif kind == "up":
+                console.print(f"specllama: {event[1]} answers again, back in rotation", markup=False)
+            acc = f", acceptance {report.acceptance:.0%}" if report.acceptance is not None else ""
+            failed = f" ({len(report.failed)} failed)" if report.failed else ""
+            bar.update(overall, completed=done[0], total=total[0], description=f"batch{failed}{acc}")
+            for url, task in lines.items():
+                bar.update(task, description=server_line(url, report))
+            if kind in ("done", "failed") and not console.is_terminal:
+                item, url = event[1], event[2]
+                if kind == "done":
+                    reply = event[3]
+                    status = f"done on {url} ({reply.tokens} tokens, {reply.tokens_per_s:.1f} tok/s)"
+                else:
+                    status = f"failed on {url}"
+                console.print(f"[{done[0]}/{total[0]}] {item.id}: {status}{acc}", markup=False)
+
+        yield update
