@@ -48,3 +48,56 @@ def test_unknown_names_list_the_known_ones():
     registry = load_registry(user=__file__ + ".absent")
     with pytest.raises(ConfigError, match="unknown model 'qwen9'.*qwen2.5-coder-1.5b"):
         registry.model("qwen9")
+
+
+REG = 'registry = {{ size = {size}, sha256 = "ab", package = {package}, version = "1", parts = {parts}, member = "m{{i}}.bin" }}\n'
+
+
+def _model(file='"x.gguf"', description='"d"', size="10", parts="2", package='"pkg-part{i}"') -> str:
+    return (f'[models.x]\nfile = {file}\ndescription = {description}\n'
+            + REG.format(size=size, parts=parts, package=package))
+
+
+@pytest.mark.parametrize("text, key, expected", [
+    (_model(parts='"six"'), "registry.parts", "a whole number"),
+    (_model(size='"big"'), "registry.size", "a whole number"),
+    (_model(size="0"), "registry.size", "a whole number of at least 1"),
+    (_model(parts="true"), "registry.parts", "a whole number"),
+    (_model(description="42"), "description", "a string"),
+    (_model(file="7"), "file", "a string"),
+    ('[models.x]\nfile = "x.gguf"\npath = 5\n', "path", "a path"),
+    ('[models.x]\nfile = "x.gguf"\nhub = { repo = "r", file = "f", size = "1GB" }\n', "hub.size", "a whole number"),
+    ('[pairs.p]\ntarget = 1\ndraft = "qwen2.5-coder-0.5b"\n', "target", "a string"),
+])
+def test_values_of_the_wrong_type_are_refused_at_load(tmp_path, text, key, expected):
+    user = tmp_path / "models.toml"
+    user.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_registry(user=user)
+    message = str(e.value)
+    assert str(user) in message and f".{key}: expected {expected}" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("package", ['"pkg-{n}"', '"pkg-{0}"', '"pkg-{i"'])
+def test_a_part_pattern_with_an_unknown_placeholder_is_refused(tmp_path, package):
+    user = tmp_path / "models.toml"
+    user.write_text(_model(package=package))
+    with pytest.raises(ConfigError, match=r"registry\.package: .*only \{i\}"):
+        load_registry(user=user)
+
+
+def test_a_well_typed_entry_still_loads(tmp_path):
+    user = tmp_path / "models.toml"
+    user.write_text(_model(package='"pkg-part{i:02d}"'))
+    spec = load_registry(user=user).model("x")
+    assert spec.registry.part(2) == ("pkg-part02==1", "m2.bin")
+
+
+def test_specllama_config_naming_a_missing_file_or_a_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECLLAMA_CONFIG", str(tmp_path / "nope.toml"))
+    with pytest.raises(ConfigError, match="SPECLLAMA_CONFIG names .*nope.toml, which does not exist"):
+        load_registry()
+    load_registry(user_may_be_missing=True)  # `models quantize` creates it
+    monkeypatch.setenv("SPECLLAMA_CONFIG", str(tmp_path))
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_registry()

@@ -6,10 +6,13 @@ next prompt starts, so a crash, Ctrl-C or kill -9 loses at most the prompt in fl
 middle of a write can leave a partial last line; `open_output` cuts it off before appending (so the
 file stays valid JSONL) and the rerun does that prompt again. Ids already in the file are skipped.
 Only lines this program wrote are ever cut: anything else in the file stops the run untouched.
+One run at a time writes an output: `locked_output` holds an advisory lock for the whole run, so a
+second batch on the same file is refused instead of answering every prompt again.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -24,6 +27,60 @@ from specllama.errors import SpecllamaError
 
 class BatchOutputError(SpecllamaError):
     """The output file exists but is not a file we can safely append to."""
+
+
+class OutputLockedError(BatchOutputError):
+    """Another process is writing this output file right now."""
+
+
+class OutputWriteError(BatchOutputError):
+    """A record could not be written (disk full, file size limit, I/O error)."""
+
+
+def lock_path(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name + ".lock")
+
+
+@contextmanager
+def locked_output(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` for the body: a second holder is refused with the first
+    one's pid. The lock is flock(2) on a sidecar `OUT.lock` holding the pid; the kernel drops it when
+    its process dies, so a lock file left by a killed run is simply taken over."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks here; run unlocked rather than not at all
+        yield
+        return
+    lock = lock_path(path)
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise BatchOutputError(f"cannot create the lock file {lock}: {e.strerror or e}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise OutputLockedError(f"{path} is being written by another specllama run (pid {holder}); "
+                                    "wait for it to finish or choose another -o") from None
+        # The holder before us may have unlinked the file between our open and our lock: then we
+        # hold a lock on a name nobody else sees, so start again on the current file.
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(lock))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        lock.unlink(missing_ok=True)  # while still locked, so no one can take a name about to vanish
+        os.close(fd)
 
 
 @dataclass
@@ -110,22 +167,38 @@ def _record(raw: bytes) -> dict | None:
 
 
 class OutputWriter:
-    """Appends one record per line; each is on disk before `write` returns."""
+    """Appends one record per line; each is on disk before `write` returns.
+
+    Unbuffered writes on the descriptor: a failed write (a full disk) leaves nothing queued in a
+    Python buffer to fail again at close, and at worst a partial line that the next run cuts."""
 
     def __init__(self, path: str | Path):
-        self._file = open(path, "a", encoding="utf-8")
+        self.path = Path(path)
+        try:
+            self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise OutputWriteError(f"cannot open {self.path} for writing: {e.strerror or e}") from None
 
     def write(self, record: dict) -> None:
-        line = json.dumps(record, ensure_ascii=False) + "\n"
+        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         # Ctrl-C or SIGTERM is held off until the line is on disk, so a polite stop never leaves
-        # half a record; only a hard kill can, and open_output repairs that.
-        with _signals_deferred():
-            self._file.write(line)
-            self._file.flush()
-            os.fsync(self._file.fileno())
+        # half a record; only a hard kill (or a full disk) can, and open_output repairs that.
+        try:
+            with _signals_deferred():
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._fd, view):]
+                os.fsync(self._fd)
+        except OSError as e:
+            reason = {errno.ENOSPC: "the disk is full", errno.EFBIG: "the file size limit is reached",
+                      errno.EDQUOT: "the disk quota is exceeded"}.get(e.errno, e.strerror or str(e))
+            raise OutputWriteError(f"cannot write to {self.path}: {reason}; the results before it are kept, "
+                                   "free some space and rerun the same command to finish") from None
 
     def close(self) -> None:
-        self._file.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 @contextmanager

@@ -26,24 +26,43 @@ def add_batch_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
+    from specllama.batch.output import locked_output
+    from specllama.cli.options import generation_config
+    from specllama.cli.paths import check_writable
+
     if args.server or args.servers_file:
         from specllama.cli.cmd_batch_remote import cmd_remote_batch
-        return cmd_remote_batch(args)
-    from specllama.batch.local import run_batch
-    from specllama.batch.output import open_output
-    from specllama.cli.progress import download_bar
-    from specllama.decoding.runtime import Runtime
-    from specllama.cli.options import generation_config, load_options
+        check_writable(args.output, "-o")
+        with locked_output(args.output):  # one writer per output file, local or remote
+            return cmd_remote_batch(args)
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
     # Cheap checks first: a bad prompts or output file should not cost a model load.
     config = generation_config(args)
     prompts = read_prompts(args.file)  # duplicate ids raise here, before any generation
+    check_writable(args.output, "-o")
+    # One run per output file, for the whole run and before any model loads: two batches on one
+    # file would both answer every prompt.
+    with locked_output(args.output):
+        return _run_locked(args, prompts, config)
+
+
+def _run_locked(args: argparse.Namespace, prompts, config) -> int:
+    from specllama.batch.local import run_batch
+    from specllama.batch.output import open_output
+    from specllama.cli.progress import download_bar
+    from specllama.cli.options import load_options
+    from specllama.decoding.runtime import Runtime
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     for bad in prompts.bad:
         err.print(f"specllama: {args.file} {bad} (skipped)", markup=False)
     state = open_output(args.output, inputs=[args.file])
     if state.repaired:
         err.print(f"specllama: {args.output}: {state.repaired}", markup=False)
+    if not prompts.items:
+        what = f"no usable prompts ({len(prompts.bad)} malformed line(s))" if prompts.bad else "no prompts (it is empty)"
+        err.print(f"specllama: {args.file} holds {what}; nothing to do", markup=False)
+        return 1
     todo = [item for item in prompts.items if id_key(item.id) not in state.done]
     if not todo:
         err.print(f"specllama: all {len(prompts.items)} prompts are already in {args.output}", markup=False)

@@ -48,6 +48,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
                          + " (a benchmark needs every prompt; fix or remove these lines)")
     if not prompt_file.items:
         raise BenchError(f"{args.prompts} holds no prompts")
+    from specllama.cli.paths import check_writable
+    for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
+        if path:
+            check_writable(path, flag)  # a benchmark that cannot write its results loses them all
 
     needs_draft = any(c.drafter == "model" for c in configs)
     # stairs needs a multi-sequence target context; all configs then share it alike.
@@ -65,10 +69,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     doc = outcome.document
     print(terminal_table(outcome.summaries, outcome.curve, doc["machine"]))
-    if args.json:
-        write_json(args.json, doc)
-    if args.markdown:
-        write_text(args.markdown, markdown(outcome.summaries, outcome.curve, doc["machine"], doc["models"]))
+    try:
+        if args.json:
+            write_json(args.json, doc)
+        if args.markdown:
+            write_text(args.markdown, markdown(outcome.summaries, outcome.curve, doc["machine"], doc["models"]))
+    except OSError as e:  # checked writable at the start; a full disk can still fail here
+        from specllama.cli.paths import OutputPathError
+        raise OutputPathError(f"cannot write {e.filename or 'the results'}: {e.strerror or e} "
+                              "(the table above is the summary)") from None
     failed = [s for s in outcome.summaries if s.failed]
     for s in failed:
         print(f"specllama: config {s.config} failed: {s.failed}", file=sys.stderr)

