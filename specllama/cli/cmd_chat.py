@@ -40,4 +40,12 @@ def cmd_chat(args: argparse.Namespace) -> int:
         app.close_runtime()
     for trace in app.unexpected_errors:  # bugs were shown as notifications; keep their tracebacks
         print(trace, file=sys.stderr)
+    if app.load_failed is not None:  # the app said why; the exit status says it to scripts too
+        raise ModelsNotLoadedError(f"could not load the models: {app.load_failed}")
     return 1 if app.unexpected_errors else 0
+
+
+class ModelsNotLoadedError(SpecllamaError):
+    """The chat ended without models: its one-line reason, exit status 1."""
+
+    exit_code = 1

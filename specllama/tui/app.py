@@ -17,19 +17,22 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from specllama.decoding.engine import Summary
-from specllama.errors import SpecllamaError
+from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.decoding.runtime import DRAFTERS
+from specllama.tui.clipboard import copy_text
 from specllama.tui.conversation import Conversation
 from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
 from specllama.tui.screens import HelpScreen
 from specllama.tui.settings import ChatSettings
 from specllama.tui.streaming import ReplyChunk, ReplyDone, stream_reply
-from specllama.tui.widgets import ChatMessage, KeyBar, LoadingPanel, StatsPanel, TitleBar
+from specllama.tui.widgets import ChatMessage, KeyBar, LoadingPanel, PromptInput, StatsPanel, TitleBar
 
-FINISH_NOTES = {"cancelled": "stopped", "length": "max tokens reached", "context": "context full",
+CONTEXT_FULL = "context full: ctrl+n starts a new chat"
+NARROW_WIDTH = 80  # below this many columns the side panel starts hidden (F9 shows it)
+FINISH_NOTES = {"cancelled": "stopped", "length": "max tokens reached", "context": CONTEXT_FULL,
                 "stop_string": "stop string"}
 
 
@@ -49,7 +52,9 @@ class ChatApp(App[None]):
         Binding("escape", "stop", "stop", tooltip="stop the answer; what it wrote so far stays"),
         Binding("ctrl+n", "new_conversation", "new chat", tooltip="new conversation (models stay loaded)"),
         Binding("ctrl+y", "copy_answer", "copy", tooltip="copy the last answer to the clipboard"),
-        Binding("ctrl+o", "toggle_origins", "colours", tooltip="colour tokens by origin: on / off"),
+        Binding("ctrl+b", "copy_code", "copy code", tooltip="copy the last code block of the last answer"),
+        Binding("ctrl+o", "toggle_origins", "view", tooltip="answers: rendered Markdown / coloured by origin"),
+        Binding("f9", "toggle_panel", "panel", tooltip="side panel: hide / show (hidden below 80 columns)"),
         Binding("f2", "next_drafter", "drafter", tooltip="drafter: model → lookup → none"),
         Binding("f3", "step_k(-1)", "K −", show=False, tooltip="K − 1: fewer drafts per step (below 1: auto)"),
         Binding("f4", "step_k(1)", "K +", show=False, tooltip="K + 1: more drafts per step"),
@@ -60,7 +65,8 @@ class ChatApp(App[None]):
         Binding("ctrl+q", "quit", "quit", show=False, priority=True, tooltip="quit"),
     ]
 
-    show_origins: reactive[bool] = reactive(True, init=False)
+    # Rendered Markdown by default, origin colours one key away: see widgets/chat_message.py for why.
+    show_origins: reactive[bool] = reactive(False, init=False)
 
     def __init__(self, load_runtime: RuntimeFactory, settings: ChatSettings | None = None,
                  flush_interval: float = 0.1):  # see streaming.py for why 100 ms
@@ -80,6 +86,8 @@ class ChatApp(App[None]):
         self._drafter_applied: tuple[str, float] | None = None  # (drafter, p_min) the runtime has
         self._told_pending = False  # "applies from the next answer" said once per answer
         self._stop_requested = False
+        self.load_failed: str | None = None  # why the models did not load: `specllama chat` exits 1
+        self._panel_wanted: bool | None = None  # F9's choice; None: follow the terminal's width
 
     def compose(self) -> ComposeResult:
         yield TitleBar()
@@ -88,13 +96,15 @@ class ChatApp(App[None]):
                 with VerticalScroll(id="conversation"):
                     yield Static("Type a message and press enter · F1 lists every key", id="hint")
                     yield LoadingPanel()
-                yield Input(placeholder="Ask something…", id="prompt")
+                yield PromptInput(placeholder="Ask something… (enter sends, ctrl+j new line)", id="prompt")
             yield StatsPanel()
         yield KeyBar(self.BINDINGS)
 
     def on_mount(self) -> None:
         self.query_one(TitleBar).show(self.TITLE, "loading the models…")
         self.query_one(StatsPanel).show_settings(self.settings)
+        self.query_one(StatsPanel).show_legend(self.show_origins)
+        self._fit_panel(self.size.width)
         self.query_one("#conversation").anchor()  # follow the answer until the user scrolls up
         self.query_one("#prompt").focus()
         self._load()
@@ -114,6 +124,8 @@ class ChatApp(App[None]):
     def on_runtime_failed(self, message: RuntimeFailed) -> None:
         if message.trace:
             self.unexpected_errors.append(message.trace)
+        self.load_failed = message.reason
+        self.query_one(TitleBar).show(self.TITLE, "could not load the models (ctrl+q quits)", failed=True)
         self.query_one(LoadingPanel).show_failure(message.reason)
         self.notify(message.reason, title="could not load the models", severity="error", timeout=30)
 
@@ -128,8 +140,8 @@ class ChatApp(App[None]):
 
     # --- asking and answering ------------------------------------------------------------------
 
-    @on(Input.Submitted, "#prompt")
-    def _submitted(self, event: Input.Submitted) -> None:
+    @on(PromptInput.Submitted, "#prompt")
+    def _submitted(self, event: PromptInput.Submitted) -> None:
         text = event.value.strip()
         if not text:
             return
@@ -174,22 +186,23 @@ class ChatApp(App[None]):
         finally:
             self._idle.set()
 
-    def on_reply_chunk(self, message: ReplyChunk) -> None:
+    async def on_reply_chunk(self, message: ReplyChunk) -> None:
         if message.reply_id != self._reply_id or self._reply is None:
             return  # an answer from a conversation that has since been cleared
         if self._stop_requested:
             self.runtime.engine.cancel()  # esc came before the engine started (it clears the flag)
-        self._reply.append(message.segments)
+        await self._reply.append(message.segments)
         ctx = self.runtime.target_ctx
         self.query_one(StatsPanel).show_live(message.stats, (ctx.n_past, ctx.n_ctx))
 
-    def on_reply_done(self, message: ReplyDone) -> None:
+    async def on_reply_done(self, message: ReplyDone) -> None:
         self.busy = False
         self._told_pending = False
         self._sync_drafter()  # changes made while it ran
         if message.reply_id != self._reply_id or self._reply is None:
             return
         reply, self._reply = self._reply, None
+        await reply.finish()
         if message.error is not None:
             self._answer_failed(reply, message.error)
             return
@@ -203,11 +216,13 @@ class ChatApp(App[None]):
     def _answer_failed(self, reply: ChatMessage, error: BaseException) -> None:
         # The question leaves the history (it has no answer) and goes back to the input box.
         question = self.conversation.withdraw_question()
-        prompt = self.query_one("#prompt", Input)
+        prompt = self.query_one("#prompt", PromptInput)
         if question and not prompt.value:
             prompt.value = question
         if isinstance(error, SpecllamaError):
             reason = str(error)
+            if isinstance(error, ContextOverflowError):
+                reason += f"\n{CONTEXT_FULL}"
         else:
             reason = f"unexpected {type(error).__name__}: {error}"
         reply.set_status("failed", failed=True)
@@ -233,6 +248,8 @@ class ChatApp(App[None]):
         self.conversation.clear()
         self.query("#conversation ChatMessage").remove()
         self.query_one(StatsPanel).reset()
+        if self.runtime is not None:  # the new chat starts empty, whatever the old one's cache holds
+            self.query_one(StatsPanel).show_context(0, self.runtime.target_ctx.n_ctx)
         self.notify("new conversation")
 
     def action_copy_answer(self) -> None:
@@ -240,15 +257,38 @@ class ChatApp(App[None]):
         if not answer:
             self.notify("no answer to copy yet", severity="warning")
             return
-        self.copy_to_clipboard(answer)
-        self.notify(f"copied the last answer ({len(answer)} characters)")
+        how = copy_text(answer, self.copy_to_clipboard)
+        self.notify(f"last answer ({len(answer)} characters) {how}")
+
+    def action_copy_code(self) -> None:
+        answers = [m for m in self.query("#conversation ChatMessage") if m.role == "assistant" and m.text]
+        blocks = answers[-1].code_blocks() if answers else []
+        if not blocks:
+            self.notify("the last answer has no code block", severity="warning")
+            return
+        how = copy_text(blocks[-1], self.copy_to_clipboard)
+        self.notify(f"code block ({blocks[-1].count(chr(10))} lines) {how}")
+
+    def action_toggle_panel(self) -> None:
+        panel = self.query_one(StatsPanel)
+        self._panel_wanted = not panel.display
+        panel.display = self._panel_wanted
+
+    def on_resize(self, event) -> None:
+        # A narrow terminal gives the chat all of its width; the user's F9 choice wins over that.
+        self._fit_panel(event.size.width)
+
+    def _fit_panel(self, width: int) -> None:
+        if self._panel_wanted is None:
+            for panel in self.query(StatsPanel):  # none yet when the first resize arrives
+                panel.display = width >= NARROW_WIDTH
 
     def action_toggle_origins(self) -> None:
         self.show_origins = not self.show_origins
 
-    def watch_show_origins(self, show: bool) -> None:
+    async def watch_show_origins(self, show: bool) -> None:
         for message in self.query(ChatMessage):
-            message.set_show_origins(show)
+            await message.set_show_origins(show)
         self.query_one(StatsPanel).show_legend(show)
 
     def action_help(self) -> None:
