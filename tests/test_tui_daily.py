@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 
 import pytest
 from textual import events
@@ -66,18 +67,38 @@ def test_answer_renders_as_markdown_with_highlighted_code_blocks(no_clipboard_to
     run(scenario)
 
 
+class GatedScript:
+    """Steps that stop before step `gate_at` until the test opens the gate: "mid-answer" is then a
+    fact, not a hope about timing."""
+
+    def __init__(self, steps, gate_at: int):
+        self.steps, self.gate_at, self.gate = steps, gate_at, threading.Event()
+
+    def __iter__(self):
+        for i, step in enumerate(self.steps):
+            if i == self.gate_at:
+                self.gate.wait(20)
+            yield step
+
+
 def test_markdown_streams_while_the_answer_is_generated():
+    script = GatedScript(MD_SCRIPT * 2, gate_at=len(MD_SCRIPT))
+
     async def scenario():
-        runtime = FakeRuntime(MD_SCRIPT * 3, step_delay=0.05)
-        async with chat_app(runtime).run_test(size=SIZE) as pilot:
+        async with chat_app(FakeRuntime(script)).run_test(size=SIZE) as pilot:
             await wait_until(pilot, lambda: pilot.app.runtime is not None)
             pilot.app.ask("square?")
             reply = pilot.app.query(ChatMessage).last()
-            await wait_until(pilot, lambda: reply.query(MarkdownFence))  # a block shows mid-answer
+            await wait_until(pilot, lambda: len(reply.query(MarkdownFence)) == 2)  # rendered mid-answer
             assert pilot.app.busy
+            script.gate.set()
             await wait_until(pilot, lambda: not pilot.app.busy)
-            assert reply.markdown.source == MD_ANSWER * 3
-    run(scenario)
+            await wait_until(pilot, lambda: len(reply.query(MarkdownFence)) == 4)
+            assert reply.markdown.source == MD_ANSWER * 2
+    try:
+        run(scenario)
+    finally:
+        script.gate.set()
 
 
 def test_origin_view_catches_the_markdown_up_when_switched_back():

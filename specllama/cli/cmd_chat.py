@@ -30,10 +30,12 @@ def chat_load_options(args: argparse.Namespace) -> LoadOptions:
 
 def cmd_chat(args: argparse.Namespace) -> int:
     from specllama.tui import ChatApp, ChatSettings  # Textual loads only for this command
+    from specllama.tui.history import default_path
 
     settings = ChatSettings.from_args(args)  # bad sampling options fail before anything loads
     opts = chat_load_options(args)
-    app = ChatApp(lambda progress, status: Runtime(opts, progress=progress, status=status), settings)
+    app = ChatApp(lambda progress, status: Runtime(opts, progress=progress, status=status), settings,
+                  history_path=default_path())
     try:
         app.run()
     finally:

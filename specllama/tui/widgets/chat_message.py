@@ -104,7 +104,8 @@ class ChatMessage(Vertical):
         super().__init__(classes=f"-{role}")
         self.role = role
         self.border_title = title or ("you" if role == "user" else "assistant")
-        self.segments: list[Segment] = [(text, "target")] if text else []
+        # Given whole (a question, a reopened answer): no origin is known, so none is coloured.
+        self.segments: list[Segment] = [(text, "")] if text else []
         self._show_origins = show_origins or role != "assistant"
         self._origins = OriginText(self.segments, coloured=role == "assistant")
         self._markdown: Markdown | None = Markdown(text) if role == "assistant" else None
