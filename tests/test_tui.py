@@ -27,6 +27,7 @@ from specllama.tui.streaming import ReplyChunk, stream_reply
 from specllama.tui.widgets import ORIGIN_STYLES, ChatMessage
 
 SIZE = (100, 32)
+TALL = (100, 48)
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 # Each inner list is one speculative step: (text, origin) per token.
@@ -270,10 +271,13 @@ def test_origin_colours_toggle_off_and_on():
         async with chat_app().run_test(size=SIZE) as pilot:
             await send(pilot, "hi")
             reply = pilot.app.query(ChatMessage).last()
+            # Rendered Markdown first (the daily view), the origin colours one key away.
+            assert not reply.showing_origins and "colours off" in screen_text(pilot.app)
+            assert "is_prime" in screen_text(pilot.app)
             await pilot.press("ctrl+o")
-            assert not reply.content.spans and "colours off" in screen_text(pilot.app)
+            assert reply.showing_origins and reply.content.spans and "colours on" in screen_text(pilot.app)
             await pilot.press("ctrl+o")
-            assert reply.content.spans and "colours on" in screen_text(pilot.app)
+            assert not reply.showing_origins and reply.markdown.display and "colours off" in screen_text(pilot.app)
     run(scenario)
 
 
@@ -391,7 +395,7 @@ def test_new_conversation_and_copy_last_answer():
 
 def test_help_screen_lists_every_binding():
     async def scenario():
-        async with chat_app().run_test(size=SIZE) as pilot:
+        async with chat_app().run_test(size=TALL) as pilot:  # every key fits without scrolling
             await pilot.press("f1")
             assert isinstance(pilot.app.screen, HelpScreen)
             text = screen_text(pilot.app)

@@ -7,6 +7,7 @@ import sys
 
 from specllama.models.registry import load_registry
 from specllama.decoding.request import DRAFTERS
+from specllama.errors import SpecllamaError
 from specllama.decoding.runtime import LoadOptions, Runtime, model_refs
 from specllama.cli.options import load_options
 
@@ -23,14 +24,24 @@ def chat_load_options(args: argparse.Namespace) -> LoadOptions:
 
 def cmd_chat(args: argparse.Namespace) -> int:
     from specllama.tui import ChatApp, ChatSettings  # Textual loads only for this command
+    from specllama.tui.history import default_path
 
     settings = ChatSettings.from_args(args)  # bad sampling options fail before anything loads
     opts = chat_load_options(args)
-    app = ChatApp(lambda progress, status: Runtime(opts, progress=progress, status=status), settings)
+    app = ChatApp(lambda progress, status: Runtime(opts, progress=progress, status=status), settings,
+                  history_path=default_path())
     try:
         app.run()
     finally:
         app.close_runtime()
     for trace in app.unexpected_errors:  # bugs were shown as notifications; keep their tracebacks
         print(trace, file=sys.stderr)
+    if app.load_failed is not None:  # the app said why; the exit status says it to scripts too
+        raise ModelsNotLoadedError(f"could not load the models: {app.load_failed}")
     return 1 if app.unexpected_errors else 0
+
+
+class ModelsNotLoadedError(SpecllamaError):
+    """The chat ended without models: its one-line reason, exit status 1."""
+
+    exit_code = 1

@@ -8,6 +8,7 @@ function that builds the runtime, so tests inject a scripted fake exactly where 
 from __future__ import annotations
 
 import traceback
+from pathlib import Path
 from dataclasses import replace
 from threading import Event
 from typing import Any
@@ -17,18 +18,22 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from specllama.decoding.engine import Summary
-from specllama.errors import SpecllamaError
+from specllama.errors import ContextOverflowError, SpecllamaError
+from specllama.tui.clipboard import copy_text
 from specllama.tui.conversation import Conversation
 from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
-from specllama.tui.screens import HelpScreen
+from specllama.tui.history import History, HistoryUnavailable, title_for
+from specllama.tui.screens import HelpScreen, HistoryScreen
 from specllama.tui.settings import ChatSettings
 from specllama.tui.streaming import ReplyChunk, ReplyDone, stream_reply
-from specllama.tui.widgets import ChatMessage, KeyBar, LoadingPanel, StatsPanel, TitleBar
+from specllama.tui.widgets import ChatMessage, KeyBar, LoadingPanel, PromptInput, StatsPanel, TitleBar
 
-FINISH_NOTES = {"cancelled": "stopped", "length": "max tokens reached", "context": "context full",
+CONTEXT_FULL = "context full: ctrl+n starts a new chat"
+NARROW_WIDTH = 80  # below this many columns the side panel starts hidden (F9 shows it)
+FINISH_NOTES = {"cancelled": "stopped", "length": "max tokens reached", "context": CONTEXT_FULL,
                 "stop_string": "stop string"}
 
 
@@ -48,7 +53,10 @@ class ChatApp(App[None]):
         Binding("escape", "stop", "stop", tooltip="stop the answer; what it wrote so far stays"),
         Binding("ctrl+n", "new_conversation", "new chat", tooltip="new conversation (models stay loaded)"),
         Binding("ctrl+y", "copy_answer", "copy", tooltip="copy the last answer to the clipboard"),
-        Binding("ctrl+o", "toggle_origins", "colours", tooltip="colour tokens by origin: on / off"),
+        Binding("ctrl+b", "copy_code", "copy code", tooltip="copy the last code block of the last answer"),
+        Binding("ctrl+o", "toggle_origins", "view", tooltip="answers: rendered Markdown / coloured by origin"),
+        Binding("ctrl+l,f10", "history", "history", tooltip="saved conversations: reopen, search, export"),
+        Binding("f9", "toggle_panel", "panel", tooltip="side panel on / off (off below 80 columns)"),
         Binding("f2", "next_drafter", "drafter", tooltip="drafter: model → lookup → none"),
         Binding("f3", "step_k(-1)", "K −", show=False, tooltip="K − 1: fewer drafts per step (below 1: auto)"),
         Binding("f4", "step_k(1)", "K +", show=False, tooltip="K + 1: more drafts per step"),
@@ -59,10 +67,12 @@ class ChatApp(App[None]):
         Binding("ctrl+q", "quit", "quit", show=False, priority=True, tooltip="quit"),
     ]
 
-    show_origins: reactive[bool] = reactive(True, init=False)
+    # Rendered Markdown by default, origin colours one key away: see widgets/chat_message.py for why.
+    show_origins: reactive[bool] = reactive(False, init=False)
 
     def __init__(self, load_runtime: RuntimeFactory, settings: ChatSettings | None = None,
-                 flush_interval: float = 0.1):  # see streaming.py for why 100 ms
+                 flush_interval: float = 0.1,  # see streaming.py for why 100 ms
+                 history_path: Path | None = None):  # None: no history (tests); `specllama chat` passes one
         super().__init__()
         self._load_runtime = load_runtime
         self.settings = settings or ChatSettings()
@@ -78,6 +88,13 @@ class ChatApp(App[None]):
         self._reply: ChatMessage | None = None
         self._told_pending = False  # "applies from the next answer" said once per answer
         self._stop_requested = False
+        self.load_failed: str | None = None  # why the models did not load: `specllama chat` exits 1
+        self._panel_wanted: bool | None = None  # F9's choice; None: follow the terminal's width
+        self.history_path = history_path
+        self.history: History | None = None
+        self._conversation_id: int | None = None  # its row in the history, once the first message is sent
+        self._question_row: int | None = None  # the rows of the turn in flight
+        self._answer_row: int | None = None
 
     def compose(self) -> ComposeResult:
         yield TitleBar()
@@ -86,15 +103,18 @@ class ChatApp(App[None]):
                 with VerticalScroll(id="conversation"):
                     yield Static("Type a message and press enter · F1 lists every key", id="hint")
                     yield LoadingPanel()
-                yield Input(placeholder="Ask something…", id="prompt")
+                yield PromptInput(placeholder="Ask something… (enter sends, ctrl+j new line)", id="prompt")
             yield StatsPanel()
         yield KeyBar(self.BINDINGS)
 
     def on_mount(self) -> None:
         self.query_one(TitleBar).show(self.TITLE, "loading the models…")
         self.query_one(StatsPanel).show_settings(self.settings)
+        self.query_one(StatsPanel).show_legend(self.show_origins)
+        self._fit_panel(self.size.width)
         self.query_one("#conversation").anchor()  # follow the answer until the user scrolls up
         self.query_one("#prompt").focus()
+        self._open_history()
         self._load()
 
     # --- loading -------------------------------------------------------------------------------
@@ -112,6 +132,8 @@ class ChatApp(App[None]):
     def on_runtime_failed(self, message: RuntimeFailed) -> None:
         if message.trace:
             self.unexpected_errors.append(message.trace)
+        self.load_failed = message.reason
+        self.query_one(TitleBar).show(self.TITLE, "could not load the models (ctrl+q quits)", failed=True)
         self.query_one(LoadingPanel).show_failure(message.reason)
         self.notify(message.reason, title="could not load the models", severity="error", timeout=30)
 
@@ -126,8 +148,8 @@ class ChatApp(App[None]):
 
     # --- asking and answering ------------------------------------------------------------------
 
-    @on(Input.Submitted, "#prompt")
-    def _submitted(self, event: Input.Submitted) -> None:
+    @on(PromptInput.Submitted, "#prompt")
+    def _submitted(self, event: PromptInput.Submitted) -> None:
         text = event.value.strip()
         if not text:
             return
@@ -149,6 +171,7 @@ class ChatApp(App[None]):
             self.conversation.withdraw_question()
             self.notify(str(e), title="could not build the prompt", severity="error")
             return
+        self._save_question(text)
         conversation = self.query_one("#conversation")
         conversation.mount(ChatMessage("user", text))
         self._reply = ChatMessage("assistant", show_origins=self.show_origins)
@@ -172,26 +195,29 @@ class ChatApp(App[None]):
         finally:
             self._idle.set()
 
-    def on_reply_chunk(self, message: ReplyChunk) -> None:
+    async def on_reply_chunk(self, message: ReplyChunk) -> None:
         if message.reply_id != self._reply_id or self._reply is None:
             return  # an answer from a conversation that has since been cleared
         if self._stop_requested:
             self.runtime.cancel()  # esc came before the engine started (it clears the flag)
-        self._reply.append(message.segments)
+        await self._reply.append(message.segments)
+        self._save_answer(self._reply.text, complete=False)  # a kill loses at most this flush
         self.query_one(StatsPanel).show_live(message.stats, self.runtime.context_use())
 
-    def on_reply_done(self, message: ReplyDone) -> None:
+    async def on_reply_done(self, message: ReplyDone) -> None:
         self.busy = False
         self._told_pending = False
         self._sync_drafter()  # changes made while it ran
         if message.reply_id != self._reply_id or self._reply is None:
             return
         reply, self._reply = self._reply, None
+        await reply.finish()
         if message.error is not None:
             self._answer_failed(reply, message.error)
             return
         summary = self.last_summary = message.summary
         self.conversation.answer(summary.text)
+        self._save_answer(summary.text, complete=True)
         note = FINISH_NOTES.get(summary.finish_reason)
         reply.set_status(f"{summary.tokens} tokens · {summary.tokens_per_s:.1f} tokens/s" + (f" · {note}" if note else ""))
         self.query_one(StatsPanel).show_summary(summary)
@@ -200,11 +226,14 @@ class ChatApp(App[None]):
     def _answer_failed(self, reply: ChatMessage, error: BaseException) -> None:
         # The question leaves the history (it has no answer) and goes back to the input box.
         question = self.conversation.withdraw_question()
-        prompt = self.query_one("#prompt", Input)
+        self._forget_turn()
+        prompt = self.query_one("#prompt", PromptInput)
         if question and not prompt.value:
             prompt.value = question
         if isinstance(error, SpecllamaError):
             reason = str(error)
+            if isinstance(error, ContextOverflowError):
+                reason += f"\n{CONTEXT_FULL}"
         else:
             reason = f"unexpected {type(error).__name__}: {error}"
         reply.set_status("failed", failed=True)
@@ -214,6 +243,96 @@ class ChatApp(App[None]):
         if self.runtime is not None:
             self.query_one(StatsPanel).show_context(*self.runtime.context_use())
 
+    # --- history -------------------------------------------------------------------------------
+
+    def _open_history(self) -> None:
+        if self.history_path is None:
+            return
+        try:
+            self.history = History(self.history_path)
+        except HistoryUnavailable as e:
+            self.notify(str(e), title="no chat history", severity="warning", timeout=15)
+
+    def _saving(self, write) -> None:
+        """Runs one history write; the first failure is said once and history stops for the session."""
+        if self.history is None:
+            return
+        try:
+            write(self.history)
+        except HistoryUnavailable as e:
+            self.history = None
+            self.notify(str(e), title="no chat history", severity="warning", timeout=15)
+
+    def _history_settings(self) -> dict:
+        return self.settings.as_dict() | {"system": self.conversation.system}
+
+    def _save_question(self, text: str) -> None:
+        def write(history: History) -> None:
+            if self._conversation_id is None:
+                draft = self.runtime.draft_name
+                self._conversation_id = history.new_conversation(
+                    title_for(text), self.runtime.target_name, draft,
+                    self._history_settings())
+            else:
+                history.set_settings(self._conversation_id, self._history_settings())
+            self._question_row = history.add_message(self._conversation_id, "user", text)
+            self._answer_row = history.add_message(self._conversation_id, "assistant", "", complete=False)
+        self._saving(write)
+
+    def _save_answer(self, text: str, complete: bool) -> None:
+        if self._answer_row is not None:
+            row = self._answer_row
+            self._saving(lambda history: history.update_message(row, text, complete))
+            if complete:
+                self._question_row = self._answer_row = None
+
+    def _forget_turn(self) -> None:
+        """A failed turn leaves the saved conversation as it leaves the on-screen one."""
+        rows = [r for r in (self._question_row, self._answer_row) if r is not None]
+        self._question_row = self._answer_row = None
+        self._saving(lambda history: [history.delete_message(r) for r in rows])
+
+    def action_history(self) -> None:
+        if self.history is None:
+            self.notify("no chat history this session" if self.history_path else "history is off", severity="warning")
+            return
+        if not isinstance(self.screen, HistoryScreen):
+            self.push_screen(HistoryScreen(self.history), self._reopen)
+
+    async def _reopen(self, conversation_id: int | None) -> None:
+        if conversation_id is None or self.history is None:
+            return
+        try:
+            info = self.history.conversation(conversation_id)
+            stored = self.history.messages(conversation_id)
+        except (HistoryUnavailable, KeyError) as e:
+            self.notify(f"could not reopen: {e}", severity="error")
+            return
+        self.action_new_conversation(quiet=True)
+        try:
+            settings = ChatSettings.from_dict(info.settings, base=self.settings)
+        except SpecllamaError:  # a value this version refuses: keep the current settings
+            settings = self.settings
+        self.conversation.system = info.settings.get("system")
+        self._apply_settings(settings)
+        widgets = []
+        for m in stored:
+            if m.role in ("user", "assistant") and (m.content or m.role == "user"):
+                self.conversation.messages.append({"role": m.role, "content": m.content})
+                widget = ChatMessage(m.role, m.content, show_origins=self.show_origins and m.role == "assistant")
+                if not m.complete:
+                    widget.set_status("unfinished (the chat ended while it streamed)")
+                widgets.append(widget)
+        if self.conversation.messages and self.conversation.messages[-1]["role"] == "user":
+            self.conversation.messages.pop()  # a question with no answer: back to the box to resend
+            widgets.pop()
+            self.query_one("#prompt", PromptInput).value = stored[-1].content if stored[-1].role == "user" else ""
+        await self.query_one("#conversation").mount_all(widgets)
+        self._conversation_id = conversation_id
+        loaded = self.runtime.target_name if self.runtime is not None else None
+        note = f" (held with {info.target}; now {loaded})" if loaded and info.target and info.target != loaded else ""
+        self.notify(f"reopened “{info.title}”{note}")
+
     # --- controls ------------------------------------------------------------------------------
 
     def action_stop(self) -> None:
@@ -221,30 +340,57 @@ class ChatApp(App[None]):
             self._stop_requested = True
             self.runtime.cancel()  # honoured after the current step; the text so far stays
 
-    def action_new_conversation(self) -> None:
+    def action_new_conversation(self, quiet: bool = False) -> None:
         if self.busy:
             self.runtime.cancel()
             self._reply_id += 1  # its last messages will be ignored
         self._reply = None
+        self._conversation_id = self._question_row = self._answer_row = None
         self.conversation.clear()
         self.query("#conversation ChatMessage").remove()
         self.query_one(StatsPanel).reset()
-        self.notify("new conversation")
+        if self.runtime is not None:  # the new chat starts empty, whatever the old one's cache holds
+            self.query_one(StatsPanel).show_context(0, self.runtime.context_use()[1])
+        if not quiet:
+            self.notify("new conversation")
 
     def action_copy_answer(self) -> None:
         answer = self.conversation.last_answer
         if not answer:
             self.notify("no answer to copy yet", severity="warning")
             return
-        self.copy_to_clipboard(answer)
-        self.notify(f"copied the last answer ({len(answer)} characters)")
+        how = copy_text(answer, self.copy_to_clipboard)
+        self.notify(f"last answer ({len(answer)} characters) {how}")
+
+    def action_copy_code(self) -> None:
+        answers = [m for m in self.query("#conversation ChatMessage") if m.role == "assistant" and m.text]
+        blocks = answers[-1].code_blocks() if answers else []
+        if not blocks:
+            self.notify("the last answer has no code block", severity="warning")
+            return
+        how = copy_text(blocks[-1], self.copy_to_clipboard)
+        self.notify(f"code block ({blocks[-1].count(chr(10))} lines) {how}")
+
+    def action_toggle_panel(self) -> None:
+        panel = self.query_one(StatsPanel)
+        self._panel_wanted = not panel.display
+        panel.display = self._panel_wanted
+
+    def on_resize(self, event) -> None:
+        # A narrow terminal gives the chat all of its width; the user's F9 choice wins over that.
+        self._fit_panel(event.size.width)
+
+    def _fit_panel(self, width: int) -> None:
+        if self._panel_wanted is None:
+            for panel in self.query(StatsPanel):  # none yet when the first resize arrives
+                panel.display = width >= NARROW_WIDTH
 
     def action_toggle_origins(self) -> None:
         self.show_origins = not self.show_origins
 
-    def watch_show_origins(self, show: bool) -> None:
+    async def watch_show_origins(self, show: bool) -> None:
         for message in self.query(ChatMessage):
-            message.set_show_origins(show)
+            await message.set_show_origins(show)
         self.query_one(StatsPanel).show_legend(show)
 
     def action_help(self) -> None:
@@ -290,6 +436,11 @@ class ChatApp(App[None]):
         self.query_one(StatsPanel).show_settings(self.settings)
 
     # --- shutting down -------------------------------------------------------------------------
+
+    def on_unmount(self) -> None:
+        if self.history is not None:
+            self.history.close()
+            self.history = None
 
     def close_runtime(self, timeout: float = 30.0) -> None:
         """Stops a running answer and frees the models; call after `run()` returns."""

@@ -16,6 +16,8 @@ from specllama.decoding.sampling import SamplingParams
 
 TEMPERATURE_STEP, TEMPERATURE_MAX = 0.1, 2.0
 P_MIN_STEP, P_MIN_MAX = 0.05, 0.95
+SAVED_FIELDS = ("system", "drafter", "k", "temperature", "top_k", "top_p", "min_p", "p_min", "seed",
+                "max_tokens", "stop", "verify")
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,21 @@ class ChatSettings:
         return cls(drafter=drafter, k=args.k, temperature=args.temp, p_min=args.p_min, top_k=args.top_k,
                    top_p=args.top_p, min_p=args.min_p, seed=args.seed, max_tokens=args.max_tokens,
                    stop=tuple(args.stop), verify=args.verify, system=getattr(args, "system", None))
+
+    def as_dict(self) -> dict:
+        """What a saved conversation or the user's defaults keep (plain JSON / TOML values)."""
+        values = {name: getattr(self, name) for name in SAVED_FIELDS}
+        values["stop"] = list(self.stop)
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict, base: ChatSettings | None = None) -> ChatSettings:
+        """`base` with the known fields of `values` (unknown ones, from a newer version, ignored).
+        Raises SpecllamaError for a value out of range, like the command line does."""
+        known = {name: values[name] for name in SAVED_FIELDS if name in values}
+        if "stop" in known:
+            known["stop"] = tuple(known["stop"])
+        return replace(base or cls(), **known)
 
     @property
     def effective_k(self) -> int | str:

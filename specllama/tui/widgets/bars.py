@@ -24,8 +24,9 @@ class TitleBar(Static):
     }
     """
 
-    def show(self, title: str, detail: str = "") -> None:
-        self.update(Content.assemble(("◆ ", "$text-accent"), title, (f"  {detail}" if detail else "", "$text-muted")))
+    def show(self, title: str, detail: str = "", *, failed: bool = False) -> None:
+        style = "$text-error" if failed else "$text-muted"
+        self.update(Content.assemble(("◆ ", "$text-accent"), title, (f"  {detail}" if detail else "", style)))
 
 
 class KeyBar(Static):

@@ -1,10 +1,24 @@
-"""One message of the conversation; an answer can colour each piece by where its tokens came from."""
+"""One message of the conversation.
+
+An answer has two views of the same text, one shown at a time (ctrl+o switches every answer):
+- rendered: Markdown with syntax-highlighted code blocks, the default. A chat you use every day is
+  read for its code and prose; the side panel still shows the speculation live (acceptance, the
+  per-step sparkline) while the answer streams, so nothing about speculation is hidden by default.
+- origins: each piece coloured by where its tokens came from (accepted draft, target, bonus), the
+  view for watching speculation token by token.
+Only the visible view does rendering work while tokens stream: the origin text is kept (cheap,
+incremental) and the Markdown catches up with what it missed when it is shown again.
+"""
 
 from __future__ import annotations
 
+from markdown_it import MarkdownIt
+from textual.containers import Vertical
 from textual.content import Content
 from textual.geometry import Region
 from textual.widget import Widget
+from textual.widgets import Markdown
+from textual.widgets.markdown import MarkdownStream
 
 from specllama.tui.streaming import Segment, plain_text
 
@@ -17,10 +31,56 @@ ORIGIN_STYLES = {
 ORIGIN_LABELS = {"draft": "accepted draft", "target": "target (its own pick)", "bonus": "bonus (all K accepted)"}
 
 
-class ChatMessage(Widget):
-    """A plain Widget rather than a Static: a Static repaints all of itself on every update, and
-    a streaming answer only ever changes its last line (or grows a new one)."""
+def code_blocks(markdown: str) -> list[str]:
+    """The fenced and indented code blocks of a Markdown text, in order."""
+    return [t.content for t in MarkdownIt("commonmark").parse(markdown) if t.type in ("fence", "code_block")]
 
+
+class OriginText(Widget):
+    """The text, coloured by origin or plain. A plain Widget rather than a Static: a Static repaints
+    all of itself on every update, and a streaming answer only ever changes its last line."""
+
+    DEFAULT_CSS = "OriginText { height: auto; }"
+
+    def __init__(self, segments: list[Segment], *, coloured: bool):
+        super().__init__()
+        self.segments = segments
+        self.coloured = coloured
+        self._content = self._styled(segments)
+
+    def _styled(self, segments: list[Segment]) -> Content:
+        if not self.coloured:
+            return Content(plain_text(segments))
+        return Content.assemble(*((text, ORIGIN_STYLES.get(origin, "")) for text, origin in segments))
+
+    @property
+    def content(self) -> Content:
+        return self._content
+
+    def render(self) -> Content:
+        return self._content if self.segments else Content.styled("…", "$text-muted")
+
+    def rebuild(self) -> None:
+        self._content = self._styled(self.segments)
+        self.refresh(layout=True)
+
+    def appended(self, segments: list[Segment]) -> None:
+        """New pieces (already in self.segments) styled once and added, not the whole text restyled.
+        Appended text changes only the last line unless it wraps onto new ones, so only that line
+        is repainted; a new line needs a layout. On two cores shared with llama.cpp this halves
+        what an update costs the UI thread."""
+        was_empty = len(self.segments) == len(segments)
+        self._content = self._content + self._styled(segments)
+        if not self.display:
+            return
+        width, lines_before = self.content_region.width, self.content_region.height
+        if was_empty or not width or self._content.get_height(self.styles, width) != lines_before:
+            self.refresh(layout=True)
+        else:
+            self.refresh(Region(0, lines_before - 1, width, 1))
+
+
+class ChatMessage(Vertical):
     DEFAULT_CSS = """
     ChatMessage {
         height: auto;
@@ -36,56 +96,92 @@ class ChatMessage(Widget):
     ChatMessage.-failed {
         border: round $error;
     }
+    ChatMessage Markdown { padding: 0; margin: 0; }
+    ChatMessage MarkdownFence { margin: 0 0 1 0; }
     """
 
-    def __init__(self, role: str, text: str = "", *, show_origins: bool = True, title: str | None = None):
+    def __init__(self, role: str, text: str = "", *, show_origins: bool = False, title: str | None = None):
         super().__init__(classes=f"-{role}")
         self.role = role
         self.border_title = title or ("you" if role == "user" else "assistant")
-        self.segments: list[Segment] = [(text, "target")] if text else []
-        self._show_origins = show_origins
-        self._content = self._styled(self.segments)
+        # Given whole (a question, a reopened answer): no origin is known, so none is coloured.
+        self.segments: list[Segment] = [(text, "")] if text else []
+        self._show_origins = show_origins or role != "assistant"
+        self._origins = OriginText(self.segments, coloured=role == "assistant")
+        self._markdown: Markdown | None = Markdown(text) if role == "assistant" else None
+        self._stream: MarkdownStream | None = None
+        self._rendered_chars = len(text)  # how much of the text the Markdown view has been given
+
+    def compose(self):
+        if self._markdown is not None:
+            yield self._markdown
+        yield self._origins
+
+    def on_mount(self) -> None:
+        self._show_view()
 
     @property
     def text(self) -> str:
         return plain_text(self.segments)
 
-    def _styled(self, segments: list[Segment]) -> Content:
-        if self.role != "assistant" or not self._show_origins:
-            return Content(plain_text(segments))
-        return Content.assemble(*((text, ORIGIN_STYLES.get(origin, "")) for text, origin in segments))
-
     @property
     def content(self) -> Content:
-        return self._content
+        """The origin view's content (its spans carry the origin colours)."""
+        return self._origins.content
 
-    def render(self) -> Content:
-        return self._content if self.segments else Content.styled("…", "$text-muted")
+    @property
+    def showing_origins(self) -> bool:
+        return self._show_origins
 
-    def _rebuild(self) -> None:
-        self._content = self._styled(self.segments)
-        self.refresh(layout=True)
+    @property
+    def markdown(self) -> Markdown | None:
+        return self._markdown
 
-    def append(self, segments: list[Segment]) -> None:
-        """New pieces of a streaming answer: styled once and added, not the whole message restyled.
-        Appended text changes only the last line unless it wraps onto new ones, so only that
-        line is repainted; a new line needs a layout (the message grows, the chat scrolls). On two
-        cores shared with llama.cpp this halves what an update costs the UI thread."""
+    def code_blocks(self) -> list[str]:
+        return code_blocks(self.text)
+
+    async def append(self, segments: list[Segment]) -> None:
+        """New pieces of a streaming answer."""
         if not segments:
             return
-        was_empty = not self.segments
         self.segments.extend(segments)
-        self._content = self._content + self._styled(segments)
-        width, lines_before = self.content_region.width, self.content_region.height
-        if was_empty or not width or self._content.get_height(self.styles, width) != lines_before:
-            self.refresh(layout=True)
-        else:
-            self.refresh(Region(0, lines_before - 1, width, 1))
+        self._origins.appended(segments)
+        if not self._show_origins:
+            await self._catch_up_markdown()
 
-    def set_show_origins(self, show: bool) -> None:
-        if show != self._show_origins:
-            self._show_origins = show
-            self._rebuild()
+    async def _catch_up_markdown(self) -> None:
+        if self._markdown is None:
+            return
+        text = self.text
+        if len(text) <= self._rendered_chars:
+            return
+        # The stream batches fragments that arrive faster than the widget can take them, and the
+        # widget parses only from its last complete block: no re-render of the whole answer.
+        if self._stream is None:
+            self._stream = Markdown.get_stream(self._markdown)
+        fragment, self._rendered_chars = text[self._rendered_chars:], len(text)
+        await self._stream.write(fragment)
+
+    async def finish(self) -> None:
+        """The answer ended: let the Markdown take what is still queued."""
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            await stream.stop()
+
+    async def set_show_origins(self, show: bool) -> None:
+        if self.role != "assistant" or show == self._show_origins:
+            return
+        self._show_origins = show
+        self._show_view()
+        if show:
+            self._origins.rebuild()
+        else:
+            await self._catch_up_markdown()
+
+    def _show_view(self) -> None:
+        if self._markdown is not None:
+            self._markdown.display = not self._show_origins
+        self._origins.display = self._show_origins
 
     def set_status(self, status: str, *, failed: bool = False) -> None:
         """A short line under the message: speed and finish, or why it failed."""

@@ -35,6 +35,7 @@ class StatsPanel(VerticalScroll, can_focus=False):
     DEFAULT_CSS = """
     StatsPanel {
         width: 38;
+        max-width: 50%;  /* shown with F9 in a narrow terminal: the chat keeps half */
         height: 1fr;
         padding: 0 1;
         border-left: vkey $foreground 20%;
@@ -68,13 +69,15 @@ class StatsPanel(VerticalScroll, can_focus=False):
     def on_mount(self) -> None:
         self.show_answer(LiveStats(), finish="")
         self._refresh_models()
-        self.show_legend(True)
+        self.show_legend(False)
 
     def reset(self) -> None:
         self._rates.clear()
         self.query_one("#rates", Sparkline).data = []
         self.query_one("#speed", Digits).update("0.0")
         self.show_answer(LiveStats(), finish="")
+        used, total = self._context_used
+        self.show_context(0, total)
 
     def show_live(self, stats: LiveStats, context: tuple[int, int]) -> None:
         """Every step's speed joins the sparkline, but the panel repaints at most a few times a
@@ -144,5 +147,5 @@ class StatsPanel(VerticalScroll, can_focus=False):
         parts: list[tuple[str, str] | str] = []
         for origin, label in ORIGIN_LABELS.items():
             parts += [("■ ", ORIGIN_STYLES[origin] if on else "$text-muted"), f"{label}\n"]
-        parts.append(("colours " + ("on" if on else "off") + " · ctrl+o", "$text-muted"))
+        parts.append(("colours on · ctrl+o: rendered" if on else "colours off (rendered) · ctrl+o", "$text-muted"))
         self.query_one("#legend", Static).update(Content.assemble(*parts))

@@ -1,0 +1,214 @@
+"""Conversations that last: every chat saved as it happens, in one SQLite file.
+
+Where: `$SPECLLAMA_DATA/chats.sqlite3` if set, else `$XDG_DATA_HOME/specllama/chats.sqlite3`
+(default ~/.local/share/specllama/). WAL mode: a write (one per answer flush, ~10 a second at most)
+does not block readers and costs one append to the log; `synchronous=NORMAL` keeps the database
+consistent across a crash and loses at most the last transactions on power loss, which for a chat
+is the last flush. The schema's version lives in `PRAGMA user_version`; `migrate` brings an older
+file up to date one step at a time, so a newer specllama never needs the user to delete history.
+
+Any failure to open or write (a corrupt file, a database locked by another program) raises
+HistoryUnavailable: the app says so once and chats on without history.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from specllama.errors import SpecllamaError
+
+FILE_NAME = "chats.sqlite3"
+
+
+class HistoryUnavailable(SpecllamaError):
+    """The history database cannot be used (corrupt, locked, unwritable)."""
+
+
+def default_path() -> Path:
+    if os.environ.get("SPECLLAMA_DATA"):
+        return Path(os.environ["SPECLLAMA_DATA"]) / FILE_NAME
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "specllama" / FILE_NAME
+
+
+def _v1(db: sqlite3.Connection) -> None:
+    db.executescript("""
+        CREATE TABLE conversations (
+            id INTEGER PRIMARY KEY,
+            title TEXT NOT NULL,
+            created REAL NOT NULL,
+            updated REAL NOT NULL,
+            target TEXT,            -- the model pair the conversation was held with
+            draft TEXT,
+            settings TEXT NOT NULL  -- JSON of the chat settings (system prompt, sampling, K ...)
+        );
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            role TEXT NOT NULL,
+            content TEXT NOT NULL,
+            complete INTEGER NOT NULL DEFAULT 1,  -- 0 while an answer streams (or if it was killed)
+            created REAL NOT NULL
+        );
+        CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+    """)
+
+
+# MIGRATIONS[n] takes a database at version n to n + 1.
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise HistoryUnavailable(f"the chat history was written by a newer specllama (schema {version})")
+    for step in range(version, SCHEMA_VERSION):
+        with db:  # each step and its version number commit together
+            MIGRATIONS[step](db)
+            db.execute(f"PRAGMA user_version = {step + 1}")
+
+
+@dataclass(frozen=True)
+class ConversationInfo:
+    id: int
+    title: str
+    updated: float
+    target: str | None
+    draft: str | None
+    settings: dict
+    messages: int
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    role: str
+    content: str
+    complete: bool
+
+
+def _unavailable(path: Path, e: Exception) -> HistoryUnavailable:
+    what = "locked by another program" if "locked" in str(e) else str(e)
+    return HistoryUnavailable(f"chat history {path}: {what}; chatting without history")
+
+
+class History:
+    """One connection, used from the UI thread only (writes are small and WAL makes them cheap)."""
+
+    def __init__(self, path: Path | None = None, timeout: float = 2.0):
+        self.path = Path(path) if path is not None else default_path()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+        except (OSError, sqlite3.Error) as e:
+            raise _unavailable(self.path, e) from None
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            migrate(self.db)
+            self.db.execute("SELECT count(*) FROM conversations").fetchone()
+        except sqlite3.Error as e:  # "file is not a database", "database is locked"
+            self.db.close()
+            raise _unavailable(self.path, e) from None
+
+    def _run(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+        try:
+            with self.db:
+                return self.db.execute(sql, params)
+        except sqlite3.Error as e:
+            raise _unavailable(self.path, e) from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    # --- writing as the chat goes --------------------------------------------------------------
+
+    def new_conversation(self, title: str, target: str | None, draft: str | None, settings: dict) -> int:
+        now = time.time()
+        return self._run("INSERT INTO conversations (title, created, updated, target, draft, settings) "
+                         "VALUES (?, ?, ?, ?, ?, ?)",
+                         (title, now, now, target, draft, json.dumps(settings))).lastrowid
+
+    def add_message(self, conversation: int, role: str, content: str, complete: bool = True) -> int:
+        now = time.time()
+        cur = self._run("INSERT INTO messages (conversation_id, role, content, complete, created) VALUES (?, ?, ?, ?, ?)",
+                        (conversation, role, content, int(complete), now))
+        self._run("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation))
+        return cur.lastrowid
+
+    def update_message(self, message: int, content: str, complete: bool) -> None:
+        self._run("UPDATE messages SET content = ?, complete = ? WHERE id = ?", (content, int(complete), message))
+
+    def delete_message(self, message: int) -> None:
+        self._run("DELETE FROM messages WHERE id = ?", (message,))
+
+    def set_settings(self, conversation: int, settings: dict) -> None:
+        self._run("UPDATE conversations SET settings = ? WHERE id = ?", (json.dumps(settings), conversation))
+
+    # --- the history screen --------------------------------------------------------------------
+
+    def conversations(self, search: str = "") -> list[ConversationInfo]:
+        """Newest first; `search` matches the title or any message's text (case-insensitive)."""
+        like = f"%{search}%"
+        rows = self._run(
+            "SELECT c.id, c.title, c.updated, c.target, c.draft, c.settings, "
+            "  (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id) "
+            "FROM conversations c WHERE ? = '' OR c.title LIKE ? OR EXISTS "
+            "  (SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND m.content LIKE ?) "
+            "ORDER BY c.updated DESC, c.id DESC", (search, like, like)).fetchall()
+        return [ConversationInfo(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]) for r in rows]
+
+    def conversation(self, conversation: int) -> ConversationInfo:
+        for info in self.conversations():
+            if info.id == conversation:
+                return info
+        raise KeyError(conversation)
+
+    def messages(self, conversation: int) -> list[StoredMessage]:
+        rows = self._run("SELECT id, role, content, complete FROM messages WHERE conversation_id = ? ORDER BY id",
+                         (conversation,)).fetchall()
+        return [StoredMessage(r[0], r[1], r[2], bool(r[3])) for r in rows]
+
+    def rename(self, conversation: int, title: str) -> None:
+        self._run("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation))
+
+    def delete(self, conversation: int) -> None:
+        self._run("DELETE FROM conversations WHERE id = ?", (conversation,))  # messages cascade
+
+    def export_markdown(self, conversation: int, path: Path | None = None) -> Path:
+        """Writes the conversation as Markdown: `<title>.md` in the current directory by default."""
+        info = self.conversation(conversation)
+        path = Path(path) if path is not None else Path.cwd() / f"{safe_file_name(info.title)}.md"
+        path.write_text(to_markdown(info, self.messages(conversation)), encoding="utf-8")
+        return path.resolve()
+
+
+def title_for(first_message: str, width: int = 60) -> str:
+    line = " ".join(first_message.split())
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
+def safe_file_name(title: str) -> str:
+    name = re.sub(r"[^\w.\- ]+", "", title).strip().strip(".")[:80]
+    return name or "conversation"
+
+
+def to_markdown(info: ConversationInfo, messages: list[StoredMessage]) -> str:
+    models = info.target + (f" ← {info.draft}" if info.draft else "") if info.target else "unknown models"
+    lines = [f"# {info.title}", "", f"*{models} · {time.strftime('%Y-%m-%d %H:%M', time.localtime(info.updated))}*", ""]
+    system = info.settings.get("system")
+    if system:
+        lines += ["## system", "", system, ""]
+    for m in messages:
+        heading = "you" if m.role == "user" else "assistant" + ("" if m.complete else " (unfinished)")
+        lines += [f"## {heading}", "", m.content, ""]
+    return "\n".join(lines)

@@ -1,0 +1,223 @@
+"""The chat as a daily driver: rendered answers, copying, the message box, narrow terminals,
+failure states. Same fake runtime as test_tui.py (no llama.cpp)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+
+import pytest
+from textual import events
+from textual.notifications import Notify
+from textual.widgets.markdown import MarkdownFence
+
+from specllama.errors import ModelFileError
+from specllama.tui import ChatApp
+from specllama.tui.capture import screen_text
+from specllama.tui.clipboard import OSC52
+from specllama.tui.widgets import ChatMessage, StatsPanel
+from specllama.tui.widgets.chat_message import code_blocks
+from tests.test_tui import FakeRuntime, chat_app, run, send, wait_until
+
+SIZE = (120, 36)
+# An answer with prose and two fenced blocks, streamed a few tokens per step.
+MD_SCRIPT = [
+    [("Here", "draft"), (" it is:\n\n", "target")],
+    [("```python\n", "draft"), ("def sq(x):\n", "bonus")],
+    [("    return x * x\n```\n\n", "target")],
+    [("And a test:\n\n```python\nassert sq(3) == 9\n", "draft")],
+    [("```\n", "target")],
+]
+MD_ANSWER = "".join(t for step in MD_SCRIPT for t, _ in step)
+
+
+def notices_hook(notices: list):
+    return lambda m: notices.append(m.notification) if isinstance(m, Notify) else None
+
+
+@pytest.fixture
+def no_clipboard_tool(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    for var in ("DISPLAY", "WAYLAND_DISPLAY"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_code_blocks_are_found_in_order():
+    assert code_blocks(MD_ANSWER) == ["def sq(x):\n    return x * x\n", "assert sq(3) == 9\n"]
+    assert code_blocks("no code here") == []
+
+
+def test_answer_renders_as_markdown_with_highlighted_code_blocks(no_clipboard_tool):
+    async def scenario():
+        notices = []
+        async with chat_app(FakeRuntime(MD_SCRIPT)).run_test(size=SIZE, message_hook=notices_hook(notices)) as pilot:
+            await send(pilot, "square?")
+            reply = pilot.app.query(ChatMessage).last()
+            await wait_until(pilot, lambda: len(reply.query(MarkdownFence)) == 2)
+            fences = list(reply.query(MarkdownFence))
+            assert [f.code.strip() for f in fences] == [c.strip() for c in code_blocks(MD_ANSWER)] and fences[0].lexer == "python"
+            text = screen_text(pilot.app)
+            assert "def sq(x):" in text and "```" not in text  # rendered, not the raw source
+            await pilot.press("ctrl+b")
+            assert pilot.app.clipboard == "assert sq(3) == 9\n"
+            assert notices[-1].message.endswith(OSC52)  # no tool on PATH: not a claim of "copied"
+            await pilot.press("ctrl+y")
+            assert pilot.app.clipboard == MD_ANSWER
+    run(scenario)
+
+
+class GatedScript:
+    """Steps that stop before step `gate_at` until the test opens the gate: "mid-answer" is then a
+    fact, not a hope about timing."""
+
+    def __init__(self, steps, gate_at: int):
+        self.steps, self.gate_at, self.gate = steps, gate_at, threading.Event()
+
+    def __iter__(self):
+        for i, step in enumerate(self.steps):
+            if i == self.gate_at:
+                self.gate.wait(20)
+            yield step
+
+
+def test_markdown_streams_while_the_answer_is_generated():
+    script = GatedScript(MD_SCRIPT * 2, gate_at=len(MD_SCRIPT))
+
+    async def scenario():
+        async with chat_app(FakeRuntime(script)).run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: pilot.app.runtime is not None)
+            pilot.app.ask("square?")
+            reply = pilot.app.query(ChatMessage).last()
+            await wait_until(pilot, lambda: len(reply.query(MarkdownFence)) == 2)  # rendered mid-answer
+            assert pilot.app.busy
+            script.gate.set()
+            await wait_until(pilot, lambda: not pilot.app.busy)
+            await wait_until(pilot, lambda: len(reply.query(MarkdownFence)) == 4)
+            assert reply.markdown.source == MD_ANSWER * 2
+    try:
+        run(scenario)
+    finally:
+        script.gate.set()
+
+
+def test_origin_view_catches_the_markdown_up_when_switched_back():
+    async def scenario():
+        runtime = FakeRuntime(MD_SCRIPT * 3, step_delay=0.03)
+        async with chat_app(runtime).run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: pilot.app.runtime is not None)
+            await pilot.press("ctrl+o")  # origins while it streams
+            pilot.app.ask("square?")
+            await wait_until(pilot, lambda: not pilot.app.busy)
+            reply = pilot.app.query(ChatMessage).last()
+            assert reply.showing_origins and reply.text == MD_ANSWER * 3
+            await pilot.press("ctrl+o")
+            await wait_until(pilot, lambda: reply.markdown.source == MD_ANSWER * 3)
+    run(scenario)
+
+
+def test_copy_uses_a_clipboard_tool_found_on_path(monkeypatch, tmp_path):
+    bin_dir, out = tmp_path / "bin", tmp_path / "copied.txt"
+    bin_dir.mkdir()
+    tool = bin_dir / "xclip"
+    tool.write_text(f"#!/bin/sh\ncat > {out}\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    monkeypatch.setenv("DISPLAY", ":0")
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+
+    async def scenario():
+        notices = []
+        async with chat_app(FakeRuntime(MD_SCRIPT)).run_test(size=SIZE, message_hook=notices_hook(notices)) as pilot:
+            await send(pilot, "square?")
+            await pilot.press("ctrl+y")
+            assert out.read_text() == MD_ANSWER and "copied with xclip" in notices[-1].message
+    run(scenario)
+
+
+def test_multi_line_paste_and_newline_keys_keep_every_line():
+    async def scenario():
+        runtime = FakeRuntime()
+        async with chat_app(runtime).run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: pilot.app.runtime is not None)
+            prompt = pilot.app.query_one("#prompt")
+            height_before = prompt.size.height
+            pilot.app.post_message(events.Paste("line one\nline two\nline three"))
+            await pilot.pause()
+            await pilot.press("ctrl+j", "x")
+            assert prompt.value == "line one\nline two\nline three\nx"
+            await pilot.pause()
+            assert prompt.size.height > height_before  # the box grows with its lines
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: not pilot.app.busy)
+            assert pilot.app.conversation.messages[0]["content"] == "line one\nline two\nline three\nx"
+            assert prompt.value == ""
+    run(scenario)
+
+
+def test_narrow_terminal_hides_the_panel_and_f9_brings_it_back():
+    async def scenario():
+        async with chat_app().run_test(size=(40, 10)) as pilot:
+            await wait_until(pilot, lambda: pilot.app.runtime is not None)
+            panel = pilot.app.query_one(StatsPanel)
+            assert not panel.display and pilot.app.query_one("#chat").size.width == 40
+            await pilot.press("f9")
+            assert panel.display and pilot.app.query_one("#chat").size.width >= 20  # the chat keeps room
+            assert "tokens/s" in screen_text(pilot.app)
+            await pilot.press("f9")
+            assert not panel.display
+        async with chat_app().run_test(size=SIZE) as pilot:
+            assert pilot.app.query_one(StatsPanel).display
+    run(scenario)
+
+
+def test_new_chat_resets_the_context_shown():
+    async def scenario():
+        async with chat_app().run_test(size=SIZE) as pilot:
+            await send(pilot, "hi")
+            models = pilot.app.query_one("#models")
+            used = pilot.app.runtime.target_ctx.n_past
+            assert used > 0 and f"context     {used} / 4096" in models.render().plain
+            await pilot.press("ctrl+n")
+            assert "context     0 / 4096" in models.render().plain
+    run(scenario)
+
+
+def test_context_full_says_how_to_go_on():
+    async def scenario():
+        notices = []
+        async with chat_app(FakeRuntime(fail_at_step=1)).run_test(size=SIZE, message_hook=notices_hook(notices)) as pilot:
+            await send(pilot, "too long")
+            assert any("ctrl+n starts a new chat" in n.message for n in notices)
+    run(scenario)
+
+
+def test_failed_load_shows_in_the_header_and_fails_the_command(monkeypatch):
+    def broken(progress, status):
+        raise ModelFileError("model file not found: /nowhere/model.gguf")
+
+    async def scenario():
+        app = ChatApp(broken)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: app.load_failed)
+            text = screen_text(app)
+            assert "could not load the models" in text.splitlines()[0] and "loading the models" not in text
+    run(scenario)
+
+    # `specllama chat` itself: one line on stderr and a non-zero status.
+    import specllama.tui
+    from specllama.cli import main as cli_main
+
+    class FailedApp:
+        def __init__(self, *args, **kwargs):
+            self.unexpected_errors, self.load_failed = [], "model file not found: /nowhere/model.gguf"
+
+        def run(self):
+            pass
+
+        def close_runtime(self):
+            pass
+
+    monkeypatch.setattr(specllama.tui, "ChatApp", FailedApp)
+    monkeypatch.setattr("specllama.cli.cmd_chat.chat_load_options", lambda args: None)
+    assert cli_main.main(["chat"]) == 1
