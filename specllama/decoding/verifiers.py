@@ -17,6 +17,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from specllama.errors import SpecllamaError
+from specllama.llama.context import EXACT_MAX_BATCH
 
 
 class Verifier(Protocol):
@@ -40,7 +41,8 @@ class CausalVerifier:
         return k + 1
 
     def max_k(self, ctx) -> int:
-        return ctx.n_ctx - ctx.n_past - 1
+        k = ctx.n_ctx - ctx.n_past - 1
+        return min(k, exact_limit(self, ctx))
 
     def decode(self, ctx, last: int, draft: Sequence[int]) -> np.ndarray:
         return ctx.decode([last, *draft], logits="all")
@@ -59,6 +61,10 @@ class StairsVerifier:
         if ctx.n_seq_max < 2:
             raise SpecllamaError("stairs verification needs a target context with several sequences: "
                                  "load the runtime with verify='stairs'")
+        if getattr(ctx, "exact", False):
+            # Measured: stairs' rows (separate sequences in one unified cache) leave plain
+            # decoding's greedy text even at 6 tokens a batch, where causal batches stay exact.
+            raise SpecllamaError("stairs verification cannot be made exact: use --verify causal with --exact")
         k = ctx.n_seq_max - 1
         while k > 0 and (self.batch_tokens(k) > ctx.n_batch or ctx.n_past + self.batch_tokens(k) > ctx.n_ctx):
             k -= 1
@@ -69,6 +75,16 @@ class StairsVerifier:
 
     def commit(self, ctx, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None:
         ctx.commit_stairs(last, draft, n_accepted)
+
+
+def exact_limit(verifier: Verifier, ctx) -> int:
+    """The longest draft whose verification batch stays exact (no limit outside exact mode)."""
+    if not getattr(ctx, "exact", False):
+        return 1 << 30
+    k = 0
+    while verifier.batch_tokens(k + 1) <= EXACT_MAX_BATCH:
+        k += 1
+    return k
 
 
 VERIFIERS = {v.name: v for v in (CausalVerifier(), StairsVerifier())}
