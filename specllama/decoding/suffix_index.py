@@ -23,14 +23,15 @@ makes it exact for the brute-force tests).
 
 Documents are separated by a negative sentinel, unique per document, so no match or continuation
 crosses a boundary. The last document is the live one (the current prompt + output): it grows by
-`append` and shrinks by `truncate_live`; earlier ones are frozen. Memory bound: the retained tokens
-(documents kept, separators included) stay <= token_budget, oldest documents dropped first, except
-that the live document is never dropped; the arrays hold at most 2 x retained + COMPACT_MIN
-positions (dead space is compacted away once it exceeds the live space), so memory stays below
-(2 x max(token_budget, live) + COMPACT_MIN) x bytes_per_token plus the head tables (4 bytes x
-levels x table size, table size <= 2 x array capacity, capacity < 2 x positions): at most
-MAX_BYTES_PER_POSITION = 176 bytes per stored position, about 90 MB for a 250k-token (1 MB) corpus
-kept twice over.
+`append` and shrinks by `truncate_live`; earlier ones are frozen.
+
+Memory bound: the retained tokens (documents kept, separators included) stay <= token_budget,
+oldest documents dropped first; only the live document is never dropped, so the bound is
+max(token_budget, live + 1). Stored positions stay <= retained + max(retained, COMPACT_MIN) (dead
+space is compacted away once it exceeds both), and each stored position costs at most
+MAX_BYTES_PER_POSITION = 176 bytes (token, prefix hash, a prev link per level, head tables at load
+<= 1, all arrays at most twice their fill). Default budget 2^20 tokens: < 0.4 GB worst case;
+measured 44 MiB with a 1 MB (360k-token) corpus.
 """
 
 from __future__ import annotations
@@ -384,13 +385,16 @@ class SuffixIndex:
                 match.totals.append(1)
                 continue
             ps, nxt = ps[valid], nxt[valid]
-            values, first, counts = np.unique(nxt, return_index=True, return_counts=True)
-            best = int(np.lexsort((first, -counts))[0])  # most counts, then newest (first in ps)
-            token = int(values[best])
+            if (nxt == nxt[0]).all():  # the common case: every occurrence agrees
+                token, count = int(nxt[0]), len(nxt)
+            else:
+                values, first, counts = np.unique(nxt, return_index=True, return_counts=True)
+                best = int(np.lexsort((first, -counts))[0])  # most counts, then newest (first in ps)
+                token, count = int(values[best]), int(counts[best])
+                ps = ps[nxt == token]
             match.tokens.append(token)
-            match.counts.append(int(counts[best]))
+            match.counts.append(count)
             match.totals.append(total)
-            ps = ps[nxt == token]
         return match
 
 
