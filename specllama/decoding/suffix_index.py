@@ -7,7 +7,7 @@ tokens to the latest position where such a window ended, and prev[p] links to th
 it with the same bucket, so each chain lists occurrences newest first. Why this and not a suffix
 automaton or a depth-64 suffix trie:
   - memory is a few machine words per token in numpy arrays (a Python trie costs a dict per node,
-    up to 64 nodes per token: gigabytes for a 1 MB corpus); see `bytes_per_token`;
+    up to 64 nodes per token: gigabytes for a 1 MB corpus); see the memory bound below;
   - appending is O(new tokens x levels) and bulk documents are indexed with vectorised numpy;
   - truncating the live document is an exact undo (prev[p] is the head that p displaced), which an
     automaton cannot do, and dropping the oldest documents is moving a start mark (chains are
@@ -27,11 +27,11 @@ crosses a boundary. The last document is the live one (the current prompt + outp
 
 Memory bound: the retained tokens (documents kept, separators included) stay <= token_budget,
 oldest documents dropped first; only the live document is never dropped, so the bound is
-max(token_budget, live + 1). Stored positions stay <= retained + max(retained, COMPACT_MIN) (dead
+max(token_budget, live). Stored positions stay <= retained + max(retained, COMPACT_MIN) (dead
 space is compacted away once it exceeds both), and each stored position costs at most
 MAX_BYTES_PER_POSITION = 176 bytes (token, prefix hash, a prev link per level, head tables at load
-<= 1, all arrays at most twice their fill). Default budget 2^20 tokens: < 0.4 GB worst case;
-measured 44 MiB with a 1 MB (360k-token) corpus.
+<= 1, all arrays at most twice their fill). Default budget 2^19 tokens (a 1 MB corpus is about
+360k): < 0.2 GB worst case; measured 44 MiB holding that corpus.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class Match:
 
 
 class SuffixIndex:
-    def __init__(self, token_budget: int = 1 << 20, max_match: int = 64,
+    def __init__(self, token_budget: int = 1 << 19, max_match: int = 64,
                  max_candidates: int | None = 512):
         self.token_budget = token_budget
         self.max_match = max_match
@@ -119,10 +119,6 @@ class SuffixIndex:
     @property
     def stored_positions(self) -> int:
         return self._n
-
-    @staticmethod
-    def bytes_per_token() -> int:
-        return 8 + 8 + 4 * len(LEVELS)  # token, prefix hash, one prev link per level
 
     def nbytes(self) -> int:
         arrays = [self._tok, self._prefix, *self._prev, *self._heads]
@@ -341,7 +337,10 @@ class SuffixIndex:
                     found.append(p)
                     if cap is not None and len(found) >= cap:
                         break
-                p = int(prev[p])
+                nxt = int(prev[p])
+                if nxt >= p:  # chains only go back in time; anything else would be a broken table
+                    break
+                p = nxt
             if not found:
                 continue
             ps = np.asarray(found, dtype=np.int64)
