@@ -1,0 +1,413 @@
+"""An index over token documents that answers: where did the end of this context occur before, as
+long a match as possible, and what followed it how often? The core of the suffix drafter.
+
+Design: hash chains over several window lengths (the LZ77/zlib match finder), not a suffix tree.
+For each level n in LEVELS = (1, 2, 4, 8, 16, 32) a head table maps the hash of a window of n
+tokens to the latest position where such a window ended, and prev[p] links to the position before
+it with the same bucket, so each chain lists occurrences newest first. Why this and not a suffix
+automaton or a depth-64 suffix trie:
+  - memory is a few machine words per token in numpy arrays (a Python trie costs a dict per node,
+    up to 64 nodes per token: gigabytes for a 1 MB corpus); see the memory bound below;
+  - appending is O(new tokens x levels) and bulk documents are indexed with vectorised numpy;
+  - truncating the live document is an exact undo (prev[p] is the head that p displaced), which an
+    automaton cannot do, and dropping the oldest documents is moving a start mark (chains are
+    newest first, so a walk stops there) plus an amortised compaction;
+  - a query is exact: every occurrence of the context's last n tokens is on the level-n chain, so
+    the highest level with a true occurrence bounds the longest match from below, and comparing
+    those candidates backwards (vectorised, up to max_match tokens) gives its exact length and the
+    exact set of occurrences of the matched context. Hash collisions only add candidates that the
+    comparison rejects; correctness never rests on the hash.
+Lookup costs O(levels + chain length x max_match / vector width + draft length x occurrences); the
+chain walk is capped at `max_candidates` (the newest ones, which are the best drafts anyway; None
+makes it exact for the brute-force tests).
+
+Documents are separated by a negative sentinel, unique per document, so no match or continuation
+crosses a boundary. The last document is the live one (the current prompt + output): it grows by
+`append` and shrinks by `truncate_live`; earlier ones are frozen.
+
+Memory bound: the retained tokens (documents kept, separators included) stay <= token_budget,
+oldest documents dropped first; only the live document is never dropped, so the bound is
+max(token_budget, live). Stored positions stay <= retained + max(retained, COMPACT_MIN) (dead
+space is compacted away once it exceeds both), and each stored position costs at most
+MAX_BYTES_PER_POSITION = 176 bytes (token, prefix hash, a prev link per level, head tables at load
+<= 1, all arrays at most twice their fill). Default budget 2^19 tokens (a 1 MB corpus is about
+360k): < 0.2 GB worst case; measured 44 MiB holding that corpus.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+LEVELS = (1, 2, 4, 8, 16, 32)
+MASK64 = (1 << 64) - 1
+BASE = 0x9E3779B97F4A7C15  # odd, so invertible mod 2^64 (the bulk prefix hash divides by it)
+BASE_INV = pow(BASE, -1, 1 << 64)
+OFFSET = 0x2545F4914F6CDD1D  # keeps token 0 from hashing like nothing
+MAX_BYTES_PER_POSITION = 2 * (8 + 8 + 4 * 6 + 2 * 4 * 6)  # capacity < 2x positions
+COMPACT_MIN = 1 << 14  # below this much dead space compaction is not worth a rebuild
+U64 = np.uint64
+
+
+@dataclass
+class Document:
+    doc_id: int
+    kind: str  # "live", "turn", "job", "corpus"
+    start: int  # position of its first token
+    end: int  # one past its last token; the separator sits at `end`
+
+
+@dataclass
+class Match:
+    """The longest earlier match of a context and the most frequent path after it."""
+    length: int  # tokens of the context matched (0: nothing found)
+    occurrences: int  # how often the matched context occurred with a continuation
+    tokens: list[int] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)  # occurrences that continued with tokens[i]...
+    totals: list[int] = field(default_factory=list)  # ...out of the occurrences still on the path
+
+    @property
+    def ratios(self) -> list[float]:
+        """count(continuation) / count(context) at each step."""
+        return [c / t for c, t in zip(self.counts, self.totals)]
+
+
+class SuffixIndex:
+    def __init__(self, token_budget: int = 1 << 19, max_match: int = 64,
+                 max_candidates: int | None = 512):
+        self.token_budget = token_budget
+        self.max_match = max_match
+        self.max_candidates = max_candidates
+        self._next_id = 0
+        self._clear_arrays()
+
+    # ---- state -------------------------------------------------------------------------------
+    def _clear_arrays(self, capacity: int = 1024) -> None:
+        self._tok = np.zeros(capacity, dtype=np.int64)
+        self._prefix = np.zeros(capacity + 1, dtype=U64)  # _prefix[i] = hash of _tok[:i]
+        self._prev = [np.full(capacity + 1, -1, dtype=np.int32) for _ in LEVELS]
+        self._table_bits = max(10, (capacity + 1).bit_length())
+        self._heads = [np.full(1 << self._table_bits, -1, dtype=np.int32) for _ in LEVELS]
+        self._n = 0  # positions in use
+        self._start = 0  # first retained position: everything before belongs to dropped documents
+        self._docs: deque[Document] = deque()  # frozen documents, oldest first
+        self._live_start = 0
+        self._live: list[int] = []  # the live document's tokens, for cheap comparisons
+        self._pow = _powers(BASE, capacity + 1)
+        self._inv_pow = _powers(BASE_INV, capacity + 1)
+
+    def clear(self) -> None:
+        self._clear_arrays()
+
+    @property
+    def live_tokens(self) -> list[int]:
+        return self._live
+
+    @property
+    def documents(self) -> list[Document]:
+        """Frozen documents oldest first, then the live one."""
+        live = Document(-1, "live", self._live_start, self._n)
+        return list(self._docs) + [live]
+
+    @property
+    def retained_tokens(self) -> int:
+        return self._n - self._start
+
+    @property
+    def stored_positions(self) -> int:
+        return self._n
+
+    def nbytes(self) -> int:
+        arrays = [self._tok, self._prefix, *self._prev, *self._heads]
+        return sum(a.nbytes for a in arrays)
+
+    # ---- building ----------------------------------------------------------------------------
+    def _ensure_capacity(self, n: int) -> None:
+        if n <= len(self._tok) and n + 1 <= (1 << self._table_bits):
+            return
+        capacity = len(self._tok)
+        while capacity < n:
+            capacity *= 2
+        tok = np.zeros(capacity, dtype=np.int64)
+        tok[:self._n] = self._tok[:self._n]
+        self._rebuild(tok, capacity)
+
+    def _rebuild(self, tok: np.ndarray, capacity: int) -> None:
+        """Fresh tables for tok[:self._n] (vectorised): after growth or compaction."""
+        self._tok = tok
+        self._prefix = np.zeros(capacity + 1, dtype=U64)
+        self._prev = [np.full(capacity + 1, -1, dtype=np.int32) for _ in LEVELS]
+        self._table_bits = max(10, (capacity + 1).bit_length())  # load <= 1: collisions only lengthen chains
+        self._heads = [np.full(1 << self._table_bits, -1, dtype=np.int32) for _ in LEVELS]
+        if len(self._pow) < capacity + 1:
+            self._pow = _powers(BASE, capacity + 1)
+            self._inv_pow = _powers(BASE_INV, capacity + 1)
+        # Separators are not indexed (see _append_raw), so rebuild document by document.
+        self._hash_range(0, self._n)
+        for doc in self._docs:
+            self._link_range(doc.start, doc.end)
+        self._link_range(self._live_start, self._n)
+
+    def _hash_range(self, a: int, b: int) -> None:
+        """_prefix[a+1 .. b] from _tok[a:b]: P[a+j] = B^j (P[a] + sum_{i<j} (t_i+OFF) B^-(i+1))."""
+        if b <= a:
+            return
+        j = np.arange(1, b - a + 1)
+        vals = self._tok[a:b].astype(U64) + U64(OFFSET)
+        acc = np.cumsum(vals * self._inv_pow[j], dtype=U64) + self._prefix[a]
+        self._prefix[a + 1:b + 1] = acc * self._pow[j]
+
+    def _window_hash(self, ps: np.ndarray, level: int) -> np.ndarray:
+        return self._prefix[ps] - self._prefix[ps - level] * self._pow[level]
+
+    def _link_range(self, a: int, b: int) -> None:
+        """Chain the windows ending at positions a+1 .. b (the tokens _tok[a:b] were appended)."""
+        mask = (1 << self._table_bits) - 1
+        for li, level in enumerate(LEVELS):
+            lo = max(a + 1, level)
+            if b < lo:
+                continue
+            ps = np.arange(lo, b + 1, dtype=np.int64)
+            buckets = (self._window_hash(ps, level) & U64(mask)).astype(np.int64)
+            head, prev = self._heads[li], self._prev[li]
+            if len(ps) == 1:
+                p, bk = int(ps[0]), int(buckets[0])
+                prev[p] = head[bk]
+                head[bk] = p
+                continue
+            order = np.argsort(buckets, kind="stable")  # by bucket, then position
+            sb, sp = buckets[order], ps[order]
+            first = np.ones(len(sb), dtype=bool)
+            first[1:] = sb[1:] != sb[:-1]
+            links = np.empty(len(sp), dtype=np.int64)
+            links[1:] = sp[:-1]
+            links[first] = head[sb[first]]
+            prev[sp] = links
+            last = np.ones(len(sb), dtype=bool)
+            last[:-1] = sb[1:] != sb[:-1]
+            head[sb[last]] = sp[last]
+
+    def _unlink_range(self, a: int, b: int) -> None:
+        """Undo _link_range(a, b) exactly: per bucket, the head becomes what the earliest removed
+        position displaced."""
+        mask = (1 << self._table_bits) - 1
+        for li, level in enumerate(LEVELS):
+            lo = max(a + 1, level)
+            if b < lo:
+                continue
+            ps = np.arange(lo, b + 1, dtype=np.int64)
+            buckets = (self._window_hash(ps, level) & U64(mask)).astype(np.int64)
+            order = np.argsort(buckets, kind="stable")
+            sb, sp = buckets[order], ps[order]
+            first = np.ones(len(sb), dtype=bool)
+            first[1:] = sb[1:] != sb[:-1]
+            self._heads[li][sb[first]] = self._prev[li][sp[first]]
+
+    def _append_raw(self, tokens: np.ndarray, link: bool = True) -> None:
+        a = self._n
+        b = a + len(tokens)
+        self._ensure_capacity(b)
+        self._tok[a:b] = tokens
+        self._n = b
+        self._hash_range(a, b)
+        if link:
+            self._link_range(a, b)
+
+    # ---- documents ---------------------------------------------------------------------------
+    def append(self, tokens: Sequence[int]) -> None:
+        """Extend the live document: O(len(tokens) x levels)."""
+        if len(tokens) == 0:
+            return
+        arr = _as_tokens(tokens)
+        self._append_raw(arr)
+        self._live.extend(arr.tolist())
+        self._enforce_budget()
+
+    def truncate_live(self, length: int) -> None:
+        """Cut the live document back to its first `length` tokens: O(removed tokens x levels)."""
+        length = max(0, length)
+        if length >= len(self._live):
+            return
+        cut = self._live_start + length
+        self._unlink_range(cut, self._n)
+        self._n = cut
+        del self._live[length:]
+
+    def sync_live(self, tokens: Sequence[int]) -> None:
+        """Make the live document equal `tokens`: keep the common prefix, replace the rest. Within a
+        generation this is an append of the new tokens (list equality runs in C)."""
+        tokens = tokens if isinstance(tokens, list) else list(tokens)
+        live = self._live
+        m = len(live)
+        if len(tokens) >= m and tokens[:m] == live:
+            self.append(tokens[m:])
+            return
+        common = 0
+        for x, y in zip(live, tokens):
+            if x != y:
+                break
+            common += 1
+        self.truncate_live(common)
+        self.append(tokens[common:])
+
+    def freeze_live(self, kind: str = "turn") -> None:
+        """The live document becomes an earlier document; a new, empty live document starts."""
+        if not self._live:
+            return
+        self._docs.append(Document(self._new_id(), kind, self._live_start, self._n))
+        self._append_raw(np.array([-1 - self._docs[-1].doc_id], dtype=np.int64), link=False)
+        self._live_start = self._n
+        self._live = []
+        self._enforce_budget()
+
+    def add_document(self, tokens: Sequence[int], kind: str = "job") -> None:
+        """A finished document (an earlier turn, an earlier prompt/output of a batch, a corpus).
+        Goes before the live document, which is re-indexed after it (O(live))."""
+        if len(tokens) == 0:
+            return
+        live = self._live
+        self.truncate_live(0)
+        self._live = []
+        self._append_raw(_as_tokens(tokens))
+        doc = Document(self._new_id(), kind, self._live_start, self._n)
+        self._docs.append(doc)
+        self._append_raw(np.array([-1 - doc.doc_id], dtype=np.int64), link=False)
+        self._live_start = self._n
+        self._enforce_budget()
+        self.append(live)
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def _enforce_budget(self) -> None:
+        while self._docs and self._n - self._start > self.token_budget:
+            self._docs.popleft()
+            self._start = self._docs[0].start if self._docs else self._live_start
+        dead = self._start
+        if dead > COMPACT_MIN and dead > self._n - self._start:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop the dead prefix: shift everything left by _start and rebuild (vectorised)."""
+        shift = self._start
+        keep = self._tok[shift:self._n].copy()
+        for doc in self._docs:
+            doc.start -= shift
+            doc.end -= shift
+        self._live_start -= shift
+        self._n -= shift
+        self._start = 0
+        capacity = max(1024, 1 << (self._n.bit_length()))
+        tok = np.zeros(capacity, dtype=np.int64)
+        tok[:self._n] = keep
+        self._rebuild(tok, capacity)
+
+    # ---- query -------------------------------------------------------------------------------
+    def longest_match(self, context: Sequence[int]) -> tuple[int, np.ndarray]:
+        """(L, positions): the longest L <= max_match such that context[-L:] occurred earlier with
+        a continuation, and the positions p right after each such occurrence, newest first."""
+        m = len(context)
+        if m == 0 or self._n == 0:
+            return 0, np.empty(0, dtype=np.int64)
+        depth = min(self.max_match, m)
+        tail = [int(t) for t in context[-max(LEVELS):]][::-1]  # newest first
+        hashes, h, power = {}, 0, 1
+        for i, t in enumerate(tail, 1):
+            h = (h + (t + OFFSET) * power) & MASK64
+            power = (power * BASE) & MASK64
+            hashes[i] = h
+        mask = (1 << self._table_bits) - 1
+        ctx_rev = np.asarray([int(t) for t in context[-depth:]][::-1], dtype=np.int64)
+        cap = self.max_candidates
+        for li in range(len(LEVELS) - 1, -1, -1):
+            level = LEVELS[li]
+            if level > m:
+                continue
+            h = hashes[level]
+            p = int(self._heads[li][h & mask])
+            prev = self._prev[li]
+            lowest = self._start + level
+            found = []
+            while p >= lowest:
+                if p < self._n and self._tok[p] >= 0:  # has a continuation
+                    found.append(p)
+                    if cap is not None and len(found) >= cap:
+                        break
+                nxt = int(prev[p])
+                if nxt >= p:  # chains only go back in time; anything else would be a broken table
+                    break
+                p = nxt
+            if not found:
+                continue
+            ps = np.asarray(found, dtype=np.int64)
+            ps = ps[self._window_hash(ps, level) == U64(h)]
+            if len(ps) == 0:
+                continue
+            lengths = self._match_lengths(ps, ctx_rev)
+            best = int(lengths.max())
+            if best < level:  # only bucket collisions
+                continue
+            return best, ps[lengths >= best]
+        return 0, np.empty(0, dtype=np.int64)
+
+    def _match_lengths(self, ps: np.ndarray, ctx_rev: np.ndarray) -> np.ndarray:
+        depth = len(ctx_rev)
+        idx = ps[:, None] - 1 - np.arange(depth)[None, :]
+        ok = idx >= self._start
+        eq = (self._tok[np.maximum(idx, 0)] == ctx_rev[None, :]) & ok
+        full = eq.all(axis=1)
+        return np.where(full, depth, np.argmin(eq, axis=1))
+
+    def query(self, context: Sequence[int], max_tokens: int) -> Match:
+        """The longest match of the context's suffix, then the most frequent path after it: at each
+        step the continuation most occurrences agree on (ties: the newest), keeping only the
+        occurrences that took it."""
+        length, ps = self.longest_match(context)
+        match = Match(length, len(ps))
+        tok, n = self._tok, self._n
+        for j in range(max_tokens):
+            if len(ps) == 0:
+                break
+            q = ps + j
+            nxt = tok[np.minimum(q, n - 1)]
+            valid = (q < n) & (nxt >= 0)
+            if not valid.any():
+                break
+            total = len(ps)
+            if total == 1:
+                match.tokens.append(int(nxt[0]))
+                match.counts.append(1)
+                match.totals.append(1)
+                continue
+            ps, nxt = ps[valid], nxt[valid]
+            if (nxt == nxt[0]).all():  # the common case: every occurrence agrees
+                token, count = int(nxt[0]), len(nxt)
+            else:
+                values, first, counts = np.unique(nxt, return_index=True, return_counts=True)
+                best = int(np.lexsort((first, -counts))[0])  # most counts, then newest (first in ps)
+                token, count = int(values[best]), int(counts[best])
+                ps = ps[nxt == token]
+            match.tokens.append(token)
+            match.counts.append(count)
+            match.totals.append(total)
+        return match
+
+
+def _powers(base: int, n: int) -> np.ndarray:
+    out = np.empty(n, dtype=U64)
+    out[0] = 1
+    if n > 1:
+        out[1:] = U64(base)
+        out[:] = np.cumprod(out, dtype=U64)
+    return out
+
+
+def _as_tokens(tokens: Sequence[int]) -> np.ndarray:
+    arr = np.asarray(tokens, dtype=np.int64).reshape(-1)
+    if len(arr) and int(arr.min()) < 0:
+        raise ValueError("token ids must be >= 0")
+    return arr
