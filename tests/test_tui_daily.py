@@ -221,3 +221,66 @@ def test_failed_load_shows_in_the_header_and_fails_the_command(monkeypatch):
     monkeypatch.setattr(specllama.tui, "ChatApp", FailedApp)
     monkeypatch.setattr("specllama.cli.cmd_chat.chat_load_options", lambda args: None)
     assert cli_main.main(["chat"]) == 1
+
+
+# --- settings screen and the user's defaults -----------------------------------------------------
+
+def test_settings_screen_applies_and_saves_defaults(monkeypatch, tmp_path):
+    from textual.widgets import Input, TextArea
+
+    from specllama.tui import user_defaults
+    from specllama.tui.screens import SettingsScreen
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+
+    async def scenario():
+        notices = []
+        runtime = FakeRuntime()
+        app = chat_app(runtime)
+        async with app.run_test(size=SIZE, message_hook=notices_hook(notices)) as pilot:
+            await wait_until(pilot, lambda: app.runtime is not None)
+            await pilot.press("f11")
+            screen = app.screen
+            assert isinstance(screen, SettingsScreen)
+            assert "context 4096 tokens · threads 2" in screen.query_one("#fixed").render().plain
+            screen.query_one("#temperature", Input).value = "nonsense"
+            await pilot.press("ctrl+s")
+            assert app.screen is screen and notices[-1].severity == "error"  # stays, says which field
+            assert "temperature" in notices[-1].message
+            screen.query_one("#temperature", Input).value = "0.7"
+            screen.query_one("#k", Input).value = "3"
+            screen.query_one("#max_tokens", Input).value = "99"
+            screen.query_one("#system", TextArea).load_text("answer in French")
+            await pilot.click("#save")
+            await pilot.pause()
+            assert not isinstance(app.screen, SettingsScreen)
+            assert (app.settings.temperature, app.settings.k, app.settings.max_tokens) == (0.7, 3, 99)
+            await send(pilot, "hi")
+            config = runtime.engine.configs[-1]
+            assert config.k == 3 and config.max_tokens == 99
+            assert app.conversation.for_template()[0] == {"role": "system", "content": "answer in French"}
+            await pilot.press("ctrl+t")  # the other key; escape cancels without a change
+            await pilot.press("escape")
+            assert app.settings.temperature == 0.7
+        saved = user_defaults.load()
+        assert saved["temperature"] == 0.7 and saved["k"] == 3 and saved["system"] == "answer in French"
+        assert "seed" not in saved  # unset: left out (TOML has no null)
+    run(scenario)
+
+
+def test_saved_defaults_reach_the_chat_command_and_options_win(monkeypatch, tmp_path):
+    from specllama.cli.cmd_chat import chat_settings
+    from specllama.cli.main import build_parser
+    from specllama.tui import ChatSettings, user_defaults
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    user_defaults.save(ChatSettings(temperature=0.9, k=5, system='say "hi"\nthen stop', stop=("###",)))
+    assert (tmp_path / "specllama" / "chat.toml").exists()
+    plain = chat_settings(build_parser().parse_args(["chat"]))
+    assert (plain.temperature, plain.k, plain.system, plain.stop) == (0.9, 5, 'say "hi"\nthen stop', ("###",))
+    given = chat_settings(build_parser().parse_args(["chat", "--temp", "0.2"]))
+    assert given.temperature == 0.2 and given.k == 5
+    (tmp_path / "specllama" / "chat.toml").write_text("temperature = [")
+    from specllama.errors import SpecllamaError
+    with pytest.raises(SpecllamaError, match="chat.toml"):
+        chat_settings(build_parser().parse_args(["chat"]))

@@ -27,7 +27,7 @@ from specllama.tui.clipboard import copy_text
 from specllama.tui.conversation import Conversation
 from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
 from specllama.tui.history import History, HistoryUnavailable, title_for
-from specllama.tui.screens import HelpScreen, HistoryScreen
+from specllama.tui.screens import HelpScreen, HistoryScreen, SettingsScreen
 from specllama.tui.settings import ChatSettings
 from specllama.tui.streaming import ReplyChunk, ReplyDone, stream_reply
 from specllama.tui.widgets import ChatMessage, KeyBar, LoadingPanel, PromptInput, StatsPanel, TitleBar
@@ -57,6 +57,7 @@ class ChatApp(App[None]):
         Binding("ctrl+b", "copy_code", "copy code", tooltip="copy the last code block of the last answer"),
         Binding("ctrl+o", "toggle_origins", "view", tooltip="answers: rendered Markdown / coloured by origin"),
         Binding("ctrl+l,f10", "history", "history", tooltip="saved conversations: reopen, search, export"),
+        Binding("f11,ctrl+t", "settings", "settings", tooltip="settings: prompt, sampling, K; save defaults"),
         Binding("f9", "toggle_panel", "panel", tooltip="side panel on / off (off below 80 columns)"),
         Binding("f2", "next_drafter", "drafter", tooltip="drafter: model → lookup → none"),
         Binding("f3", "step_k(-1)", "K −", show=False, tooltip="K − 1: fewer drafts per step (below 1: auto)"),
@@ -401,9 +402,31 @@ class ChatApp(App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
 
-    def action_next_drafter(self) -> None:
+    def action_settings(self) -> None:
+        if isinstance(self.screen, SettingsScreen):
+            return
+        ctx = self.runtime.target_ctx if self.runtime is not None else None
+        self.push_screen(SettingsScreen(self.settings, n_ctx=ctx.n_ctx if ctx else None,
+                                        threads=self.runtime.threads if self.runtime is not None else None,
+                                        drafters=self._drafters_available()), self._settings_done)
+
+    def _settings_done(self, result) -> None:
+        if result is None:
+            return
+        settings, saved = result
+        if settings.system != self.conversation.system:
+            # The new system prompt applies to this conversation from its next answer (the model
+            # re-reads the conversation from the start: no KV cache reuse for that one turn).
+            self.conversation.system = settings.system
+        self._apply_settings(settings)
+        self.notify(f"saved as your defaults: {saved}" if saved else "settings applied")
+
+    def _drafters_available(self) -> tuple[str, ...]:
         has_draft = self.runtime is None or self.runtime.draft_model is not None
-        self._apply_settings(self.settings.next_drafter(DRAFTERS if has_draft else ("lookup", "none")))
+        return DRAFTERS if has_draft else ("lookup", "none")
+
+    def action_next_drafter(self) -> None:
+        self._apply_settings(self.settings.next_drafter(self._drafters_available()))
 
     def action_step_k(self, delta: int) -> None:
         # K auto needs the machine's cost curve, measured at load time when K auto was asked for.
