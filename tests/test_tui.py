@@ -72,6 +72,7 @@ class FakeEngine:
     def __init__(self, ctx: FakeContext, script, step_delay: float = 0.0, fail_at_step: int | None = None):
         self.ctx, self.script, self.step_delay, self.fail_at_step = ctx, script, step_delay, fail_at_step
         self.drafter = FakeDrafter("model")
+        self.auto_k = 4  # what "K auto" picks at every step (0: the cost model says drafting loses)
         self.configs: list = []
         self.ks_seen: list[int] = []
         self._cancel = False
@@ -94,7 +95,7 @@ class FakeEngine:
             if i == self.fail_at_step:
                 raise ContextOverflowError("context full: 4090 tokens held + 8 new > n_ctx 4096")
             time.sleep(self.step_delay)
-            k = 4 if config.k == "auto" else config.k  # a fixed stand-in for the engine's choice
+            k = self.auto_k if config.k == "auto" else config.k  # a fixed stand-in for the engine's choice
             self.ks_seen.append(config.k)
             for text, origin in step:
                 self.ctx.tokens.append(7)

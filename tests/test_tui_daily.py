@@ -284,3 +284,46 @@ def test_saved_defaults_reach_the_chat_command_and_options_win(monkeypatch, tmp_
     from specllama.errors import SpecllamaError
     with pytest.raises(SpecllamaError, match="chat.toml"):
         chat_settings(build_parser().parse_args(["chat"]))
+
+
+# --- saying why ----------------------------------------------------------------------------------
+
+def test_panel_says_why_k_auto_drafted_nothing():
+    from specllama.decoding.cost_curve import CostCurve, break_even_acceptance
+
+    curve = CostCurve(0.05, [1.0, 1.4, 1.6, 1.96], 0.5, 256, 3)
+    needed = break_even_acceptance(curve, 2, 0.5)
+
+    async def scenario():
+        runtime = FakeRuntime(cost_curve=curve)
+        runtime.engine.auto_k = 0
+        async with chat_app(runtime, k="auto").run_test(size=SIZE) as pilot:
+            await send(pilot, "hi")
+            answer = pilot.app.query_one("#answer").render().plain
+            assert "mean K      0.00" in answer
+            assert f"the draft would need ≥{needed:.0%} acceptance at K = 2 to pay".replace("%", " %") in answer
+            runtime.engine.auto_k = 4
+            await send(pilot, "again")
+            assert "no drafts" not in pilot.app.query_one("#answer").render().plain
+    run(scenario)
+
+
+def test_why_no_drafts_when_nothing_would_pay():
+    from specllama.decoding.cost_curve import CostCurve
+    from specllama.tui.explain import why_no_drafts
+
+    slow_verify = CostCurve(0.05, [1.0, 1.5, 2.5], 0.9, 256, 3)  # K = 2 costs 2.5 + 2 * 0.9 > 3
+    assert "even 100 % acceptance" in why_no_drafts(slow_verify, "model")
+    assert "≥" in why_no_drafts(slow_verify, "lookup")  # a free drafter can still pay
+    assert "K auto chose 0" in why_no_drafts(None, "model")
+
+
+def test_version_names_specllama_and_llama_cpp(capsys):
+    from specllama.cli.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("specllama ") and out[1].startswith("llama-cpp-python 0.")
+    assert out[2].startswith("llama.cpp: ") and ("AVX" in out[2] or "NEON" in out[2])

@@ -25,6 +25,7 @@ from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.decoding.runtime import DRAFTERS
 from specllama.tui.clipboard import copy_text
 from specllama.tui.conversation import Conversation
+from specllama.tui.explain import why_no_drafts
 from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
 from specllama.tui.history import History, HistoryUnavailable, title_for
 from specllama.tui.screens import HelpScreen, HistoryScreen, SettingsScreen
@@ -224,7 +225,10 @@ class ChatApp(App[None]):
         self._save_answer(summary.text, complete=True)
         note = FINISH_NOTES.get(summary.finish_reason)
         reply.set_status(f"{summary.tokens} tokens · {summary.tokens_per_s:.1f} tokens/s" + (f" · {note}" if note else ""))
-        self.query_one(StatsPanel).show_summary(summary)
+        why = None
+        if summary.steps and not summary.k_total and self.settings.drafter != "none":
+            why = why_no_drafts(getattr(self.runtime, "cost_curve", None), self.settings.drafter)
+        self.query_one(StatsPanel).show_summary(summary, why)
         self._show_context()
 
     def _answer_failed(self, reply: ChatMessage, error: BaseException) -> None:
