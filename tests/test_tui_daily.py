@@ -327,3 +327,37 @@ def test_version_names_specllama_and_llama_cpp(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("specllama ") and out[1].startswith("llama-cpp-python 0.")
     assert out[2].startswith("llama.cpp: ") and ("AVX" in out[2] or "NEON" in out[2])
+
+
+def test_clicking_a_code_block_copies_it(no_clipboard_tool):
+    async def scenario():
+        async with chat_app(FakeRuntime(MD_SCRIPT)).run_test(size=SIZE) as pilot:
+            await send(pilot, "square?")
+            reply = pilot.app.query(ChatMessage).last()
+            await wait_until(pilot, lambda: len(reply.query(MarkdownFence)) == 2)
+            first = reply.query(MarkdownFence).first()
+            await pilot.click(first)
+            await pilot.pause()
+            assert pilot.app.clipboard.strip() == "def sq(x):\n    return x * x"
+    run(scenario)
+
+
+def test_new_chat_while_streaming_leaves_no_stream_behind():
+    script = GatedScript(MD_SCRIPT * 2, gate_at=len(MD_SCRIPT))
+
+    async def scenario():
+        async with chat_app(FakeRuntime(script)).run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: pilot.app.runtime is not None)
+            pilot.app.ask("square?")
+            reply = pilot.app.query(ChatMessage).last()
+            await wait_until(pilot, lambda: reply.query(MarkdownFence))
+            stream = reply._stream
+            await pilot.press("ctrl+n")
+            script.gate.set()
+            await wait_until(pilot, lambda: not pilot.app.busy and stream._task is None)
+            await send(pilot, "next")
+            assert pilot.app.conversation.last_answer == MD_ANSWER * 2
+    try:
+        run(scenario)
+    finally:
+        script.gate.set()

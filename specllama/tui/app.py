@@ -377,8 +377,15 @@ class ChatApp(App[None]):
         if not blocks:
             self.notify("the last answer has no code block", severity="warning")
             return
-        how = copy_text(blocks[-1], self.copy_to_clipboard)
-        self.notify(f"code block ({blocks[-1].count(chr(10))} lines) {how}")
+        self._copy(blocks[-1], "code block")
+
+    def on_chat_message_copy_requested(self, message: ChatMessage.CopyRequested) -> None:
+        self._copy(message.text, message.what)
+
+    def _copy(self, text: str, what: str) -> None:
+        how = copy_text(text, self.copy_to_clipboard)
+        lines = text.rstrip("\n").count("\n") + 1
+        self.notify(f"{what} ({lines} line{'s' * (lines != 1)}) {how}")
 
     def action_toggle_panel(self) -> None:
         panel = self.query_one(StatsPanel)
