@@ -18,7 +18,7 @@ from specllama.tui.capture import screen_text
 from specllama.tui.clipboard import OSC52
 from specllama.tui.widgets import ChatMessage, StatsPanel
 from specllama.tui.widgets.chat_message import code_blocks
-from tests.test_tui import FakeRuntime, chat_app, run, send, wait_until
+from tests.test_tui import FakeRuntime, assert_snapshot, chat_app, run, send, wait_until
 
 SIZE = (120, 36)
 # An answer with prose and two fenced blocks, streamed a few tokens per step.
@@ -166,6 +166,8 @@ def test_narrow_terminal_hides_the_panel_and_f9_brings_it_back():
             assert "tokens/s" in screen_text(pilot.app)
             await pilot.press("f9")
             assert not panel.display
+            await send(pilot, "hi")
+            assert_snapshot("chat_narrow", screen_text(pilot.app))
         async with chat_app().run_test(size=SIZE) as pilot:
             assert pilot.app.query_one(StatsPanel).display
     run(scenario)

@@ -102,6 +102,7 @@ class ChatMessage(Vertical):
     }
     ChatMessage Markdown { padding: 0; margin: 0; }
     ChatMessage MarkdownFence { margin: 0 0 1 0; }
+    ChatMessage Markdown > *:last-child { margin-bottom: 0; }  /* no blank line above the border */
     """
 
     def __init__(self, role: str, text: str = "", *, show_origins: bool = False, title: str | None = None):
