@@ -152,8 +152,7 @@ def test_every_turn_is_saved_as_it_happens_and_reopens(tmp_path):
 
 
 def test_the_answer_is_saved_while_it_streams(tmp_path):
-    import threading
-    from tests.test_tui_daily import GatedScript, MD_SCRIPT
+    from tests.test_tui_daily import MD_SCRIPT, GatedScript
 
     path = tmp_path / "chats.sqlite3"
     script = GatedScript(MD_SCRIPT, gate_at=3)
@@ -176,7 +175,6 @@ def test_the_answer_is_saved_while_it_streams(tmp_path):
         run(scenario)
     finally:
         script.gate.set()
-    assert threading  # imported for GatedScript's Event
 
 
 def test_a_failed_answer_leaves_no_row(tmp_path):

@@ -61,16 +61,12 @@ class FakeContext:
         return len(self.tokens)
 
 
-class FakeDrafter:
-    def __init__(self, name: str, p_min: float = 0.0):
-        self.name, self.p_min = name, p_min
-
-
 class FakeEngine:
     """Plays SCRIPT one step at a time, keeps a prefix cache like the real one, honours cancel()."""
 
     def __init__(self, ctx: FakeContext, script, step_delay: float = 0.0, fail_at_step: int | None = None):
         self.ctx, self.script, self.step_delay, self.fail_at_step = ctx, script, step_delay, fail_at_step
+        self.auto_k = 4  # what "K auto" picks at every step (0: the cost model says drafting loses)
         self.configs: list = []  # every request, in order: what the app asked for
         self.ks_seen: list[int] = []
         self._cancel = False
@@ -96,7 +92,7 @@ class FakeEngine:
             if i == self.fail_at_step:
                 raise ContextOverflowError("context full: 4090 tokens held + 8 new > n_ctx 4096")
             time.sleep(self.step_delay)
-            k = 4 if config.k == "auto" else config.k  # a fixed stand-in for the engine's choice
+            k = self.auto_k if config.k == "auto" else config.k  # a fixed stand-in for the engine's choice
             self.ks_seen.append(config.k)
             for text, origin in step:
                 self.ctx.tokens.append(7)

@@ -18,7 +18,7 @@ from specllama.tui.capture import screen_text
 from specllama.tui.clipboard import OSC52
 from specllama.tui.widgets import ChatMessage, StatsPanel
 from specllama.tui.widgets.chat_message import code_blocks
-from tests.test_tui import FakeRuntime, chat_app, run, send, wait_until
+from tests.test_tui import FakeRuntime, assert_snapshot, chat_app, run, send, wait_until
 
 SIZE = (120, 36)
 # An answer with prose and two fenced blocks, streamed a few tokens per step.
@@ -166,6 +166,8 @@ def test_narrow_terminal_hides_the_panel_and_f9_brings_it_back():
             assert "tokens/s" in screen_text(pilot.app)
             await pilot.press("f9")
             assert not panel.display
+            await send(pilot, "hi")
+            assert_snapshot("chat_narrow", screen_text(pilot.app))
         async with chat_app().run_test(size=SIZE) as pilot:
             assert pilot.app.query_one(StatsPanel).display
     run(scenario)
@@ -221,3 +223,143 @@ def test_failed_load_shows_in_the_header_and_fails_the_command(monkeypatch):
     monkeypatch.setattr(specllama.tui, "ChatApp", FailedApp)
     monkeypatch.setattr("specllama.cli.cmd_chat.chat_load_options", lambda args: None)
     assert cli_main.main(["chat"]) == 1
+
+
+# --- settings screen and the user's defaults -----------------------------------------------------
+
+def test_settings_screen_applies_and_saves_defaults(monkeypatch, tmp_path):
+    from textual.widgets import Input, TextArea
+
+    from specllama.tui import user_defaults
+    from specllama.tui.screens import SettingsScreen
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+
+    async def scenario():
+        notices = []
+        runtime = FakeRuntime()
+        app = chat_app(runtime)
+        async with app.run_test(size=SIZE, message_hook=notices_hook(notices)) as pilot:
+            await wait_until(pilot, lambda: app.runtime is not None)
+            await pilot.press("f11")
+            screen = app.screen
+            assert isinstance(screen, SettingsScreen)
+            assert "context 4096 tokens · threads 2" in screen.query_one("#fixed").render().plain
+            screen.query_one("#temperature", Input).value = "nonsense"
+            await pilot.press("ctrl+s")
+            assert app.screen is screen and notices[-1].severity == "error"  # stays, says which field
+            assert "temperature" in notices[-1].message
+            screen.query_one("#temperature", Input).value = "0.7"
+            screen.query_one("#k", Input).value = "3"
+            screen.query_one("#max_tokens", Input).value = "99"
+            screen.query_one("#system", TextArea).load_text("answer in French")
+            await pilot.click("#save")
+            await pilot.pause()
+            assert not isinstance(app.screen, SettingsScreen)
+            assert (app.settings.temperature, app.settings.k, app.settings.max_tokens) == (0.7, 3, 99)
+            await send(pilot, "hi")
+            config = runtime.engine.configs[-1]
+            assert config.k == 3 and config.max_tokens == 99
+            assert app.conversation.for_template()[0] == {"role": "system", "content": "answer in French"}
+            await pilot.press("ctrl+t")  # the other key; escape cancels without a change
+            await pilot.press("escape")
+            assert app.settings.temperature == 0.7
+        saved = user_defaults.load()
+        assert saved["temperature"] == 0.7 and saved["k"] == 3 and saved["system"] == "answer in French"
+        assert "seed" not in saved  # unset: left out (TOML has no null)
+    run(scenario)
+
+
+def test_saved_defaults_reach_the_chat_command_and_options_win(monkeypatch, tmp_path):
+    from specllama.cli.cmd_chat import chat_settings
+    from specllama.cli.main import build_parser
+    from specllama.tui import ChatSettings, user_defaults
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    user_defaults.save(ChatSettings(temperature=0.9, k=5, system='say "hi"\nthen stop', stop=("###",)))
+    assert (tmp_path / "specllama" / "chat.toml").exists()
+    plain = chat_settings(build_parser().parse_args(["chat"]))
+    assert (plain.temperature, plain.k, plain.system, plain.stop) == (0.9, 5, 'say "hi"\nthen stop', ("###",))
+    given = chat_settings(build_parser().parse_args(["chat", "--temp", "0.2"]))
+    assert given.temperature == 0.2 and given.k == 5
+    (tmp_path / "specllama" / "chat.toml").write_text("temperature = [")
+    from specllama.errors import SpecllamaError
+    with pytest.raises(SpecllamaError, match="chat.toml"):
+        chat_settings(build_parser().parse_args(["chat"]))
+
+
+# --- saying why ----------------------------------------------------------------------------------
+
+def test_panel_says_why_k_auto_drafted_nothing():
+    from specllama.decoding.cost_curve import CostCurve, break_even_acceptance
+
+    curve = CostCurve(0.05, [1.0, 1.4, 1.6, 1.96], 0.5, 256, 3)
+    needed = break_even_acceptance(curve, 2, 0.5)
+
+    async def scenario():
+        runtime = FakeRuntime(cost_curve=curve)
+        runtime.engine.auto_k = 0
+        async with chat_app(runtime, k="auto").run_test(size=SIZE) as pilot:
+            await send(pilot, "hi")
+            answer = pilot.app.query_one("#answer").render().plain
+            assert "mean K      0.00" in answer
+            assert f"the draft would need ≥{needed:.0%} acceptance at K = 2 to pay".replace("%", " %") in answer
+            runtime.engine.auto_k = 4
+            await send(pilot, "again")
+            assert "no drafts" not in pilot.app.query_one("#answer").render().plain
+    run(scenario)
+
+
+def test_why_no_drafts_when_nothing_would_pay():
+    from specllama.decoding.cost_curve import CostCurve
+    from specllama.tui.explain import why_no_drafts
+
+    slow_verify = CostCurve(0.05, [1.0, 1.5, 2.5], 0.9, 256, 3)  # K = 2 costs 2.5 + 2 * 0.9 > 3
+    assert "even 100 % acceptance" in why_no_drafts(slow_verify, "model")
+    assert "≥" in why_no_drafts(slow_verify, "lookup")  # a free drafter can still pay
+    assert "K auto chose 0" in why_no_drafts(None, "model")
+
+
+def test_version_names_specllama_and_llama_cpp(capsys):
+    from specllama.cli.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("specllama ") and out[1].startswith("llama-cpp-python 0.")
+    assert out[2].startswith("llama.cpp: ") and ("AVX" in out[2] or "NEON" in out[2])
+
+
+def test_clicking_a_code_block_copies_it(no_clipboard_tool):
+    async def scenario():
+        async with chat_app(FakeRuntime(MD_SCRIPT)).run_test(size=SIZE) as pilot:
+            await send(pilot, "square?")
+            reply = pilot.app.query(ChatMessage).last()
+            await wait_until(pilot, lambda: len(reply.query(MarkdownFence)) == 2)
+            first = reply.query(MarkdownFence).first()
+            await pilot.click(first)
+            await pilot.pause()
+            assert pilot.app.clipboard.strip() == "def sq(x):\n    return x * x"
+    run(scenario)
+
+
+def test_new_chat_while_streaming_leaves_no_stream_behind():
+    script = GatedScript(MD_SCRIPT * 2, gate_at=len(MD_SCRIPT))
+
+    async def scenario():
+        async with chat_app(FakeRuntime(script)).run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: pilot.app.runtime is not None)
+            pilot.app.ask("square?")
+            reply = pilot.app.query(ChatMessage).last()
+            await wait_until(pilot, lambda: reply.query(MarkdownFence))
+            stream = reply._stream
+            await pilot.press("ctrl+n")
+            script.gate.set()
+            await wait_until(pilot, lambda: not pilot.app.busy and stream._task is None)
+            await send(pilot, "next")
+            assert pilot.app.conversation.last_answer == MD_ANSWER * 2
+    try:
+        run(scenario)
+    finally:
+        script.gate.set()

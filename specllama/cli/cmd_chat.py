@@ -22,11 +22,28 @@ def chat_load_options(args: argparse.Namespace) -> LoadOptions:
     return opts
 
 
+def chat_settings(args: argparse.Namespace):
+    """The command line's settings over the user's saved defaults (chat.toml): an option counts
+    as given when it differs from the parser's default."""
+    from specllama.cli.main import build_parser
+    from specllama.tui import ChatSettings, user_defaults
+
+    given = ChatSettings.from_args(args)
+    saved = user_defaults.load()
+    if not saved:
+        return given
+    parser_defaults = ChatSettings.from_args(build_parser().parse_args(["chat"]))
+    base = user_defaults.apply(saved, parser_defaults)
+    default_values = parser_defaults.as_dict()
+    return ChatSettings.from_dict({name: value for name, value in given.as_dict().items()
+                                   if value != default_values[name]}, base)
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
-    from specllama.tui import ChatApp, ChatSettings  # Textual loads only for this command
+    from specllama.tui import ChatApp  # Textual loads only for this command
     from specllama.tui.history import default_path
 
-    settings = ChatSettings.from_args(args)  # bad sampling options fail before anything loads
+    settings = chat_settings(args)  # bad sampling options fail before anything loads
     opts = chat_load_options(args)
     app = ChatApp(lambda progress, status: Runtime(opts, progress=progress, status=status), settings,
                   history_path=default_path())

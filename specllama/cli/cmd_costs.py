@@ -10,32 +10,13 @@ import argparse
 import sys
 from dataclasses import replace
 
-from specllama.decoding.cost_curve import CostCurve, predicted_speedup
+from specllama.decoding.cost_curve import CostCurve, break_even_acceptance
 from specllama.llama.machine import cpu_model
 from specllama.cli.progress import download_bar
 from specllama.decoding.runtime import Runtime
 from specllama.cli.options import load_options
 
 K_SHOWN = 6
-
-
-def break_even_acceptance(curve: CostCurve, k: int, draft_cost: float) -> float | None:
-    """The per-position acceptance at which K drafts a step match plain decoding; None when even
-    100 % acceptance loses (or the batch was not measured)."""
-    def rate(alpha: float) -> float | None:
-        return predicted_speedup(curve, k, alpha, draft_cost)
-
-    best = rate(1.0)
-    if best is None or best <= 1.0:
-        return None
-    lo, hi = 0.0, 1.0
-    for _ in range(40):  # rate grows with alpha: bisect
-        mid = (lo + hi) / 2
-        if rate(mid) < 1.0:
-            lo = mid
-        else:
-            hi = mid
-    return hi
 
 
 def describe(curve: CostCurve, draft_name: str | None) -> list[str]:

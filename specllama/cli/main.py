@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from specllama.cli.version import VersionAction
 from specllama.decoding.request import DRAFTERS, K_MAX, VERIFY_MODES
 from specllama.errors import SpecllamaError
 
@@ -63,6 +64,8 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specllama", description="Speculative decoding for local GGUF models.")
+    parser.add_argument("--version", action=VersionAction,
+                        help="specllama's, llama-cpp-python's and llama.cpp's versions and build")
     sub = parser.add_subparsers(dest="command", required=True)
 
     chat = sub.add_parser("chat", help="a multi-turn chat in the terminal that shows speculation live",

@@ -74,6 +74,25 @@ def predicted_speedup(curve: CostCurve, k: int, alpha: float | None, draft_ratio
     return None if cost is None else expected_tokens_per_step(k, alpha) / cost
 
 
+def break_even_acceptance(curve: CostCurve, k: int, draft_cost: float) -> float | None:
+    """The per-position acceptance at which K drafts a step match plain decoding; None when even
+    100 % acceptance loses (or the batch was not measured)."""
+    def rate(alpha: float) -> float | None:
+        return predicted_speedup(curve, k, alpha, draft_cost)
+
+    best = rate(1.0)
+    if best is None or best <= 1.0:
+        return None
+    lo, hi = 0.0, 1.0
+    for _ in range(40):  # rate grows with alpha: bisect
+        mid = (lo + hi) / 2
+        if rate(mid) < 1.0:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
 def measure_cost_curve(target_ctx: DecodeContext, draft_ctx: DecodeContext | None = None, *,
                        max_n: int = 16, reps: int = 3, n_past: int = 256,
                        filler: Sequence[int] | None = None) -> CostCurve:

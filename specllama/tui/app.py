@@ -21,12 +21,14 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from specllama.decoding.engine import Summary
+from specllama.decoding.request import DRAFTERS
 from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.tui.clipboard import copy_text
 from specllama.tui.conversation import Conversation
+from specllama.tui.explain import why_no_drafts
 from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
 from specllama.tui.history import History, HistoryUnavailable, title_for
-from specllama.tui.screens import HelpScreen, HistoryScreen
+from specllama.tui.screens import HelpScreen, HistoryScreen, SettingsScreen
 from specllama.tui.settings import ChatSettings
 from specllama.tui.streaming import ReplyChunk, ReplyDone, stream_reply
 from specllama.tui.widgets import ChatMessage, KeyBar, LoadingPanel, PromptInput, StatsPanel, TitleBar
@@ -53,10 +55,11 @@ class ChatApp(App[None]):
         Binding("escape", "stop", "stop", tooltip="stop the answer; what it wrote so far stays"),
         Binding("ctrl+n", "new_conversation", "new chat", tooltip="new conversation (models stay loaded)"),
         Binding("ctrl+y", "copy_answer", "copy", tooltip="copy the last answer to the clipboard"),
-        Binding("ctrl+b", "copy_code", "copy code", tooltip="copy the last code block of the last answer"),
+        Binding("ctrl+b", "copy_code", "copy code", show=False, tooltip="copy the last code block of the last answer"),
         Binding("ctrl+o", "toggle_origins", "view", tooltip="answers: rendered Markdown / coloured by origin"),
         Binding("ctrl+l,f10", "history", "history", tooltip="saved conversations: reopen, search, export"),
-        Binding("f9", "toggle_panel", "panel", tooltip="side panel on / off (off below 80 columns)"),
+        Binding("f11,ctrl+t", "settings", "settings", tooltip="settings: prompt, sampling, K; save defaults"),
+        Binding("f9", "toggle_panel", "panel", show=False, tooltip="side panel on / off (off below 80 columns)"),
         Binding("f2", "next_drafter", "drafter", tooltip="drafter: model → lookup → none"),
         Binding("f3", "step_k(-1)", "K −", show=False, tooltip="K − 1: fewer drafts per step (below 1: auto)"),
         Binding("f4", "step_k(1)", "K +", show=False, tooltip="K + 1: more drafts per step"),
@@ -220,7 +223,10 @@ class ChatApp(App[None]):
         self._save_answer(summary.text, complete=True)
         note = FINISH_NOTES.get(summary.finish_reason)
         reply.set_status(f"{summary.tokens} tokens · {summary.tokens_per_s:.1f} tokens/s" + (f" · {note}" if note else ""))
-        self.query_one(StatsPanel).show_summary(summary)
+        why = None
+        if summary.steps and not summary.k_total and self.settings.drafter != "none":
+            why = why_no_drafts(getattr(self.runtime, "cost_curve", None), self.settings.drafter)
+        self.query_one(StatsPanel).show_summary(summary, why)
         self._show_context()
 
     def _answer_failed(self, reply: ChatMessage, error: BaseException) -> None:
@@ -368,8 +374,15 @@ class ChatApp(App[None]):
         if not blocks:
             self.notify("the last answer has no code block", severity="warning")
             return
-        how = copy_text(blocks[-1], self.copy_to_clipboard)
-        self.notify(f"code block ({blocks[-1].count(chr(10))} lines) {how}")
+        self._copy(blocks[-1], "code block")
+
+    def on_chat_message_copy_requested(self, message: ChatMessage.CopyRequested) -> None:
+        self._copy(message.text, message.what)
+
+    def _copy(self, text: str, what: str) -> None:
+        how = copy_text(text, self.copy_to_clipboard)
+        lines = text.rstrip("\n").count("\n") + 1
+        self.notify(f"{what} ({lines} line{'s' * (lines != 1)}) {how}")
 
     def action_toggle_panel(self) -> None:
         panel = self.query_one(StatsPanel)
@@ -397,9 +410,30 @@ class ChatApp(App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
 
+    def action_settings(self) -> None:
+        if isinstance(self.screen, SettingsScreen):
+            return
+        n_ctx = self.runtime.context_use()[1] if self.runtime is not None else None
+        self.push_screen(SettingsScreen(self.settings, n_ctx=n_ctx,
+                                        threads=self.runtime.threads if self.runtime is not None else None,
+                                        drafters=self._drafters_available()), self._settings_done)
+
+    def _settings_done(self, result) -> None:
+        if result is None:
+            return
+        settings, saved = result
+        if settings.system != self.conversation.system:
+            # The new system prompt applies to this conversation from its next answer (the model
+            # re-reads the conversation from the start: no KV cache reuse for that one turn).
+            self.conversation.system = settings.system
+        self._apply_settings(settings)
+        self.notify(f"saved as your defaults: {saved}" if saved else "settings applied")
+
+    def _drafters_available(self) -> tuple[str, ...]:
+        return self.runtime.drafters if self.runtime is not None else DRAFTERS
+
     def action_next_drafter(self) -> None:
-        available = self.runtime.drafters if self.runtime is not None else None
-        self._apply_settings(self.settings.next_drafter(available) if available else self.settings.next_drafter())
+        self._apply_settings(self.settings.next_drafter(self._drafters_available()))
 
     def action_step_k(self, delta: int) -> None:
         # K auto needs the machine's cost curve, measured at load time when K auto was asked for.

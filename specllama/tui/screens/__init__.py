@@ -2,5 +2,6 @@
 
 from specllama.tui.screens.help import HelpScreen
 from specllama.tui.screens.history import HistoryScreen
+from specllama.tui.screens.settings import SettingsScreen
 
-__all__ = ["HelpScreen", "HistoryScreen"]
+__all__ = ["HelpScreen", "HistoryScreen", "SettingsScreen"]

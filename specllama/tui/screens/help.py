@@ -53,7 +53,8 @@ class HelpScreen(ModalScreen[None]):
                                         "esc, F1 or q closes this screen", "$text-muted"), classes="closing")
 
     def _keys(self) -> Content:
-        rows: list[tuple[str, str] | str] = [("enter".ljust(16), "$text-accent"), "send the message"]
+        rows: list[tuple[str, str] | str] = [("enter".ljust(16), "$text-accent"), "send the message",
+                                             ("\n" + "ctrl+j".ljust(16), "$text-accent"), "new line in the message"]
         for b in self.bindings_shown:
             # The footer shows the short description; the tooltip, when given, says more.
             rows += [("\n" + key_label(b.key).ljust(16), "$text-accent"), b.tooltip or b.description]

@@ -12,13 +12,17 @@ incremental) and the Markdown catches up with what it missed when it is shown ag
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from markdown_it import MarkdownIt
+from textual import events
 from textual.containers import Vertical
 from textual.content import Content
 from textual.geometry import Region
+from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Markdown
-from textual.widgets.markdown import MarkdownStream
+from textual.widgets.markdown import MarkdownFence, MarkdownStream
 
 from specllama.tui.streaming import Segment, plain_text
 
@@ -98,6 +102,7 @@ class ChatMessage(Vertical):
     }
     ChatMessage Markdown { padding: 0; margin: 0; }
     ChatMessage MarkdownFence { margin: 0 0 1 0; }
+    ChatMessage Markdown > *:last-child { margin-bottom: 0; }  /* no blank line above the border */
     """
 
     def __init__(self, role: str, text: str = "", *, show_origins: bool = False, title: str | None = None):
@@ -182,6 +187,26 @@ class ChatMessage(Vertical):
         if self._markdown is not None:
             self._markdown.display = not self._show_origins
         self._origins.display = self._show_origins
+
+    def on_click(self, event: events.Click) -> None:
+        """A click on a code block copies it (ctrl+b copies the last one without the mouse)."""
+        widget = event.widget
+        while widget is not None and widget is not self:
+            if isinstance(widget, MarkdownFence):
+                self.post_message(self.CopyRequested(widget.code, "code block"))
+                return
+            widget = widget.parent
+
+    @dataclass
+    class CopyRequested(Message):
+        text: str
+        what: str
+
+    def on_unmount(self) -> None:
+        # Removed while streaming (ctrl+n, a reopened conversation): end the Markdown stream's task.
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            self.app.run_worker(stream.stop(), exit_on_error=False)
 
     def set_status(self, status: str, *, failed: bool = False) -> None:
         """A short line under the message: speed and finish, or why it failed."""

@@ -92,16 +92,16 @@ class StatsPanel(VerticalScroll, can_focus=False):
         self.query_one("#speed", Digits).update(f"{stats.tokens_per_s:.1f}")
         self.show_answer(stats, finish="generating…")
 
-    def show_summary(self, summary: Summary) -> None:
+    def show_summary(self, summary: Summary, why: str | None = None) -> None:
         """At the end of an answer: the engine's own totals replace the live estimate."""
         self._shown_at = 0.0
         self.query_one("#rates", Sparkline).data = list(self._rates)
         self.query_one("#speed", Digits).update(f"{summary.tokens_per_s:.1f}")
         stats = LiveStats(summary.tokens, summary.tokens_per_s, summary.steps, summary.drafted, summary.accepted,
                           summary.k_total)
-        self.show_answer(stats, finish=summary.finish_reason, reused=summary.reused_tokens)
+        self.show_answer(stats, finish=summary.finish_reason, reused=summary.reused_tokens, why=why)
 
-    def show_answer(self, s: LiveStats, finish: str, reused: int | None = None) -> None:
+    def show_answer(self, s: LiveStats, finish: str, reused: int | None = None, why: str | None = None) -> None:
         acceptance = f"{s.acceptance:.1%} ({s.accepted}/{s.drafted})" if s.acceptance is not None else "–"
         rows = [("acceptance", acceptance),
                 ("mean accept", f"{s.mean_accepted:.2f} tokens/step" if s.steps else "–"),
@@ -109,7 +109,10 @@ class StatsPanel(VerticalScroll, can_focus=False):
                 ("tokens", f"{s.tokens}" + (f" ({finish})" if finish else ""))]
         if reused is not None:
             rows.append(("cache reuse", f"{reused} prompt tokens"))
-        self._set("#answer", _rows(*rows))
+        content = _rows(*rows)
+        if why:  # e.g. mean K 0.00 with a drafter on: the cost model's reason
+            content = content + Content.styled("\n" + why, "$text-warning")
+        self._set("#answer", content)
 
     def show_settings(self, settings: ChatSettings) -> None:
         self._set("#settings", _rows(

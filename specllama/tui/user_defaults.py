@@ -1,0 +1,77 @@
+"""The user's chat defaults: `$XDG_CONFIG_HOME/specllama/chat.toml` (default ~/.config/...).
+
+Written by the settings screen when asked ("save as my defaults"), read when `specllama chat`
+starts; options given on the command line win over it. TOML is written by hand (the stdlib reads
+TOML but does not write it); the values are a few numbers and strings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+
+from specllama.errors import SpecllamaError
+from specllama.tui.settings import ChatSettings
+
+HEADER = "# specllama chat defaults, written by the settings screen (F11). Command-line options win.\n"
+
+
+class UserDefaultsError(SpecllamaError):
+    """chat.toml cannot be read or does not hold valid settings."""
+
+
+def config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base) / "specllama" / "chat.toml"
+
+
+def load(path: Path | None = None) -> dict:
+    path = path or config_path()
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise UserDefaultsError(f"{path}: {e}") from None
+
+
+def apply(values: dict, base: ChatSettings, path: Path | None = None) -> ChatSettings:
+    try:
+        return ChatSettings.from_dict(values, base)
+    except (SpecllamaError, TypeError) as e:
+        raise UserDefaultsError(f"{path or config_path()}: {e}") from None
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML for {value!r}")
+
+
+def to_toml(settings: ChatSettings) -> str:
+    lines = [HEADER]
+    for name, value in settings.as_dict().items():
+        if value is not None:  # TOML has no null: an unset seed or system prompt is left out
+            lines.append(f"{name} = {_toml_value(value)}\n")
+    return "".join(lines)
+
+
+def save(settings: ChatSettings, path: Path | None = None) -> Path:
+    path = path or config_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".toml.tmp")
+        tmp.write_text(to_toml(settings), encoding="utf-8")
+        tmp.replace(path)  # never a half-written file
+    except OSError as e:
+        raise UserDefaultsError(f"could not save {path}: {e}") from None
+    return path
