@@ -64,7 +64,8 @@ def run_batch(engine: Engine, model: GGUFModel, items: Sequence[PromptItem], con
         progress(0, len(todo), None, report)
         for n, item in enumerate(todo, start=1):
             try:
-                _, summary = engine.run(model.prompt_tokens(item.prompt, item.system or system), config)
+                _, summary = engine.run(model.prompt_tokens(item.prompt, item.system or system,
+                                                             max_tokens=engine.target.n_ctx), config)
             except SpecllamaError as e:
                 report.failed.append((item, str(e)))
                 _reset(engine)  # a failed decode may leave the cache out of step with its token list

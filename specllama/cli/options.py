@@ -3,14 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import random
+import sys
 
 from specllama.decoding.engine import GenerationConfig
 from specllama.decoding.runtime import LoadOptions
 from specllama.decoding.sampling import SamplingParams
 
 
+def no_draft_named(args: argparse.Namespace) -> bool:
+    """`--target X` alone, with the model drafter: no pair is consulted (an explicit target replaces
+    it), so there is no draft model. That is a plain run the user asked for, not a mistake."""
+    return (getattr(args, "drafter", "none") == "model" and not getattr(args, "no_draft", False)
+            and bool(args.target) and not args.draft and not args.pair)
+
+
+def effective_drafter(args: argparse.Namespace) -> str:
+    if getattr(args, "no_draft", False) or no_draft_named(args):
+        return "none"
+    return getattr(args, "drafter", "none")
+
+
 def load_options(args: argparse.Namespace) -> LoadOptions:
-    drafter = "none" if getattr(args, "no_draft", False) else getattr(args, "drafter", "none")
+    drafter = effective_drafter(args)
+    if no_draft_named(args):
+        print("specllama: no draft model (--target without --draft or --pair): decoding plainly; "
+              "pass --draft NAME|PATH to speculate", file=sys.stderr)
     return LoadOptions(pair=args.pair, target=args.target, draft=args.draft, drafter=drafter,
                        p_min=getattr(args, "p_min", 0.0), n_ctx=args.n_ctx, threads=args.threads,
                        threads_batch=args.threads_batch, gpu_layers=args.gpu_layers,
@@ -18,9 +36,20 @@ def load_options(args: argparse.Namespace) -> LoadOptions:
                        auto_k=getattr(args, "k", 0) == "auto" and drafter != "none")
 
 
+RANDOM_SEED = -1  # as in llama.cpp: --seed -1 picks one
+
+
+def resolve_seed(seed: int | None) -> int | None:
+    """-1 becomes a concrete random seed, so it can be shown (and the run repeated with it)."""
+    return random.SystemRandom().randrange(2**32) if seed == RANDOM_SEED else seed
+
+
 def generation_config(args: argparse.Namespace) -> GenerationConfig:
+    """Also replaces a random seed request (-1) in `args` by the seed chosen, for --stats to show."""
+    args.random_seed = args.seed == RANDOM_SEED
+    args.seed = resolve_seed(args.seed)
     sampling = SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
                               seed=args.seed)
-    k = 0 if args.no_draft or args.drafter == "none" else args.k
+    k = 0 if effective_drafter(args) == "none" else args.k
     return GenerationConfig(max_tokens=args.max_tokens, sampling=sampling, k=k, stop=tuple(args.stop),
                             verify=args.verify)
