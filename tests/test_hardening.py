@@ -400,3 +400,51 @@ def test_a_huge_batch_line_fails_alone_without_tokenizing(tmp_path, tiny_models,
     err = capsys.readouterr().err
     assert code == 1 and "prompt 'huge' (line 1) failed: the prompt is 2,000," in err and "bytes, far more than" in err
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["small"]
+
+
+# --- 8. small truths ----------------------------------------------------------------------------------------------
+
+
+def test_a_symlink_loop_as_a_model_path_says_so(tmp_path, capsys):
+    loop = tmp_path / "loop.gguf"
+    loop.symlink_to(loop)
+    assert main(["models", "info", str(loop)]) == 2
+    one_error_line(capsys.readouterr().err, "symlink loop", "loop.gguf")
+    broken = tmp_path / "broken.gguf"
+    broken.symlink_to(tmp_path / "gone.gguf")
+    assert main(["models", "info", str(broken)]) == 2
+    one_error_line(capsys.readouterr().err, "broken symlink", "gone.gguf")
+    assert main(["models", "info", str(tmp_path)]) == 2
+    one_error_line(capsys.readouterr().err, "is a directory")
+
+
+def test_a_local_folder_named_like_a_registry_entry_does_not_shadow_it(tmp_path, monkeypatch):
+    from specllama.models.registry import load_registry
+    from specllama.models.resolve import looks_like_path
+
+    registry = load_registry(user=tmp_path / "absent.toml")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "smollm2-135m").mkdir()
+    (tmp_path / "mine").mkdir()
+    assert not looks_like_path("smollm2-135m", registry)  # the registry's entry
+    assert looks_like_path("./smollm2-135m", registry) and looks_like_path("mine", registry)
+
+
+def test_models_info_by_name_with_a_same_named_folder_here(tmp_path, monkeypatch, capsys, real_model):
+    real_model("smollm2-135m")  # in the cache already (conftest), so info reads only its header
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "smollm2-135m").mkdir()
+    assert main(["models", "info", "smollm2-135m"]) == 0
+    out = capsys.readouterr().out
+    assert "smollm2-135m-instruct-q4_1.gguf" in out and "Q4_1" in out  # the cached file, not the folder
+
+
+@pytest.mark.parametrize("content, says", [("", "no prompts (it is empty)"), ("\n\n  \n", "no prompts (it is empty)"),
+                                           ("{not json\n", "no usable prompts (1 malformed line(s))")])
+def test_an_empty_prompts_file_says_it_is_empty(tmp_path, capsys, content, says):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(content)
+    out = tmp_path / "out.jsonl"
+    assert main(["batch", str(prompts), "-o", str(out), "--target", str(tmp_path / "never-loaded.gguf")]) == 1
+    err = capsys.readouterr().err
+    assert says in err and "already in" not in err

@@ -8,7 +8,7 @@ from specllama.models import store
 from specllama.models.registry import load_registry
 from specllama.llama.gguf_meta import check_compatibility, read_info
 from specllama.cli.progress import download_bar
-from specllama.decoding.runtime import resolve
+from specllama.models.resolve import resolve
 
 
 def _size(n: int | None) -> str:

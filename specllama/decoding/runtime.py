@@ -23,6 +23,7 @@ from specllama.llama.gguf_meta import check_compatibility
 from specllama.llama.context import DecodeContext
 from specllama.llama.model import GGUFModel
 from specllama.llama.backend import default_threads
+from specllama.models.resolve import looks_like_path, resolve  # noqa: F401 (moved; old import path kept)
 
 DRAFTERS = ("model", "lookup", "none")
 
@@ -41,20 +42,6 @@ class LoadOptions:
     verify: str = "causal"
     auto_k: bool = False  # measure (or load) this machine's cost curve so -k auto can choose K
     remeasure_costs: bool = False  # measure it even when a cached curve exists (it was taken on a busy machine)
-
-
-def looks_like_path(ref: str) -> bool:
-    return os.sep in ref or ref.endswith(".gguf") or Path(ref).exists()
-
-
-def resolve(ref: str, registry: Registry, progress: store.Progress | None = None) -> Path:
-    """A model name from the registry (fetched on first use) or a path on disk."""
-    if looks_like_path(ref):
-        path = Path(ref).expanduser()
-        if not path.exists():
-            raise ModelFileError(f"model file not found: {path}")
-        return path
-    return store.ensure(registry.model(ref), progress or (lambda *a: None))
 
 
 def model_refs(opts: LoadOptions, registry: Registry) -> tuple[str, str | None]:
