@@ -448,3 +448,74 @@ def test_an_empty_prompts_file_says_it_is_empty(tmp_path, capsys, content, says)
     assert main(["batch", str(prompts), "-o", str(out), "--target", str(tmp_path / "never-loaded.gguf")]) == 1
     err = capsys.readouterr().err
     assert says in err and "already in" not in err
+
+
+# --- 3. models verify; pull checks the checksum, not just the size -----------------------------------------------
+
+
+import hashlib  # noqa: E402
+
+from specllama.models import store  # noqa: E402
+
+GOOD_BYTES = b"GGUF pretend model bytes"
+
+
+@pytest.fixture
+def small_registry(tmp_path, monkeypatch):
+    """A user registry with one small registry model, cached by hand in a private cache."""
+    monkeypatch.setenv("SPECLLAMA_CACHE", str(tmp_path / "cache"))
+    user = tmp_path / "models.toml"
+    sha = hashlib.sha256(GOOD_BYTES).hexdigest()
+    user.write_text(f'[models.small]\nfile = "small.gguf"\nregistry = {{ size = {len(GOOD_BYTES)}, sha256 = "{sha}", '
+                    'package = "p{i}", version = "1", parts = 1, member = "m" }\n'
+                    '[models.nosum]\nfile = "nosum.gguf"\nhub = { repo = "r", file = "f" }\n')
+    monkeypatch.setenv("SPECLLAMA_CONFIG", str(user))
+    cached = tmp_path / "cache" / "models" / "small.gguf"
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(GOOD_BYTES)
+    (tmp_path / "cache" / "models" / "nosum.gguf").write_bytes(b"x")
+    return cached
+
+
+def test_models_verify_reports_each_model_and_fails_on_a_mismatch(small_registry, capsys):
+    assert main(["models", "verify", "small"]) == 0
+    assert capsys.readouterr().out.strip() == "small: ok"
+    assert main(["models", "verify"]) == 0
+    out = capsys.readouterr().out
+    assert "nosum: no checksum recorded" in out and "qwen2.5-coder-1.5b: " in out
+    small_registry.write_bytes(GOOD_BYTES.replace(b"GGUF", b"FUGG"))  # same size, other bytes
+    assert main(["models", "verify"]) == 1
+    assert "small: MISMATCH (" in capsys.readouterr().out
+    small_registry.unlink()
+    assert main(["models", "verify", "small"]) == 0
+    assert capsys.readouterr().out.strip() == "small: not cached"
+
+
+def test_the_checksum_is_remembered_until_the_file_changes(small_registry, monkeypatch):
+    from specllama.models.registry import load_registry
+
+    spec = load_registry().model("small")
+    assert store.verify(spec)[0] == "ok"
+    hashed = []
+    real = store.sha256_of
+    monkeypatch.setattr(store, "sha256_of", lambda p: hashed.append(p) or real(p))
+    assert store.verify(spec)[0] == "ok" and hashed == []  # remembered
+    small_registry.write_bytes(GOOD_BYTES.replace(b"GGUF", b"FUGG"))
+    assert store.verify(spec)[0] == "MISMATCH" and hashed == [small_registry]  # changed: hashed again
+
+
+def test_pull_does_not_call_a_same_size_different_file_already_there(small_registry, monkeypatch, capsys):
+    small_registry.write_bytes(GOOD_BYTES.replace(b"GGUF", b"FUGG"))
+    fetched = []
+
+    def fake_pull(spec, progress):
+        fetched.append(spec.name)
+        small_registry.write_bytes(GOOD_BYTES)
+        return small_registry
+
+    monkeypatch.setattr(store, "pull_registry", fake_pull)
+    assert main(["models", "pull", "small"]) == 0
+    out, err = capsys.readouterr()
+    assert fetched == ["small"] and "already" not in out and "differs from models.toml" in err
+    assert main(["models", "pull", "small"]) == 0
+    assert "already at" in capsys.readouterr().out and fetched == ["small"]

@@ -151,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     quant.add_argument("--type", default="Q4_0", help="Q4_0 (default), Q4_1, Q5_0, Q8_0, Q4_K_M, ...")
     quant.add_argument("--name", help="the registry name of the result (default: MODEL-TYPE)")
     quant.add_argument("--threads", type=thread_count)
+    verify = msub.add_parser("verify", help="sha256 of cached models against models.toml (exit 1 on a mismatch)")
+    verify.add_argument("name", nargs="?", help="one registered model (default: all)")
     check = msub.add_parser("check", help="can DRAFT speculate for TARGET? (headers only)")
     check.add_argument("draft")
     check.add_argument("target")
