@@ -519,3 +519,11 @@ def test_pull_does_not_call_a_same_size_different_file_already_there(small_regis
     assert fetched == ["small"] and "already" not in out and "differs from models.toml" in err
     assert main(["models", "pull", "small"]) == 0
     assert "already at" in capsys.readouterr().out and fetched == ["small"]
+
+
+def test_chat_settings_follow_the_same_option_rules():
+    from specllama.tui.settings import ChatSettings
+
+    settings = ChatSettings.from_args(parse("chat", "--seed", "-1", "--temp", "0.7", "--target", "t.gguf"))
+    assert settings.seed is not None and settings.seed >= 0 and settings.drafter == "none"
+    assert ChatSettings.from_args(parse("chat", "--target", "t.gguf", "--draft", "d.gguf")).drafter == "model"
