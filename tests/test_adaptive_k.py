@@ -112,8 +112,9 @@ def test_a_corrupt_cache_entry_is_measured_again(private_cache, tiny_models):
     model = GGUFModel(tiny_models["a"])
     ctx = DecodeContext(model, n_ctx=512, n_threads=1)
     key = cost_cache.cache_key(ctx, None)
-    cost_cache.save(key, CostCurve(0.01, [1.0, 1.5], None, 64, 1))
-    assert cost_cache.load_cached(key).ratios == [1.0, 1.5]
+    ratios = [1.0 + 0.5 * i for i in range(key["max_n"])]  # a whole curve, as measure_cost_curve gives
+    cost_cache.save(key, CostCurve(0.01, ratios, None, 64, 1))
+    assert cost_cache.load_cached(key).ratios == ratios
     cost_cache._entry_path(key).write_text("{not json")
     assert cost_cache.load_cached(key) is None
     ctx.close()

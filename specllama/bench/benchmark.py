@@ -99,5 +99,5 @@ def run_benchmark(runtime: Runtime, prompts: list[BenchPrompt], configs: list[Be
 
 def bench_prompts(runtime: Runtime, items) -> list[BenchPrompt]:
     """Prompt file items -> chat-templated token lists for the target."""
-    return [BenchPrompt(item.id, runtime.target_model.prompt_tokens(item.prompt, item.system)) for item in items]
+    return [BenchPrompt(item.id, runtime.prompt_tokens(item.prompt, item.system)) for item in items]
 

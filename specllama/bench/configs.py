@@ -71,7 +71,10 @@ def parse_config(text: str) -> BenchConfig:
         key, eq, value = item.partition("=")
         if not eq or not value.strip():
             raise BenchConfigError(f"config '{spec}': expected OPTION=VALUE, got '{item}'")
-        values[key.strip().replace("-", "_")] = value.strip()
+        key = key.strip().replace("-", "_")
+        if key in values:  # "k=2,k=3": which one was meant? Refuse rather than keep the last silently.
+            raise BenchConfigError(f"config '{spec}': option {key} is given more than once")
+        values[key] = value.strip()
 
     unknown = set(values) - {"k", "verify", "p_min"}
     if unknown:

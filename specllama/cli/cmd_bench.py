@@ -18,14 +18,15 @@ from specllama.decoding.sampling import SamplingParams
 
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> None:
+    from specllama.cli.main import at_least_one, seed_value
     p.add_argument("--prompts", required=True, metavar="FILE",
                    help="JSONL with \"id\" and \"prompt\" (chat template applied), or plain text, one prompt a line")
     p.add_argument("--configs", default=DEFAULT_CONFIGS,
                    help=f"configurations separated by ';' (default \"{DEFAULT_CONFIGS}\"); 'none' is always included")
-    p.add_argument("--max-tokens", type=int, default=128, help="tokens generated per run (default 128)")
-    p.add_argument("--repeat", type=int, default=1, help="runs per configuration and prompt (median taken; default 1)")
+    p.add_argument("--max-tokens", type=at_least_one, default=128, help="tokens generated per run (default 128)")
+    p.add_argument("--repeat", type=at_least_one, default=1, help="runs per configuration and prompt (median taken; default 1)")
     p.add_argument("--temp", type=float, default=0.0, help="temperature (default 0: greedy, outputs checked against none)")
-    p.add_argument("--seed", type=int, help="sampling seed (every run uses it)")
+    p.add_argument("--seed", type=seed_value, help="sampling seed (every run uses it; -1 = a random one)")
     p.add_argument("--json", metavar="OUT", help="write the full results as JSON (schema in README, ## Benchmark)")
     p.add_argument("--markdown", metavar="OUT", help="write the summary table as Markdown")
 
@@ -41,7 +42,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     configs = parse_configs(args.configs)
     if args.max_tokens < 1 or args.repeat < 1:
         raise BenchError("--max-tokens and --repeat must be at least 1")
-    sampling = SamplingParams(temperature=args.temp, seed=args.seed)
+    from specllama.cli.options import resolve_seed
+    sampling = SamplingParams(temperature=args.temp, seed=resolve_seed(args.seed))
     prompt_file = read_prompts(args.prompts)
     if prompt_file.bad:
         raise BenchError(f"{args.prompts}: " + "; ".join(map(str, prompt_file.bad[:5]))

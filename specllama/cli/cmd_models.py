@@ -8,7 +8,7 @@ from specllama.models import store
 from specllama.models.registry import load_registry
 from specllama.llama.gguf_meta import check_compatibility, read_info
 from specllama.cli.progress import download_bar
-from specllama.decoding.runtime import resolve
+from specllama.models.resolve import resolve
 
 
 def _size(n: int | None) -> str:
@@ -33,12 +33,23 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
+    import sys
+
     spec = load_registry().model(args.name)
+    refetch = False
     if store.is_available(spec):
-        print(f"{spec.name}: already at {store.model_path(spec)}")
-        return 0
+        # The right size is not the right file: "already there" only once the checksum agrees.
+        status, detail = store.verify(spec)
+        if status != "MISMATCH":
+            print(f"{spec.name}: already at {store.model_path(spec)}")
+            return 0
+        if spec.path is not None:  # a local file is the user's: never replaced
+            print(f"{spec.name}: {detail}", file=sys.stderr)
+            return 1
+        print(f"{spec.name}: the cached file differs from models.toml (sha256); fetching it again", file=sys.stderr)
+        refetch = True
     with download_bar() as progress:
-        path = store.ensure(spec, progress, allow_hub=args.from_hub)
+        path = store.ensure(spec, progress, allow_hub=args.from_hub, refetch=refetch)
     print(f"{spec.name}: {path}")
     return 0
 
@@ -73,6 +84,18 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    """sha256 of each cached model against models.toml, one line each; exit 1 on a mismatch."""
+    registry = load_registry()
+    specs = [registry.model(args.name)] if args.name else list(registry.models.values())
+    mismatched = False
+    for spec in specs:
+        status, detail = store.verify(spec)
+        mismatched |= status == "MISMATCH"
+        print(f"{spec.name}: {status}" + (f" ({detail})" if status == "MISMATCH" else ""))
+    return 1 if mismatched else 0
+
+
 def dispatch(args: argparse.Namespace) -> int:
     return {"list": cmd_list, "pull": cmd_pull, "info": cmd_info, "check": cmd_check,
-            "quantize": cmd_quantize}[args.models_command](args)
+            "quantize": cmd_quantize, "verify": cmd_verify}[args.models_command](args)

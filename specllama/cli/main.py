@@ -28,19 +28,61 @@ def draft_length(text: str) -> int | str:
     return k
 
 
+def _whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def at_least_one(text: str) -> int:
+    n = _whole_number(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def thread_count(text: str) -> int:
+    """At least 1; more than this process may run on is allowed (the user may know better, e.g.
+    under a changing affinity) but said on stderr, since oversubscription slows llama.cpp badly."""
+    n = at_least_one(text)
+    from specllama.llama.backend import default_threads  # only when the option is given: keeps --help instant
+
+    cores = default_threads()
+    if n > cores:
+        print(f"specllama: warning: {n} threads on {cores} available core(s) will run slower than {cores}",
+              file=sys.stderr)
+    return n
+
+
+def context_size(text: str) -> int:
+    n = _whole_number(text)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (the model's training context) or a positive size, got {n}")
+    return n
+
+
+def seed_value(text: str) -> int:
+    n = _whole_number(text)
+    if n < -1:
+        raise argparse.ArgumentTypeError(f"must be a seed >= 0, or -1 for a random one, got {n}")
+    return n
+
+
 def add_model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("models")
     g.add_argument("--pair", help="a named pair from models.toml (default: the registry's default pair)")
     g.add_argument("--target", help="target model: a registry name or a GGUF path")
     g.add_argument("--draft", help="draft model: a registry name or a GGUF path")
-    g.add_argument("--ctx", type=int, default=4096, dest="n_ctx", help="context size in tokens (default 4096)")
-    g.add_argument("--threads", type=int, help="llama.cpp threads (default: all cores available)")
-    g.add_argument("--threads-batch", type=int, help="threads for batched decodes (default: --threads)")
+    g.add_argument("--ctx", type=context_size, default=4096, dest="n_ctx",
+                   help="context size in tokens (default 4096; 0 = the model's training context; never more than it)")
+    g.add_argument("--threads", type=thread_count, help="llama.cpp threads (default: all cores available)")
+    g.add_argument("--threads-batch", type=thread_count, help="threads for batched decodes (default: --threads)")
     g.add_argument("--gpu-layers", type=int, default=None,
                    help="layers offloaded to Metal/CUDA (default: all where llama.cpp can offload, else 0; -1 all)")
     g.add_argument("--exact", action="store_true",
                    help="greedy output that does not depend on the batch shape: identical to plain decoding "
-                        "whatever K is (no repacked weights, a Q8_0 KV cache; see README)")
+                        "whatever K is (no repacked weights, a Q8_0 KV cache, at most 6 drafts a step; see README)")
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
@@ -57,8 +99,9 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-k", type=int, default=0)
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--min-p", type=float, default=0.0)
-    g.add_argument("--seed", type=int, help="seed for sampling (reproducible when set)")
-    g.add_argument("--max-tokens", type=int, default=512)
+    g.add_argument("--seed", type=seed_value, help="seed for sampling (reproducible when set; -1 = a random seed, "
+                                                "shown by --stats)")
+    g.add_argument("--max-tokens", type=at_least_one, default=512, help="tokens to generate at most (default 512)")
     g.add_argument("--stop", action="append", default=[], help="a stop string (repeatable)")
 
 
@@ -78,7 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_options(chat)
 
     run = sub.add_parser("run", help="generate one completion for a prompt (chat template applied)")
-    run.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT)
+    run.add_argument("prompt", nargs="?", help="the prompt; '-' reads it from stdin (default: a sample prompt)")
+    run.add_argument("-f", "--file", metavar="FILE", dest="prompt_file",
+                     help="read the prompt from FILE (UTF-8), for prompts too long for the command line")
     run.add_argument("--system", help="a system message")
     run.add_argument("--stats", action="store_true", help="print speed and acceptance statistics to stderr")
     add_model_options(run)
@@ -113,7 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     quant.add_argument("model", help="a registry name or a GGUF path")
     quant.add_argument("--type", default="Q4_0", help="Q4_0 (default), Q4_1, Q5_0, Q8_0, Q4_K_M, ...")
     quant.add_argument("--name", help="the registry name of the result (default: MODEL-TYPE)")
-    quant.add_argument("--threads", type=int)
+    quant.add_argument("--threads", type=thread_count)
+    verify = msub.add_parser("verify", help="sha256 of cached models against models.toml (exit 1 on a mismatch)")
+    verify.add_argument("name", nargs="?", help="one registered model (default: all)")
     check = msub.add_parser("check", help="can DRAFT speculate for TARGET? (headers only)")
     check.add_argument("draft")
     check.add_argument("target")
@@ -141,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "models":
             from specllama.cli import cmd_models as models
             return models.dispatch(args)
+    except StdoutClosedError as e:  # `specllama run hi >&-`
+        _quiet_stdout()
+        print(f"specllama: error: {e}", file=sys.stderr)
+        return e.exit_code
     except SpecllamaError as e:
         print(f"specllama: error: {e}", file=sys.stderr)
         return e.exit_code
@@ -148,5 +199,25 @@ def main(argv: list[str] | None = None) -> int:
         print("specllama: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `specllama run ... | head`
+        _quiet_stdout()
         return 0
     return 2
+
+
+class StdoutClosedError(SpecllamaError):
+    """Standard output cannot be written: closed (`>&-`) or failing (a full disk under `>`)."""
+
+    exit_code = 1
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's flush at exit does not fail a second time."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+    sys.stdout = open(os.devnull, "w")

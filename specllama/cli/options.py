@@ -7,20 +7,34 @@ and costs alike.
 from __future__ import annotations
 
 import argparse
+import random
+import sys
 
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.runtime import LoadOptions
 from specllama.decoding.sampling import SamplingParams
 
 
+def no_draft_named(args: argparse.Namespace) -> bool:
+    """`--target X` alone, with the model drafter: no pair is consulted (an explicit target replaces
+    it), so there is no draft model. That is a plain run the user asked for, not a mistake."""
+    return (getattr(args, "drafter", "none") == "model" and not getattr(args, "no_draft", False)
+            and bool(args.target) and not args.draft and not args.pair)
+
+
 def drafter_choice(args: argparse.Namespace) -> str:
-    return "none" if getattr(args, "no_draft", False) else getattr(args, "drafter", "none")
+    if getattr(args, "no_draft", False) or no_draft_named(args):
+        return "none"
+    return getattr(args, "drafter", "none")
 
 
 def load_options(args: argparse.Namespace, *, drafters: tuple[str, ...] | None = None,
                  stairs: bool | None = None, auto_k: bool | None = None) -> LoadOptions:
     """`drafters`: every drafter the session may use (default: the one chosen); the draft model is
     loaded only when the model drafter is among them."""
+    if drafters is None and no_draft_named(args):
+        print("specllama: no draft model (--target without --draft or --pair): decoding plainly; "
+              "pass --draft NAME|PATH to speculate", file=sys.stderr)
     drafters = drafters or (drafter_choice(args),)
     return LoadOptions(pair=args.pair, target=args.target, draft=args.draft, load_draft="model" in drafters,
                        n_ctx=args.n_ctx, threads=args.threads, threads_batch=args.threads_batch,
@@ -30,8 +44,19 @@ def load_options(args: argparse.Namespace, *, drafters: tuple[str, ...] | None =
 
 
 def sampling_params(args: argparse.Namespace) -> SamplingParams:
+    """Also replaces a random seed request (-1) in `args` by the seed chosen, for --stats to show."""
+    args.random_seed = args.seed == RANDOM_SEED
+    args.seed = resolve_seed(args.seed)
     return SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
                           seed=args.seed)
+
+
+RANDOM_SEED = -1  # as in llama.cpp: --seed -1 picks one
+
+
+def resolve_seed(seed: int | None) -> int | None:
+    """-1 becomes a concrete random seed, so it can be shown (and the run repeated with it)."""
+    return random.SystemRandom().randrange(2**32) if seed == RANDOM_SEED else seed
 
 
 def generation_config(args: argparse.Namespace) -> GenerationConfig:

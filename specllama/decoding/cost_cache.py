@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from specllama.models import store
 from specllama.decoding.cost_curve import CostCurve, measure_cost_curve
@@ -54,17 +56,52 @@ def cache_file(target: DecodeContext, draft: DecodeContext | None) -> Path:
 
 
 def load_cached(key: dict) -> CostCurve | None:
+    """The cached curve, or None for anything that is not exactly what `save` writes (a damaged or
+    hand-edited file is measured again, never allowed to break every later run)."""
     path = _entry_path(key)
     try:
         entry = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if entry.get("key") != key:  # a hash collision or a hand-edited file: measure again
+    if not isinstance(entry, dict) or entry.get("key") != key:  # a hash collision or a hand-edited file
         return None
+    return _valid_curve(entry.get("curve"), key["max_n"])
+
+
+def _number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _valid_curve(raw: object, max_n: int) -> CostCurve | None:
+    fields = {"t1_s", "ratios", "draft_ratio", "n_past", "reps"}
+    if not isinstance(raw, dict) or set(raw) != fields:
+        return None
+    ratios, draft = raw["ratios"], raw["draft_ratio"]
+    ok = (_number(raw["t1_s"]) and raw["t1_s"] > 0
+          and isinstance(ratios, list) and len(ratios) == max_n and all(_number(r) and r > 0 for r in ratios)
+          and (draft is None or (_number(draft) and draft >= 0))
+          and isinstance(raw["n_past"], int) and raw["n_past"] >= 0
+          and isinstance(raw["reps"], int) and raw["reps"] >= 1)
+    return CostCurve(**raw) if ok else None
+
+
+@contextmanager
+def _measuring(key: dict) -> Iterator[None]:
+    """One measurement per key at a time, across processes: two first runs at once would each time
+    the CPU while the other loads it, and both store the skewed result."""
     try:
-        return CostCurve(**entry["curve"])
-    except (TypeError, KeyError):
-        return None
+        import fcntl
+    except ImportError:  # Windows: measure unlocked
+        yield
+        return
+    lock = _entry_path(key).with_suffix(".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:  # left in place: removing a lock file races with its next taker
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 def save(key: dict, curve: CostCurve) -> None:
@@ -82,8 +119,13 @@ def cost_curve_for(target: DecodeContext, draft: DecodeContext | None, *, remeas
     curve = None if remeasure else load_cached(key)
     if curve is not None:
         return curve, False
-    if on_measure:
-        on_measure()
-    curve = measure_cost_curve(target, draft, max_n=MAX_N, reps=3)
-    save(key, curve)
+    with _measuring(key):
+        # Another process may have measured while we waited for the lock: use its result.
+        curve = None if remeasure else load_cached(key)
+        if curve is not None:
+            return curve, False
+        if on_measure:
+            on_measure()
+        curve = measure_cost_curve(target, draft, max_n=MAX_N, reps=3)
+        save(key, curve)
     return curve, True

@@ -165,7 +165,8 @@ class Runtime:
         return self.target_ctx.n_past, self.target_ctx.n_ctx
 
     def prompt_tokens(self, prompt: str, system: str | None = None) -> list[int]:
-        return self.target_model.prompt_tokens(prompt, system)
+        # The context size bounds the work: a prompt far too long is refused before tokenising it all.
+        return self.target_model.prompt_tokens(prompt, system, max_tokens=self.target_ctx.n_ctx)
 
     def chat_tokens(self, messages: list[dict]) -> list[int]:
         return self.target_model.chat_tokens(messages)

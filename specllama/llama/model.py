@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from specllama.errors import ModelFileError, SpecllamaError
+from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError
 from specllama.llama.backend import C, ensure_backend, last_llama_error
 from specllama.llama.gguf_meta import read_info
 
@@ -44,6 +44,7 @@ class GGUFModel:
         self.eos_id: int = C.llama_vocab_eos(self._vocab)
         self.n_ctx_train: int = C.llama_model_n_ctx_train(self._model)
         self._piece_cache: dict[int, bytes] = {}
+        self._max_token_bytes: int | None = None
         self._eog = np.array([C.llama_vocab_is_eog(self._vocab, t) for t in range(self.n_vocab)], dtype=bool)
 
     @property
@@ -60,8 +61,13 @@ class GGUFModel:
 
     # --- vocabulary -----------------------------------------------------------------------
 
-    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]:
+    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True,
+                 max_tokens: int | None = None) -> list[int]:
+        """`max_tokens`: a text that certainly yields more tokens is refused before tokenizing (a
+        10 MB line once took 2.2 GB on its way to the context-overflow error)."""
         data = text.encode("utf-8")
+        if max_tokens is not None:
+            self._refuse_certainly_too_long(len(data), max_tokens)
         capacity = len(data) + 8
         buf = (C.llama_token * capacity)()
         n = C.llama_tokenize(self._vocab, data, len(data), buf, capacity, add_special, parse_special)
@@ -72,6 +78,39 @@ class GGUFModel:
             if n < 0:
                 raise SpecllamaError(f"could not tokenize {len(data)} bytes of text")
         return list(buf[:n])
+
+    def _refuse_certainly_too_long(self, n_bytes: int, max_tokens: int) -> None:
+        """Every token stands for at most `max_token_bytes` bytes of input, so a text of more than
+        max_tokens * max_token_bytes bytes has more than max_tokens tokens. That holds for
+        tokenizers that never drop input (BPE, SentencePiece); others (UGM collapses whitespace,
+        WPM strips accents) are left to the token count. Twice the bound covers normalisation that
+        composes characters; the refusal can then never hit a prompt that would fit."""
+        if n_bytes <= max_tokens * 16:  # cheap pre-check: no vocabulary scan for ordinary prompts
+            return
+        if C.llama_vocab_type(self._vocab) not in (C.LLAMA_VOCAB_TYPE_SPM, C.LLAMA_VOCAB_TYPE_BPE):
+            return
+        if n_bytes > 2 * max_tokens * self.max_token_bytes:
+            raise ContextOverflowError(
+                f"the prompt is {n_bytes:,} bytes, far more than {max_tokens} tokens can hold (a token of "
+                f"this vocabulary covers at most {self.max_token_bytes} bytes); raise --ctx, at most the "
+                f"model's {self.n_ctx_train}, or shorten the prompt")
+
+    @property
+    def max_token_bytes(self) -> int:
+        """The longest token's bytes (special tokens as their text), over the whole vocabulary."""
+        if self._max_token_bytes is None:
+            size = 256
+            buf = ctypes.create_string_buffer(size)
+            longest = 1
+            for token in range(self.n_vocab):
+                n = C.llama_token_to_piece(self._vocab, token, buf, size, 0, True)
+                if n < 0:  # longer than the buffer: it says how long
+                    size = -n
+                    buf = ctypes.create_string_buffer(size)
+                    n = C.llama_token_to_piece(self._vocab, token, buf, size, 0, True)
+                longest = max(longest, n)
+            self._max_token_bytes = longest
+        return self._max_token_bytes
 
     def piece(self, token: int, *, special: bool = False) -> bytes:
         """The bytes of one token, whatever their length (llama-cpp-python stops at 32)."""
@@ -126,16 +165,18 @@ class GGUFModel:
         except Exception as e:  # a broken template in a user's GGUF is their data, not our bug
             raise SpecllamaError(f"the chat template of {self.path.name} failed to render: {e}") from None
 
-    def prompt_tokens(self, prompt: str, system: str | None = None) -> list[int]:
-        """One user turn (after an optional system message), templated and tokenized."""
+    def prompt_tokens(self, prompt: str, system: str | None = None, *, max_tokens: int | None = None) -> list[int]:
+        """One user turn (after an optional system message), templated and tokenized. `max_tokens`
+        (the context size) refuses a prompt that certainly cannot fit before tokenizing it."""
         messages = [{"role": "system", "content": system}] if system else []
-        return self.chat_tokens(messages + [{"role": "user", "content": prompt}])
+        return self.chat_tokens(messages + [{"role": "user", "content": prompt}], max_tokens=max_tokens)
 
-    def chat_tokens(self, messages: list[dict], *, add_generation_prompt: bool = True) -> list[int]:
+    def chat_tokens(self, messages: list[dict], *, add_generation_prompt: bool = True,
+                    max_tokens: int | None = None) -> list[int]:
         text = self.render_chat(messages, add_generation_prompt=add_generation_prompt)
         # The template writes BOS itself when it wants one; add it only if the model needs it and
         # the template did not, so it is never doubled.
-        tokens = self.tokenize(text, add_special=False)
+        tokens = self.tokenize(text, add_special=False, max_tokens=max_tokens)
         if self.add_bos and self.bos_id >= 0 and (not tokens or tokens[0] != self.bos_id):
             tokens.insert(0, self.bos_id)
         return tokens

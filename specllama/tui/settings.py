@@ -43,9 +43,11 @@ class ChatSettings:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ChatSettings:
-        drafter = "none" if args.no_draft else args.drafter
+        from specllama.cli.options import drafter_choice, resolve_seed  # --target alone: none; --seed -1: random
+
+        drafter = drafter_choice(args)
         return cls(drafter=drafter, k=args.k, temperature=args.temp, p_min=args.p_min, top_k=args.top_k,
-                   top_p=args.top_p, min_p=args.min_p, seed=args.seed, max_tokens=args.max_tokens,
+                   top_p=args.top_p, min_p=args.min_p, seed=resolve_seed(args.seed), max_tokens=args.max_tokens,
                    stop=tuple(args.stop), verify=args.verify, system=getattr(args, "system", None))
 
     def as_dict(self) -> dict:
