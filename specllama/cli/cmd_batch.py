@@ -48,12 +48,27 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 def _run_locked(args: argparse.Namespace, prompts, config) -> int:
     from specllama.batch.local import run_batch
-    from specllama.batch.output import open_output
     from specllama.cli.progress import download_bar
     from specllama.cli.options import load_options
     from specllama.decoding.runtime import Runtime
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
+    state, nothing_to_do = open_batch_output(args, prompts, err)
+    if nothing_to_do is not None:
+        return nothing_to_do
+    with download_bar() as fetch:
+        runtime = Runtime(load_options(args), progress=fetch)
+    with runtime, sigterm_as_interrupt(), batch_progress(err) as progress:
+        report = run_batch(runtime, prompts.items, config, args.output,
+                           system=args.system, state=state, progress=progress)
+    return report_outcome(args, prompts, report, err)
+
+
+def open_batch_output(args: argparse.Namespace, prompts, err: Console):
+    """For a local or a server batch alike: reports malformed lines, reads (and repairs) OUT.
+    Returns (its state, an exit status when nothing is left to do, else None)."""
+    from specllama.batch.output import open_output
+
     for bad in prompts.bad:
         err.print(f"specllama: {args.file} {bad} (skipped)", markup=False)
     state = open_output(args.output, inputs=[args.file])
@@ -62,20 +77,21 @@ def _run_locked(args: argparse.Namespace, prompts, config) -> int:
     if not prompts.items:
         what = f"no usable prompts ({len(prompts.bad)} malformed line(s))" if prompts.bad else "no prompts (it is empty)"
         err.print(f"specllama: {args.file} holds {what}; nothing to do", markup=False)
-        return 1
-    todo = [item for item in prompts.items if id_key(item.id) not in state.done]
-    if not todo:
+        return state, 1
+    if all(id_key(item.id) in state.done for item in prompts.items):
         err.print(f"specllama: all {len(prompts.items)} prompts are already in {args.output}", markup=False)
-        return 1 if prompts.bad else 0
+        return state, 1 if prompts.bad else 0
+    return state, None
 
-    with download_bar() as fetch:
-        runtime = Runtime(load_options(args), progress=fetch)
-    with runtime, sigterm_as_interrupt(), batch_progress(err) as progress:
-        report = run_batch(runtime, prompts.items, config, args.output,
-                           system=args.system, state=state, progress=progress)
 
+def report_outcome(args: argparse.Namespace, prompts, report, err: Console, not_attempted: int = 0) -> int:
+    """The closing lines and exit status of a local or a server batch. `not_attempted`: prompts a
+    server batch gave up on because no server answered."""
     for item, reason in report.failed:
         err.print(f"specllama: prompt {item.id!r} (line {item.line}) failed: {reason}", markup=False)
+    if not_attempted:
+        err.print(f"specllama: {not_attempted} prompt(s) not done: no server answered through a whole "
+                  "retry schedule; rerun the same command when they are back", markup=False)
     acc = f", acceptance {report.acceptance:.1%}" if report.acceptance is not None else ""
     err.print(f"specllama: {report.written} written, {report.skipped} already done, {len(report.failed)} failed, "
               f"{len(prompts.bad)} malformed line(s){acc} -> {args.output}", markup=False)
@@ -83,7 +99,7 @@ def _run_locked(args: argparse.Namespace, prompts, config) -> int:
         err.print("specllama: interrupted; the output is complete up to the last line, rerun the same "
                   "command to finish the rest", markup=False)
         return 130
-    return 1 if report.failed or prompts.bad else 0
+    return 1 if report.failed or not_attempted or prompts.bad else 0
 
 
 @contextmanager

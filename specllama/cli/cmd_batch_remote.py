@@ -64,12 +64,11 @@ def server_urls(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_remote_batch(args: argparse.Namespace) -> int:
-    from specllama.batch.output import open_output
-    from specllama.batch.prompts_file import id_key, read_prompts
+    from specllama.batch.prompts_file import read_prompts
     from specllama.batch.remote import run_remote_batch
     from specllama.batch.server_client import SamplingRequest, base_url
     from specllama.batch.server_pool import RetryPolicy
-    from specllama.cli.cmd_batch import sigterm_as_interrupt
+    from specllama.cli.cmd_batch import open_batch_output, report_outcome, sigterm_as_interrupt
 
     if args.pair or args.target or args.draft:
         raise SpecllamaError("--pair/--target/--draft choose local models; with --server the servers' own "
@@ -83,33 +82,16 @@ def cmd_remote_batch(args: argparse.Namespace) -> int:
     sampling = SamplingRequest(max_tokens=args.max_tokens, temperature=args.temp, top_p=args.top_p,
                                top_k=args.top_k, min_p=args.min_p, seed=args.seed, stop=tuple(args.stop))
     prompts = read_prompts(args.file)
-    for bad in prompts.bad:
-        err.print(f"specllama: {args.file} {bad} (skipped)", markup=False)
-    state = open_output(args.output, inputs=[args.file])
-    if state.repaired:
-        err.print(f"specllama: {args.output}: {state.repaired}", markup=False)
-    if not [item for item in prompts.items if id_key(item.id) not in state.done]:
-        err.print(f"specllama: all {len(prompts.items)} prompts are already in {args.output}", markup=False)
-        return 1 if prompts.bad else 0
+    state, nothing_to_do = open_batch_output(args, prompts, err)
+    if nothing_to_do is not None:
+        return nothing_to_do
 
     servers = prepare_servers(urls, args, RetryPolicy(args.retries, args.backoff), err)
     with sigterm_as_interrupt(), remote_progress(err, [s.url for s in servers]) as progress:
         report = run_remote_batch(servers, prompts.items, sampling, args.output, system=args.system,
                                   state=state, progress=progress)
 
-    for item, reason in report.failed:
-        err.print(f"specllama: prompt {item.id!r} (line {item.line}) failed: {reason}", markup=False)
-    if report.not_attempted:
-        err.print(f"specllama: {report.not_attempted} prompt(s) not done: no server answered through a whole "
-                  "retry schedule; rerun the same command when they are back", markup=False)
-    acc = f", acceptance {report.acceptance:.1%}" if report.acceptance is not None else ""
-    err.print(f"specllama: {report.written} written, {report.skipped} already done, {len(report.failed)} failed, "
-              f"{len(prompts.bad)} malformed line(s){acc} -> {args.output}", markup=False)
-    if report.interrupted:
-        err.print("specllama: interrupted; the output is complete up to the last line, rerun the same "
-                  "command to finish the rest", markup=False)
-        return 130
-    return 1 if report.failed or report.not_attempted or prompts.bad else 0
+    return report_outcome(args, prompts, report, err, not_attempted=report.not_attempted)
 
 
 def prepare_servers(urls: list[str], args: argparse.Namespace, policy, err: Console) -> list:
