@@ -163,15 +163,19 @@ class SuffixIndex:
     def _window_hash(self, ps: np.ndarray, level: int) -> np.ndarray:
         return self._prefix[ps] - self._prefix[ps - level] * self._pow[level]
 
-    def _link_range(self, a: int, b: int) -> None:
-        """Chain the windows ending at positions a+1 .. b (the tokens _tok[a:b] were appended)."""
-        mask = (1 << self._table_bits) - 1
+    def _windows(self, a: int, b: int):
+        """Per level: the window end positions a+1 .. b that exist at that level, and their buckets."""
+        mask = U64((1 << self._table_bits) - 1)
         for li, level in enumerate(LEVELS):
             lo = max(a + 1, level)
             if b < lo:
                 continue
             ps = np.arange(lo, b + 1, dtype=np.int64)
-            buckets = (self._window_hash(ps, level) & U64(mask)).astype(np.int64)
+            yield li, ps, (self._window_hash(ps, level) & mask).astype(np.int64)
+
+    def _link_range(self, a: int, b: int) -> None:
+        """Chain the windows ending at positions a+1 .. b (the tokens _tok[a:b] were appended)."""
+        for li, ps, buckets in self._windows(a, b):
             head, prev = self._heads[li], self._prev[li]
             if len(ps) == 1:
                 p, bk = int(ps[0]), int(buckets[0])
@@ -193,13 +197,7 @@ class SuffixIndex:
     def _unlink_range(self, a: int, b: int) -> None:
         """Undo _link_range(a, b) exactly: per bucket, the head becomes what the earliest removed
         position displaced."""
-        mask = (1 << self._table_bits) - 1
-        for li, level in enumerate(LEVELS):
-            lo = max(a + 1, level)
-            if b < lo:
-                continue
-            ps = np.arange(lo, b + 1, dtype=np.int64)
-            buckets = (self._window_hash(ps, level) & U64(mask)).astype(np.int64)
+        for li, ps, buckets in self._windows(a, b):
             order = np.argsort(buckets, kind="stable")
             sb, sp = buckets[order], ps[order]
             first = np.ones(len(sb), dtype=bool)
