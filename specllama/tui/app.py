@@ -27,7 +27,8 @@ from specllama.tui.clipboard import copy_text
 from specllama.tui.conversation import Conversation
 from specllama.tui.explain import why_no_drafts
 from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
-from specllama.tui.history import History, HistoryUnavailable, title_for
+from specllama.tui.history import History, HistoryUnavailable
+from specllama.tui.recorder import ConversationRecorder
 from specllama.tui.screens import HelpScreen, HistoryScreen, SettingsScreen
 from specllama.tui.settings import ChatSettings
 from specllama.tui.streaming import ReplyChunk, ReplyDone, stream_reply
@@ -93,11 +94,7 @@ class ChatApp(App[None]):
         self._stop_requested = False
         self.load_failed: str | None = None  # why the models did not load: `specllama chat` exits 1
         self._panel_wanted: bool | None = None  # F9's choice; None: follow the terminal's width
-        self.history_path = history_path
-        self.history: History | None = None
-        self._conversation_id: int | None = None  # its row in the history, once the first message is sent
-        self._question_row: int | None = None  # the rows of the turn in flight
-        self._answer_row: int | None = None
+        self.recorder = ConversationRecorder(history_path, self._history_off)
 
     def compose(self) -> ComposeResult:
         yield TitleBar()
@@ -117,7 +114,7 @@ class ChatApp(App[None]):
         self._fit_panel(self.size.width)
         self.query_one("#conversation").anchor()  # follow the answer until the user scrolls up
         self.query_one("#prompt").focus()
-        self._open_history()
+        self.recorder.open()
         self._load()
 
     # --- loading -------------------------------------------------------------------------------
@@ -174,7 +171,7 @@ class ChatApp(App[None]):
             self.conversation.withdraw_question()
             self.notify(str(e), title="could not build the prompt", severity="error")
             return
-        self._save_question(text)
+        self.recorder.save_question(text, self.runtime.target_name, self.runtime.draft_name, self._history_settings())
         conversation = self.query_one("#conversation")
         conversation.mount(ChatMessage("user", text))
         self._reply = ChatMessage("assistant", show_origins=self.show_origins)
@@ -204,7 +201,7 @@ class ChatApp(App[None]):
         if self._stop_requested:
             self.runtime.cancel()  # esc came before the engine started (it clears the flag)
         await self._reply.append(message.segments)
-        self._save_answer(self._reply.text, complete=False)  # a kill loses at most this flush
+        self.recorder.save_answer(self._reply.text, complete=False)  # a kill loses at most this flush
         self.query_one(StatsPanel).show_live(message.stats, self.runtime.context_use())
 
     async def on_reply_done(self, message: ReplyDone) -> None:
@@ -220,7 +217,7 @@ class ChatApp(App[None]):
             return
         summary = self.last_summary = message.summary
         self.conversation.answer(summary.text)
-        self._save_answer(summary.text, complete=True)
+        self.recorder.save_answer(summary.text, complete=True)
         note = FINISH_NOTES.get(summary.finish_reason)
         reply.set_status(f"{summary.tokens} tokens · {summary.tokens_per_s:.1f} tokens/s" + (f" · {note}" if note else ""))
         why = None
@@ -232,7 +229,7 @@ class ChatApp(App[None]):
     def _answer_failed(self, reply: ChatMessage, error: BaseException) -> None:
         # The question leaves the history (it has no answer) and goes back to the input box.
         question = self.conversation.withdraw_question()
-        self._forget_turn()
+        self.recorder.forget_turn()
         prompt = self.query_one("#prompt", PromptInput)
         if question and not prompt.value:
             prompt.value = question
@@ -251,56 +248,19 @@ class ChatApp(App[None]):
 
     # --- history -------------------------------------------------------------------------------
 
-    def _open_history(self) -> None:
-        if self.history_path is None:
-            return
-        try:
-            self.history = History(self.history_path)
-        except HistoryUnavailable as e:
-            self.notify(str(e), title="no chat history", severity="warning", timeout=15)
+    @property
+    def history(self) -> History | None:
+        return self.recorder.history
 
-    def _saving(self, write) -> None:
-        """Runs one history write; the first failure is said once and history stops for the session."""
-        if self.history is None:
-            return
-        try:
-            write(self.history)
-        except HistoryUnavailable as e:
-            self.history = None
-            self.notify(str(e), title="no chat history", severity="warning", timeout=15)
+    def _history_off(self, reason: str) -> None:
+        self.notify(reason, title="no chat history", severity="warning", timeout=15)
 
     def _history_settings(self) -> dict:
         return self.settings.as_dict() | {"system": self.conversation.system}
 
-    def _save_question(self, text: str) -> None:
-        def write(history: History) -> None:
-            if self._conversation_id is None:
-                draft = self.runtime.draft_name
-                self._conversation_id = history.new_conversation(
-                    title_for(text), self.runtime.target_name, draft,
-                    self._history_settings())
-            else:
-                history.set_settings(self._conversation_id, self._history_settings())
-            self._question_row = history.add_message(self._conversation_id, "user", text)
-            self._answer_row = history.add_message(self._conversation_id, "assistant", "", complete=False)
-        self._saving(write)
-
-    def _save_answer(self, text: str, complete: bool) -> None:
-        if self._answer_row is not None:
-            row = self._answer_row
-            self._saving(lambda history: history.update_message(row, text, complete))
-            if complete:
-                self._question_row = self._answer_row = None
-
-    def _forget_turn(self) -> None:
-        """A failed turn leaves the saved conversation as it leaves the on-screen one."""
-        rows = [r for r in (self._question_row, self._answer_row) if r is not None]
-        self._question_row = self._answer_row = None
-        self._saving(lambda history: [history.delete_message(r) for r in rows])
-
     def action_history(self) -> None:
         if self.history is None:
-            self.notify("no chat history this session" if self.history_path else "history is off", severity="warning")
+            self.notify("no chat history this session" if self.recorder.path else "history is off", severity="warning")
             return
         if not isinstance(self.screen, HistoryScreen):
             self.push_screen(HistoryScreen(self.history), self._reopen)
@@ -334,7 +294,7 @@ class ChatApp(App[None]):
             widgets.pop()
             self.query_one("#prompt", PromptInput).value = stored[-1].content if stored[-1].role == "user" else ""
         await self.query_one("#conversation").mount_all(widgets)
-        self._conversation_id = conversation_id
+        self.recorder.start(conversation_id)
         loaded = self.runtime.target_name if self.runtime is not None else None
         note = f" (held with {info.target}; now {loaded})" if loaded and info.target and info.target != loaded else ""
         self.notify(f"reopened “{info.title}”{note}")
@@ -351,7 +311,7 @@ class ChatApp(App[None]):
             self.runtime.cancel()
             self._reply_id += 1  # its last messages will be ignored
         self._reply = None
-        self._conversation_id = self._question_row = self._answer_row = None
+        self.recorder.start()
         self.conversation.clear()
         self.query("#conversation ChatMessage").remove()
         self.query_one(StatsPanel).reset()
@@ -472,9 +432,7 @@ class ChatApp(App[None]):
     # --- shutting down -------------------------------------------------------------------------
 
     def on_unmount(self) -> None:
-        if self.history is not None:
-            self.history.close()
-            self.history = None
+        self.recorder.close()
 
     def close_runtime(self, timeout: float = 30.0) -> None:
         """Stops a running answer and frees the models; call after `run()` returns."""

@@ -1,0 +1,70 @@
+"""The chat's history as it happens: which saved conversation the screen is, the rows of the turn
+in flight, and the rule that a failing database turns history off for the session, said once,
+while the chat itself goes on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from specllama.tui.history import History, HistoryUnavailable, title_for
+
+
+class ConversationRecorder:
+    def __init__(self, path: Path | None, warn: Callable[[str], None]):
+        self.path = path  # None: no history (tests); `specllama chat` passes one
+        self.history: History | None = None
+        self._warn = warn
+        self.conversation_id: int | None = None  # its row, once the first message is sent
+        self._question_row: int | None = None  # the rows of the turn in flight
+        self._answer_row: int | None = None
+
+    def open(self) -> None:
+        if self.path is None:
+            return
+        try:
+            self.history = History(self.path)
+        except HistoryUnavailable as e:
+            self._warn(str(e))
+
+    def _write(self, write: Callable[[History], object]) -> None:
+        if self.history is None:
+            return
+        try:
+            write(self.history)
+        except HistoryUnavailable as e:
+            self.history = None
+            self._warn(str(e))
+
+    def save_question(self, text: str, target: str, draft: str | None, settings: dict) -> None:
+        def write(history: History) -> None:
+            if self.conversation_id is None:
+                self.conversation_id = history.new_conversation(title_for(text), target, draft, settings)
+            else:
+                history.set_settings(self.conversation_id, settings)
+            self._question_row = history.add_message(self.conversation_id, "user", text)
+            self._answer_row = history.add_message(self.conversation_id, "assistant", "", complete=False)
+        self._write(write)
+
+    def save_answer(self, text: str, complete: bool) -> None:
+        """Called at every flush (a kill loses at most the last one) and once complete."""
+        if self._answer_row is not None:
+            row = self._answer_row
+            self._write(lambda history: history.update_message(row, text, complete))
+            if complete:
+                self._question_row = self._answer_row = None
+
+    def forget_turn(self) -> None:
+        """A failed turn leaves the saved conversation as it leaves the on-screen one."""
+        rows = [r for r in (self._question_row, self._answer_row) if r is not None]
+        self._question_row = self._answer_row = None
+        self._write(lambda history: [history.delete_message(r) for r in rows])
+
+    def close(self) -> None:
+        if self.history is not None:
+            self.history.close()
+            self.history = None
+
+    def start(self, conversation_id: int | None = None) -> None:
+        """A new conversation (None: saved with its first message), or a reopened one."""
+        self.conversation_id, self._question_row, self._answer_row = conversation_id, None, None
