@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from specllama.batch.output import BatchOutputError, open_output
-from specllama.cli.main import main
 from specllama.batch.prompts_file import PromptFileError, read_prompts
+from specllama.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 

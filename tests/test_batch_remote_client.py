@@ -7,8 +7,15 @@ from email.utils import formatdate
 
 import pytest
 
-from specllama.batch.server_client import (SamplingRequest, ServerError, ServerUrlError, base_url, chat_body,
-                                           parse_chat_reply, retry_after)
+from specllama.batch.server_client import (
+    SamplingRequest,
+    ServerError,
+    ServerUrlError,
+    base_url,
+    chat_body,
+    parse_chat_reply,
+    retry_after,
+)
 from specllama.batch.server_pool import RetryPolicy, ServerHealth, backoff_delay
 
 POLICY = RetryPolicy(retries=3, base=1.0, cap=8.0)

@@ -11,6 +11,7 @@ import math
 
 import pytest
 
+from specllama.batch.prompts_file import read_prompts
 from specllama.bench.aggregate import _speedup_from_steps, geomean
 from specllama.bench.benchmark import BenchOptions, bench_prompts, run_benchmark
 from specllama.bench.configs import BenchConfigError, parse_config, parse_configs
@@ -19,7 +20,6 @@ from specllama.bench.runner import BenchPrompt, RunRecord
 from specllama.cli.main import main
 from specllama.decoding.cost_curve import CostCurve, expected_tokens_per_step, measure_cost_curve, predicted_speedup
 from specllama.decoding.engine import Summary
-from specllama.batch.prompts_file import read_prompts
 from specllama.decoding.runtime import LoadOptions, Runtime
 
 # --- configs --------------------------------------------------------------------------------

@@ -5,8 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
 from specllama.cli.main import main
 from tests.tiny_gguf import write_not_gguf, write_truncated_copy
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specllama.models.registry import load_registry
 from specllama.errors import ConfigError
+from specllama.models.registry import load_registry
 
 
 def test_shipped_registry_has_the_default_pair():

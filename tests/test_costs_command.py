@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specllama.cli.main import main
 from specllama.cli.cmd_costs import break_even_acceptance
+from specllama.cli.main import main
 from specllama.decoding.cost_curve import CostCurve, expected_tokens_per_step
 
 

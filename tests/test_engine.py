@@ -7,8 +7,8 @@ import pytest
 
 from specllama.decoding.drafters import ModelDrafter, PromptLookupDrafter
 from specllama.decoding.engine import DoneEvent, Engine, GenerationConfig, StepEvent, TokenEvent
-from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.decoding.sampling import SamplingParams
+from specllama.errors import ContextOverflowError, SpecllamaError
 from tests.fake_llm import FakeContext, FakeStairsContext, counting_rule, noisy_rule, random_rule
 
 PROMPT = [5, 6, 7]

@@ -7,7 +7,6 @@ header only), fetched through the model store.
 
 from __future__ import annotations
 
-import os
 import struct
 import time
 from pathlib import Path
@@ -25,16 +24,12 @@ from specllama.llama.gguf_meta import (
     read_tokens,
     require_compatible,
 )
+from tests.conftest import TINY_B_SIZES
 from tests.tiny_gguf import (
     tiny_model_param_count,
     write_not_gguf,
-    write_tiny_model,
     write_truncated_copy,
 )
-
-from tests.conftest import TINY_B_SIZES
-
-
 
 # ---------------------------------------------------------------------------------------------
 # read_info / read_tokens on tiny models

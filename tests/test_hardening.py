@@ -6,7 +6,6 @@ import errno
 import json
 import os
 import resource
-import signal
 import subprocess
 import sys
 import tempfile
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from specllama.batch import output as batch_output
-from specllama.batch.output import OutputLockedError, OutputWriter, OutputWriteError, locked_output, lock_path, open_output
+from specllama.batch.output import OutputLockedError, OutputWriteError, OutputWriter, lock_path, locked_output, open_output
 from specllama.cli.main import main
 from specllama.cli.paths import OutputPathError, check_writable
 
@@ -295,9 +294,10 @@ def test_run_with_stdout_closed_is_one_line_not_a_traceback(tmp_path):
 
 
 def test_stdout_failing_mid_run_is_one_line(monkeypatch):
+    import io
+
     from specllama.cli.cmd_run import _emit
     from specllama.cli.main import StdoutClosedError
-    import io
 
     closed = io.StringIO()
     closed.close()

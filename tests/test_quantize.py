@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from specllama.cli.main import main
-from specllama.models.registry import load_registry
-from specllama.llama.gguf_meta import check_compatibility, read_info
 from specllama.llama.context import DecodeContext
+from specllama.llama.gguf_meta import check_compatibility, read_info
 from specllama.llama.model import GGUFModel
+from specllama.models.registry import load_registry
 
 
 @pytest.fixture

@@ -37,5 +37,5 @@ def test_check_refuses_smollm_for_qwen_with_the_reason(real_model_paths):
 def test_models_list_shows_the_cached_pair(real_model_paths):
     result = specllama("models", "list")
     assert result.returncode == 0
-    line = next(l for l in result.stdout.splitlines() if l.startswith("qwen2.5-coder-1.5b"))
+    line = next(row for row in result.stdout.splitlines() if row.startswith("qwen2.5-coder-1.5b"))
     assert "target" in line and "yes" in line

@@ -5,8 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from specllama.errors import SpecllamaError
 from specllama.decoding.sampling import SamplingParams, probabilities, sample
+from specllama.errors import SpecllamaError
 
 QWEN_VOCAB = 151_936
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import pytest
 
+from specllama.errors import DownloadError, ModelFileError
 from specllama.models import store
 from specllama.models.registry import load_registry
-from specllama.errors import DownloadError, ModelFileError
 
 
 @pytest.fixture

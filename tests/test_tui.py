@@ -213,8 +213,8 @@ def test_settings_steps_stay_in_range():
 
 
 def test_chat_command_options_load_the_draft_for_every_drafter():
-    from specllama.cli.main import build_parser
     from specllama.cli.cmd_chat import chat_load_options
+    from specllama.cli.main import build_parser
 
     args = build_parser().parse_args(["chat", "-k", "3", "--drafter", "lookup", "--temp", "0.7"])
     settings = ChatSettings.from_args(args)

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 from specllama.batch.output import OutputState, OutputWriter, open_output
 from specllama.batch.prompts_file import PromptItem, id_key
 from specllama.batch.server_client import SamplingRequest, ServerClient, ServerError, ServerReply, chat_body, discover
-from specllama.batch.server_pool import RetryPolicy, ServerHealth
+from specllama.batch.server_pool import ServerHealth
 
 DEFAULT_MODEL = "default"
 # How long a batch that gives up on every server waits for workers to finish what they hold.

@@ -12,12 +12,12 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from specllama.decoding.cost_curve import CostCurve, predicted_speedup, step_cost
-from specllama.decoding.engine import Summary
-from specllama.decoding.verifiers import StairsVerifier
 from specllama.bench.configs import BenchConfig
 from specllama.bench.pairing import Comparison, comparison_dict
 from specllama.bench.runner import RunRecord
+from specllama.decoding.cost_curve import CostCurve, predicted_speedup, step_cost
+from specllama.decoding.engine import Summary
+from specllama.decoding.verifiers import StairsVerifier
 
 _SEVERITY = {"identical": 0, "near_tie": 1, "different": 2}
 

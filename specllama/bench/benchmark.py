@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specllama.decoding.cost_curve import CostCurve, measure_cost_curve
-from specllama.errors import SpecllamaError
-from specllama.llama.model import GGUFModel
-from specllama.llama.machine import machine_info
-from specllama.decoding.runtime import Runtime
-from specllama.decoding.sampling import SamplingParams
 from specllama.bench.aggregate import ConfigSummary, PromptResult, config_summaries, prompt_results
 from specllama.bench.configs import BenchConfig
 from specllama.bench.pairing import NEAR_TIE_LOGITS, judge_runs
 from specllama.bench.report import json_document
 from specllama.bench.runner import WARMUP_TOKENS, BenchPrompt, BenchRunner, ProgressCallback
+from specllama.decoding.cost_curve import CostCurve, measure_cost_curve
+from specllama.decoding.runtime import Runtime
+from specllama.decoding.sampling import SamplingParams
+from specllama.errors import SpecllamaError
+from specllama.llama.machine import machine_info
+from specllama.llama.model import GGUFModel
 
 
 class BenchError(SpecllamaError):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from specllama.bench.runner import RunRecord
 from specllama.decoding.exactness import NEAR_TIE_LOGITS, Comparison, compare_greedy
 from specllama.llama.context import DecodeContext
-from specllama.bench.runner import RunRecord
 
 __all__ = ["NEAR_TIE_LOGITS", "Comparison", "judge_runs", "comparison_dict"]
 

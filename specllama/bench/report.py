@@ -11,8 +11,8 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-from specllama.decoding.cost_curve import CostCurve
 from specllama.bench.aggregate import ConfigSummary, PromptResult
+from specllama.decoding.cost_curve import CostCurve
 
 SCHEMA = "specllama.bench/1"
 

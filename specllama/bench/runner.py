@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from specllama.bench.configs import BenchConfig
 from specllama.decoding.engine import GenerationConfig, Summary
-from specllama.errors import SpecllamaError
-from specllama.llama.machine import current_rss_bytes
 from specllama.decoding.runtime import Runtime
 from specllama.decoding.sampling import SamplingParams
-from specllama.bench.configs import BenchConfig
+from specllama.errors import SpecllamaError
+from specllama.llama.machine import current_rss_bytes
 
 WARMUP_TOKENS = 8
 

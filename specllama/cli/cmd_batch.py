@@ -48,8 +48,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 def _run_locked(args: argparse.Namespace, prompts, config) -> int:
     from specllama.batch.local import run_batch
-    from specllama.cli.progress import download_bar
     from specllama.cli.options import load_options
+    from specllama.cli.progress import download_bar
     from specllama.decoding.runtime import Runtime
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)

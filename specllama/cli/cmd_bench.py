@@ -10,8 +10,8 @@ from typing import Iterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from specllama.bench.configs import DEFAULT_CONFIGS, parse_configs
 from specllama.batch.prompts_file import read_prompts
+from specllama.bench.configs import DEFAULT_CONFIGS, parse_configs
 from specllama.decoding.sampling import SamplingParams
 
 # llama.cpp is loaded only when a benchmark runs, so building the parser (`--help`) stays instant.
@@ -34,8 +34,8 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     from specllama.bench.benchmark import BenchError, BenchOptions, bench_prompts, run_benchmark
     from specllama.bench.report import markdown, terminal_table, write_json, write_text
-    from specllama.cli.progress import download_bar
     from specllama.cli.options import load_options
+    from specllama.cli.progress import download_bar
     from specllama.decoding.runtime import Runtime
 
     # Everything the user typed is checked before minutes of model loading.

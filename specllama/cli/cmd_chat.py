@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specllama.models.registry import load_registry
-from specllama.decoding.request import DRAFTERS
-from specllama.errors import SpecllamaError
-from specllama.decoding.runtime import LoadOptions, Runtime, model_refs
 from specllama.cli.options import load_options
+from specllama.decoding.request import DRAFTERS
+from specllama.decoding.runtime import LoadOptions, Runtime, model_refs
+from specllama.errors import SpecllamaError
+from specllama.models.registry import load_registry
 
 
 def chat_load_options(args: argparse.Namespace) -> LoadOptions:

@@ -10,11 +10,11 @@ import argparse
 import sys
 from dataclasses import replace
 
-from specllama.decoding.cost_curve import CostCurve, break_even_acceptance
-from specllama.llama.machine import cpu_model
-from specllama.cli.progress import download_bar
-from specllama.decoding.runtime import Runtime
 from specllama.cli.options import load_options
+from specllama.cli.progress import download_bar
+from specllama.decoding.cost_curve import CostCurve, break_even_acceptance
+from specllama.decoding.runtime import Runtime
+from specllama.llama.machine import cpu_model
 
 K_SHOWN = 6
 

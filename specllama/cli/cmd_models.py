@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from specllama.cli.progress import download_bar
+from specllama.llama.gguf_meta import check_compatibility, read_info
 from specllama.models import store
 from specllama.models.registry import load_registry
-from specllama.llama.gguf_meta import check_compatibility, read_info
-from specllama.cli.progress import download_bar
 from specllama.models.resolve import resolve
 
 
@@ -26,7 +26,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-    print(f"\npairs: " + ", ".join(f"{p.name} ({p.draft} -> {p.target})" + (" [default]" if p.name == registry.default_pair else "")
+    print("\npairs: " + ", ".join(f"{p.name} ({p.draft} -> {p.target})" + (" [default]" if p.name == registry.default_pair else "")
                                   for p in registry.pairs.values()))
     print(f"cache: {store.models_dir()}   registries: {', '.join(map(str, registry.files))}")
     return 0

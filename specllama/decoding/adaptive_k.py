@@ -23,6 +23,7 @@ from typing import Callable
 
 from specllama.decoding.cost_curve import step_cost
 
+
 def causal_tokens(k: int) -> int:
     return k + 1  # [last] + K drafts in one causal batch
 

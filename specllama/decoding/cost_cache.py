@@ -16,11 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from specllama.models import store
 from specllama.decoding.cost_curve import CostCurve, measure_cost_curve
-from specllama.llama.context import DecodeContext
 from specllama.llama.backend import library_version
+from specllama.llama.context import DecodeContext
 from specllama.llama.machine import cpu_model
+from specllama.models import store
 
 MAX_N = 16
 

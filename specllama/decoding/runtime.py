@@ -20,7 +20,7 @@ from specllama.decoding.cost_curve import CostCurve
 from specllama.decoding.drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from specllama.decoding.engine import Engine, Generation, GenerationConfig
 from specllama.decoding.request import DRAFTERS, K_AUTO_MAX
-from specllama.errors import IncompatiblePairError, SpecllamaError
+from specllama.errors import IncompatiblePairError
 from specllama.llama.backend import default_threads, gpu_offload_supported
 from specllama.llama.context import DecodeContext
 from specllama.llama.gguf_meta import check_compatibility

@@ -8,7 +8,6 @@ from pathlib import Path
 from specllama.errors import SpecllamaError
 from specllama.llama.backend import C, default_threads, ensure_backend, last_llama_error
 
-
 QUANT_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K")
 
 

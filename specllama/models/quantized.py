@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from specllama.models import store
-from specllama.models.registry import Registry, user_registry_path
 from specllama.errors import ConfigError
 from specllama.llama.gguf_meta import read_info
 from specllama.llama.quantize import quantize
+from specllama.models import store
+from specllama.models.registry import Registry, user_registry_path
 from specllama.models.resolve import resolve
 
 

@@ -19,8 +19,8 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
-from specllama.models.registry import HubSource, ModelSpec, RegistrySource
 from specllama.errors import DownloadError, ModelFileError
+from specllama.models.registry import HubSource, ModelSpec, RegistrySource
 
 # progress(done_bytes, total_bytes or None, what)
 Progress = Callable[[int, int | None, str], None]

@@ -8,8 +8,8 @@ function that builds the runtime, so tests inject a scripted fake exactly where 
 from __future__ import annotations
 
 import traceback
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 from threading import Event
 from typing import Any
 
@@ -26,8 +26,8 @@ from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.tui.clipboard import copy_text
 from specllama.tui.conversation import Conversation
 from specllama.tui.explain import why_no_drafts
-from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
 from specllama.tui.history import History, HistoryUnavailable
+from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
 from specllama.tui.recorder import ConversationRecorder
 from specllama.tui.screens import HelpScreen, HistoryScreen, SettingsScreen
 from specllama.tui.settings import ChatSettings

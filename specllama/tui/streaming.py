@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 
 from textual.message import Message
 
-from specllama.decoding.events import AcceptanceRates, DoneEvent, Event, StepEvent, Summary, TokenEvent
+from specllama.decoding.events import AcceptanceRates, DoneEvent, Event, Summary, TokenEvent
 
 Segment = tuple[str, str]  # (text, origin)
 

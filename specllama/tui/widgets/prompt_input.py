@@ -14,7 +14,6 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
 
-
 # Keys the chat itself uses (F6, F7 step temperature and p_min; ctrl+y copies the answer): the
 # TextArea's own bindings for them (select line, select all, redo) would take them first.
 TAKEN_BY_THE_CHAT = {"f6", "f7", "ctrl+y"}
