@@ -27,7 +27,7 @@ from specllama.llama.gguf_meta import check_compatibility
 from specllama.llama.model import GGUFModel
 from specllama.models import store
 from specllama.models.registry import Registry, load_registry
-from specllama.models.resolve import looks_like_path, resolve  # noqa: F401  (re-exported for front-ends)
+from specllama.models.resolve import resolve
 
 STAIRS_SEQUENCES = 17  # stairs verification decodes K+1 sequences side by side: up to K = 16
 

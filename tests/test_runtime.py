@@ -1,0 +1,46 @@
+"""The Runtime frees what it loaded, also when loading fails half way (tiny models)."""
+
+from __future__ import annotations
+
+import pytest
+
+from specllama.decoding.runtime import LoadOptions, Runtime
+from specllama.errors import ModelFileError
+from specllama.llama.context import DecodeContext
+from specllama.llama.model import GGUFModel
+
+
+@pytest.fixture
+def closes(monkeypatch) -> list[str]:
+    """Records every model and context closed, by file name and kind."""
+    seen: list[str] = []
+    for cls in (GGUFModel, DecodeContext):
+        original = cls.close
+
+        def spy(self, original=original, kind=cls.__name__):
+            if getattr(self, "_model", None) or getattr(self, "_ctx", None):  # still holding its C resource
+                path = self.path if kind == "GGUFModel" else self.model.path
+                seen.append(f"{kind} {path.name}")
+            original(self)
+        monkeypatch.setattr(cls, "close", spy)
+    return seen
+
+
+def test_a_load_that_fails_half_way_frees_the_target(tiny_models, monkeypatch, closes):
+    load = GGUFModel.__init__
+
+    def refuse_the_draft(self, path, **kw):  # llama.cpp refusing the second file, after the first loaded
+        if path == tiny_models["b"]:
+            raise ModelFileError(f"llama.cpp could not load {path}")
+        load(self, path, **kw)
+    monkeypatch.setattr(GGUFModel, "__init__", refuse_the_draft)
+    with pytest.raises(ModelFileError, match="could not load"):
+        Runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["b"]), n_ctx=256))
+    assert closes == ["DecodeContext a.gguf", "GGUFModel a.gguf"]  # the target was loaded, then freed
+
+
+def test_a_runtime_is_a_context_manager(tiny_models, closes):
+    with Runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["b"]), n_ctx=256)) as rt:
+        assert rt.drafters == ("model", "lookup", "none") and rt.has_draft_model
+        assert rt.placement == "CPU"  # this build offloads nothing
+    assert sorted(closes) == ["DecodeContext a.gguf", "DecodeContext b.gguf", "GGUFModel a.gguf", "GGUFModel b.gguf"]
