@@ -44,3 +44,14 @@ def test_a_runtime_is_a_context_manager(tiny_models, closes):
         assert rt.drafters == ("model", "lookup", "none") and rt.has_draft_model
         assert rt.placement == "CPU"  # this build offloads nothing
     assert sorted(closes) == ["DecodeContext a.gguf", "DecodeContext b.gguf", "GGUFModel a.gguf", "GGUFModel b.gguf"]
+
+
+def test_a_context_other_than_the_one_asked_for_is_said(tiny_models):
+    said: list[str] = []
+    with Runtime(LoadOptions(target=str(tiny_models["a"]), n_ctx=100, load_draft=False), status=said.append) as rt:
+        got = rt.context_use()[1]
+    assert got != 100 and said == [f"context: {got} tokens, not the 100 asked for (llama.cpp rounds it to whole blocks)"]
+    said.clear()
+    with Runtime(LoadOptions(target=str(tiny_models["a"]), n_ctx=256, load_draft=False), status=said.append):
+        pass
+    assert said == []  # a size llama.cpp keeps as it is: nothing to say

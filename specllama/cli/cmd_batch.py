@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -57,7 +58,7 @@ def _run_locked(args: argparse.Namespace, prompts, config) -> int:
     if nothing_to_do is not None:
         return nothing_to_do
     with download_bar() as fetch:
-        runtime = Runtime(load_options(args), progress=fetch)
+        runtime = Runtime(load_options(args), progress=fetch, status=lambda m: print(m, file=sys.stderr))
     with runtime, sigterm_as_interrupt(), batch_progress(err) as progress:
         report = run_batch(runtime, prompts.items, config, args.output,
                            system=args.system, state=state, progress=progress)

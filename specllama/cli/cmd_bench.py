@@ -61,7 +61,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                         stairs=any(c.verify == "stairs" for c in configs),
                         auto_k=any(c.k == "auto" for c in configs))
     with download_bar() as fetch:
-        runtime = Runtime(opts, progress=fetch)
+        runtime = Runtime(opts, progress=fetch, status=lambda m: print(m, file=sys.stderr))
     with runtime:
         prompts = bench_prompts(runtime, prompt_file.items)
         options = BenchOptions(max_tokens=args.max_tokens, repeat=args.repeat, sampling=sampling)

@@ -59,6 +59,12 @@ def model_refs(opts: LoadOptions, registry: Registry) -> tuple[str, str | None]:
     return target, opts.draft or (pair.draft if pair else None)
 
 
+def context_note(asked: int, got: int, trained: int) -> str:
+    """Why the context is not the size asked for: the model's limit, or llama.cpp's rounding."""
+    why = f"the model was trained for {trained}" if asked > trained else "llama.cpp rounds it to whole blocks"
+    return f"context: {got} tokens, not the {asked} asked for ({why})"
+
+
 class Runtime:
     """Loaded models and contexts, the drafters a request may name, and the engine."""
 
@@ -89,6 +95,8 @@ class Runtime:
         self.target_ctx = DecodeContext(self.target_model, n_ctx=n_ctx, n_threads=threads,
                                         n_threads_batch=opts.threads_batch,
                                         n_seq_max=STAIRS_SEQUENCES if opts.stairs else 1, exact=opts.exact)
+        if status and opts.n_ctx > 0 and self.target_ctx.n_ctx != opts.n_ctx:
+            status(context_note(opts.n_ctx, self.target_ctx.n_ctx, self.target_model.n_ctx_train))
         drafters: dict[str, Drafter] = {"lookup": PromptLookupDrafter()}
         if self.draft_path is not None:
             self.draft_model = GGUFModel(self.draft_path, n_gpu_layers=self.gpu_layers)
