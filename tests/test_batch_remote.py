@@ -63,7 +63,9 @@ def test_a_batch_on_two_servers_writes_each_prompt_once_with_its_server(tmp_path
     assert {req["model"] for req in b.chat_requests} <= {"default"}  # b lists none
     assert sent[0]["messages"][0] == {"role": "system", "content": "be brief"} and sent[0]["max_tokens"] == 7
     assert {h.get("Authorization") for h in a.headers_seen + b.headers_seen} == {"Bearer sk-test"}
-    assert "acceptance 75.0%" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "acceptance 75.0%" in err
+    assert "] p03: done on http://127.0.0.1:" in err and "(5 tokens, 50.0 tok/s)" in err  # a line per prompt
 
     # Rerun: everything is there, nothing is sent.
     with FakeServer() as c:
