@@ -63,7 +63,9 @@ def test_a_batch_on_two_servers_writes_each_prompt_once_with_its_server(tmp_path
     assert {req["model"] for req in b.chat_requests} <= {"default"}  # b lists none
     assert sent[0]["messages"][0] == {"role": "system", "content": "be brief"} and sent[0]["max_tokens"] == 7
     assert {h.get("Authorization") for h in a.headers_seen + b.headers_seen} == {"Bearer sk-test"}
-    assert "acceptance 75.0%" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "acceptance 75.0%" in err
+    assert "] p03: done on http://127.0.0.1:" in err and "(5 tokens, 50.0 tok/s)" in err  # a line per prompt
 
     # Rerun: everything is there, nothing is sent.
     with FakeServer() as c:
@@ -108,9 +110,30 @@ def test_429_with_retry_after_is_waited_out_then_the_prompt_succeeds(tmp_path, c
 
     with FakeServer(busy_first) as server:
         code = main(["batch", str(prompts), "-o", str(out), "--server", server.url, *FAST])
-    assert code == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert code == 0, err
     assert sorted(r["id"] for r in read_jsonl(out)) == ids
     assert len(server.chat_requests) == 4  # the refused prompt was sent again, once
+    assert "HTTP 429" in err and f"{server.url} answers again, back in rotation" in err
+
+
+def test_a_request_past_the_timeout_is_abandoned_and_sent_again(tmp_path, capsys):
+    prompts, ids = write_prompts(tmp_path / "p.jsonl", 2)
+    out = tmp_path / "out.jsonl"
+
+    def stuck_first(body, n):
+        if n == 0:
+            time.sleep(2.0)  # longer than --timeout: the client must give up on it
+        return echo_reply(body)
+
+    with FakeServer(stuck_first) as server:
+        code = main(["batch", str(prompts), "-o", str(out), "--server", server.url, "--backoff", "0.01",
+                     "--timeout", "0.3"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "timed out" in err
+    records = read_jsonl(out)
+    assert sorted(r["id"] for r in records) == ids and len(records) == 2
 
 
 @pytest.mark.parametrize("status,body,message", [

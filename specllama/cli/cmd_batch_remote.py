@@ -13,6 +13,7 @@ from typing import Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.text import Text
 
 from specllama.errors import SpecllamaError
 
@@ -127,15 +128,24 @@ def prepare_servers(urls: list[str], args: argparse.Namespace, policy, err: Cons
     return servers
 
 
+class _FleetProgress(Progress):
+    """The batch's bar with one plain line per server under it (rich's way: get_renderables)."""
+    server_lines = ""
+
+    def get_renderables(self):
+        yield self.make_tasks_table(self.tasks)
+        if self.server_lines:
+            yield Text(self.server_lines)
+
+
 @contextmanager
 def remote_progress(console: Console, urls: list[str]) -> Iterator:
     """A bar plus a line per server (completed, tokens/s, errors, in or out of rotation) on a
     terminal; one line per prompt, and one per server leaving or rejoining the rotation, otherwise."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn())
-    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+    with _FleetProgress(*columns, console=console, disable=not console.is_terminal) as bar:
         overall = bar.add_task("batch", total=None)
-        lines = {url: bar.add_task(url, total=None, visible=True) for url in urls}
         done = [0]
         total = [0]
 
@@ -158,8 +168,7 @@ def remote_progress(console: Console, urls: list[str]) -> Iterator:
             acc = f", acceptance {report.acceptance:.0%}" if report.acceptance is not None else ""
             failed = f" ({len(report.failed)} failed)" if report.failed else ""
             bar.update(overall, completed=done[0], total=total[0], description=f"batch{failed}{acc}")
-            for url, task in lines.items():
-                bar.update(task, description=server_line(url, report))
+            bar.server_lines = "\n".join(server_line(url, report) for url in urls)
             if kind in ("done", "failed") and not console.is_terminal:
                 item, url = event[1], event[2]
                 if kind == "done":
