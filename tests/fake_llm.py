@@ -27,46 +27,76 @@ class FakeModel:
 
 
 class FakeContext:
-    def __init__(self, rule: Callable[[Sequence[int]], np.ndarray], n_ctx: int = 4096):
+    """Sequences like DecodeContext's: `held[s]` per sequence, `tokens` is sequence 0's."""
+
+    unified = False
+    exact = False
+
+    def __init__(self, rule: Callable[[Sequence[int]], np.ndarray], n_ctx: int = 4096, n_seq_max: int = 1):
         self.model = FakeModel()
         self.rule = rule
         self.n_ctx = n_ctx
-        self.n_seq_max = 1
-        self.tokens: list[int] = []
+        self.n_seq_max, self.n_batch = n_seq_max, 512
+        self.held: list[list[int]] = [[] for _ in range(n_seq_max)]
         self.decoded = 0  # tokens pushed through "the network": what speculation tries to save
         self.decode_calls = 0
+        self.batch_sizes: list[int] = []  # tokens per decode call, in order
+
+    @property
+    def tokens(self) -> list[int]:
+        return self.held[0]
 
     @property
     def n_past(self) -> int:
-        return len(self.tokens)
+        return len(self.held[0])
 
-    def decode(self, tokens, logits="last"):
-        assert self.n_past + len(tokens) <= self.n_ctx, "engine overflowed the context"
+    def past(self, seq: int) -> int:
+        return len(self.held[seq])
+
+    def _push(self, seq, tokens, logits) -> list:
+        held = self.held[seq]
+        assert len(held) + len(tokens) <= self.n_ctx, "engine overflowed the context"
         rows = []
         for i, t in enumerate(tokens):
-            self.tokens.append(t)
+            held.append(t)
             if logits == "all" or (logits == "last" and i == len(tokens) - 1) or (
                     not isinstance(logits, str) and i in logits):
-                rows.append(self.rule(self.tokens))
+                rows.append(self.rule(held))
         self.decoded += len(tokens)
+        return rows
+
+    def decode(self, tokens, logits="last", seq: int = 0):
+        rows = self._push(seq, tokens, logits)
         self.decode_calls += 1
+        self.batch_sizes.append(len(tokens))
         return np.array(rows, dtype=np.float32).reshape(len(rows), VOCAB)
 
-    def rollback(self, n_past: int) -> None:
-        assert n_past <= self.n_past
-        del self.tokens[n_past:]
+    def decode_parts(self, parts):
+        out = [np.array(self._push(p.seq, p.tokens, p.logits), dtype=np.float32).reshape(-1, VOCAB) for p in parts]
+        self.decode_calls += 1
+        self.batch_sizes.append(sum(len(p.tokens) for p in parts))
+        return out
 
-    def reuse_prefix(self, tokens) -> int:
+    def rollback(self, n_past: int, seq: int = 0) -> None:
+        assert n_past <= self.past(seq)
+        del self.held[seq][n_past:]
+
+    def common_prefix(self, tokens, seq: int = 0) -> int:
         common = 0
-        for a, b in zip(self.tokens, tokens):
+        for a, b in zip(self.held[seq], tokens):
             if a != b:
                 break
             common += 1
-        self.rollback(min(common, len(tokens) - 1))
-        return self.n_past
+        return common
 
-    def clear(self) -> None:
-        self.tokens.clear()
+    def reuse_prefix(self, tokens, seq: int = 0) -> int:
+        self.rollback(min(self.common_prefix(tokens, seq), len(tokens) - 1), seq)
+        return self.past(seq)
+
+    def clear(self, seq: int | None = None) -> None:
+        for s, held in enumerate(self.held):
+            if seq is None or s == seq:
+                held.clear()
 
 
 def counting_rule(step: int = 1, end_after: int | None = None):
@@ -104,9 +134,10 @@ class FakeStairsContext(FakeContext):
     """A FakeContext with sequences to spare, so the stairs verifier runs on it: each stair's row
     is the rule applied to prefix + [last] + its drafts, as llama.cpp's separate sequences give."""
 
+    unified = True
+
     def __init__(self, rule, n_ctx: int = 4096, n_seq_max: int = 17):
-        super().__init__(rule, n_ctx)
-        self.n_seq_max, self.n_batch = n_seq_max, 512
+        super().__init__(rule, n_ctx, n_seq_max)
 
     def decode_stairs(self, last, draft):
         rows = [self.rule([*self.tokens, last, *draft[:i]]) for i in range(len(draft) + 1)]

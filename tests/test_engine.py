@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specllama.decoding.drafters import ModelDrafter, PromptLookupDrafter
+from specllama.decoding.drafters import DraftRequest, ModelDrafter, PromptLookupDrafter
 from specllama.decoding.engine import DoneEvent, Engine, GenerationConfig, StepEvent, TokenEvent
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import ContextOverflowError, SpecllamaError
@@ -108,10 +108,15 @@ def test_prompt_lookup_drafts_what_followed_the_same_ngram():
     drafter = PromptLookupDrafter(max_ngram=2)
     seq = [1, 2, 3, 4, 9, 9, 1, 2]
     config = GenerationConfig(drafter="lookup")
-    assert drafter.propose(seq, 3, config, None).tokens == [3, 4, 9]
+
+    def ask(committed, k, slot=0):
+        return drafter.propose([DraftRequest(slot, committed, k, config, None)])[0].tokens
+
+    assert ask(seq, 3) == [3, 4, 9]
     seq += [3]  # incremental: the index follows the growing sequence
-    assert drafter.propose(seq, 2, config, None).tokens == [4, 9]
-    assert drafter.propose([7, 8], 3, config, None).tokens == []  # diverged: re-indexed, no match
+    assert ask(seq, 2) == [4, 9]
+    assert ask([1, 2], 3, slot=1) == []  # another sequence has an index of its own
+    assert ask([7, 8], 3) == []  # diverged: re-indexed, no match
 
 
 def test_lookup_drafter_speeds_up_a_repetitive_target_without_changing_it():

@@ -319,7 +319,7 @@ GOOD = CostCurve(0.05, [1.0, 1.2, 1.3], 0.4, 256, 3)
 @pytest.fixture
 def fake_measurement(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECLLAMA_CACHE", str(tmp_path))
-    monkeypatch.setattr(cost_cache, "cache_key", lambda target, draft: KEY)
+    monkeypatch.setattr(cost_cache, "cache_key", lambda target, draft, max_n=16: KEY if max_n == 16 else {**KEY, "max_n": max_n})
     measured = []
 
     def measure(target, draft, max_n, reps):

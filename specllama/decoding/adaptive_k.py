@@ -18,7 +18,7 @@ speculation loses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from specllama.decoding.cost_curve import step_cost
@@ -62,6 +62,14 @@ class AdaptiveK:
         the drafter's long-run record and the optimistic prior: a fresh chance, shorter for a
         drafter with a poor record."""
         self.fast = [(self.prior + slow) / 2 for slow in self.slow]
+
+    def for_text(self) -> "AdaptiveK":
+        """A chooser for one text among several generated at once: its own fast estimates
+        (restarted as new_text does), the long-run record shared with this one (the same lists,
+        so every text's observations land in it)."""
+        view = replace(self, fast=list(self.fast), slow=self.slow, seen=self.seen)
+        view.new_text()
+        return view
 
     def expected_tokens(self, k: int) -> float:
         total, reach = 1.0, 1.0

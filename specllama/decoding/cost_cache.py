@@ -22,7 +22,8 @@ from specllama.llama.context import DecodeContext
 from specllama.llama.machine import cpu_model
 from specllama.models import store
 
-MAX_N = 16
+MAX_N = 16  # one prompt: verify batches of up to 16 tokens (K <= 15)
+MAX_N_PARALLEL = 64  # several prompts: N sequences x (K + 1) rows
 
 
 def _file_identity(path: Path | None) -> dict | None:
@@ -32,7 +33,7 @@ def _file_identity(path: Path | None) -> dict | None:
     return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-def cache_key(target: DecodeContext, draft: DecodeContext | None) -> dict:
+def cache_key(target: DecodeContext, draft: DecodeContext | None, max_n: int = MAX_N) -> dict:
     return {
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
@@ -41,7 +42,7 @@ def cache_key(target: DecodeContext, draft: DecodeContext | None) -> dict:
         "llama_cpp_python": library_version(),
         "target": _file_identity(target.model.path),
         "draft": _file_identity(draft.model.path) if draft is not None else None,
-        "max_n": MAX_N,
+        "max_n": max_n,
     }
 
 
@@ -50,9 +51,9 @@ def _entry_path(key: dict) -> Path:
     return store.cache_dir() / "costs" / f"{digest}.json"
 
 
-def cache_file(target: DecodeContext, draft: DecodeContext | None) -> Path:
+def cache_file(target: DecodeContext, draft: DecodeContext | None, max_n: int = MAX_N) -> Path:
     """Where the curve for these contexts is (or would be) cached."""
-    return _entry_path(cache_key(target, draft))
+    return _entry_path(cache_key(target, draft, max_n))
 
 
 def load_cached(key: dict) -> CostCurve | None:
@@ -113,9 +114,14 @@ def save(key: dict, curve: CostCurve) -> None:
 
 
 def cost_curve_for(target: DecodeContext, draft: DecodeContext | None, *, remeasure: bool = False,
-                   on_measure: Callable[[], None] | None = None) -> tuple[CostCurve, bool]:
-    """(curve, measured_now). Clears both contexts when it measures; on_measure is told first."""
-    key = cache_key(target, draft)
+                   on_measure: Callable[[], None] | None = None, max_n: int = MAX_N) -> tuple[CostCurve, bool]:
+    """(curve, measured_now). Clears both contexts when it measures; on_measure is told first.
+    A longer curve cached for the same models serves a shorter request."""
+    if not remeasure and max_n < MAX_N_PARALLEL:
+        longer = load_cached(cache_key(target, draft, MAX_N_PARALLEL))
+        if longer is not None:
+            return longer, False
+    key = cache_key(target, draft, max_n)
     curve = None if remeasure else load_cached(key)
     if curve is not None:
         return curve, False
@@ -126,6 +132,6 @@ def cost_curve_for(target: DecodeContext, draft: DecodeContext | None, *, remeas
             return curve, False
         if on_measure:
             on_measure()
-        curve = measure_cost_curve(target, draft, max_n=MAX_N, reps=3)
+        curve = measure_cost_curve(target, draft, max_n=max_n, reps=3)
         save(key, curve)
     return curve, True

@@ -93,11 +93,33 @@ def break_even_acceptance(curve: CostCurve, k: int, draft_cost: float) -> float 
     return hi
 
 
+def measured_sizes(max_n: int) -> list[int]:
+    """The batch sizes timed for a curve to max_n: every n up to 17 (where the kernels' steps
+    decide K), then every 4th to 32 and every 8th beyond (where only N's choice looks, and the
+    curve is smooth); the rest is interpolated. Keeps a 64-point curve under a minute here."""
+    sizes = [n for n in range(1, max_n + 1) if n <= 17 or (n <= 32 and n % 4 == 0) or n % 8 == 0]
+    return sizes if sizes[-1] == max_n else sizes + [max_n]
+
+
+def _interpolate(times: dict[int, float], max_n: int) -> list[float]:
+    sizes = sorted(times)
+    out = []
+    for n in range(1, max_n + 1):
+        if n in times:
+            out.append(times[n])
+            continue
+        lo = max(s for s in sizes if s < n)
+        hi = min(s for s in sizes if s > n)
+        out.append(times[lo] + (times[hi] - times[lo]) * (n - lo) / (hi - lo))
+    return out
+
+
 def measure_cost_curve(target_ctx: DecodeContext, draft_ctx: DecodeContext | None = None, *,
                        max_n: int = 16, reps: int = 3, n_past: int = 256,
                        filler: Sequence[int] | None = None) -> CostCurve:
-    """Time the target decoding n = 1..max_n tokens in one batch (logits at every position, as
-    verification asks) at a cache fill of n_past, and the draft's one-token decode at the same fill.
+    """Time the target decoding n tokens in one batch (logits at every position, as verification
+    asks) at a cache fill of n_past, for the sizes of measured_sizes(max_n), and the draft's
+    one-token decode at the same fill.
 
     Medians of `reps` timings after one warm-up round; the n values are interleaved within each
     round so a slow moment of a shared machine lands on all of them alike. Both caches are
@@ -111,16 +133,17 @@ def measure_cost_curve(target_ctx: DecodeContext, draft_ctx: DecodeContext | Non
     n_past = max(1, min(n_past, target_ctx.n_ctx - max_n - 1))
     prefix = (tokens * (n_past // len(tokens) + 1))[:n_past]
     batch = (tokens * (max_n // len(tokens) + 1))[:max_n]
+    sizes = measured_sizes(max_n)
 
     contexts = [target_ctx] + ([draft_ctx] if draft_ctx is not None else [])
     for ctx in contexts:
         ctx.clear()
         ctx.decode(prefix[:min(n_past, ctx.n_ctx - 2)], logits="none")
     try:
-        target_times: dict[int, list[float]] = {n: [] for n in range(1, max_n + 1)}
+        target_times: dict[int, list[float]] = {n: [] for n in sizes}
         draft_times: list[float] = []
         for rep in range(reps + 1):  # round 0 is the warm-up and is discarded
-            for n in range(1, max_n + 1):
+            for n in sizes:
                 elapsed = _time_decode(target_ctx, batch[:n], "all")
                 if rep:
                     target_times[n].append(elapsed)
@@ -130,7 +153,7 @@ def measure_cost_curve(target_ctx: DecodeContext, draft_ctx: DecodeContext | Non
                     elapsed = _time_decode(draft_ctx, batch[:1], "last")
                     if rep:
                         draft_times.append(elapsed)
-        medians = [statistics.median(target_times[n]) for n in range(1, max_n + 1)]
+        medians = _interpolate({n: statistics.median(t) for n, t in target_times.items()}, max_n)
         t1 = medians[0]
         draft_ratio = statistics.median(draft_times) / t1 if draft_times else None
     finally:

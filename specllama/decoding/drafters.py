@@ -1,11 +1,20 @@
 """Drafters: where the K proposed tokens come from.
 
-A drafter sees the committed sequence (prompt + accepted output, ending with the token the target
-has not decoded yet) and proposes up to k tokens that follow it, under the request's sampling and
-p_min. `q` holds the drafter's probabilities for each proposed token when it sampled them; None
-means the proposals were deterministic (greedy or looked up), which the rejection sampler treats as
-one-hot. After verification the engine calls `rollback(n)`: keep state for the first n committed
-tokens only (the model drafter's cache drops its rejected drafts there).
+The engine runs several sequences at once (one slot each), so a drafter is asked for all of
+them together: `propose(requests)` gets one DraftRequest per sequence that wants drafts this step
+and returns one Proposal each, in order. That lets the model drafter decode one draft position of
+every sequence in ONE batch (lockstep) instead of one decode per sequence.
+
+A request holds the committed sequence (prompt + accepted output, ending with the token the target
+has not decoded yet) and the most drafts the engine will verify; `q` holds the drafter's
+probabilities for each proposed token when it sampled them; None means the proposals were
+deterministic (greedy or looked up), which the rejection sampler treats as one-hot. `confidence`,
+when a drafter gives it, is its estimate per token that the target accepts it (chained by the
+engine when it sizes the draft). After verification the engine calls `rollback(seq, n)`: keep
+state for the first n committed tokens only (the model drafter's cache drops its rejected drafts
+there), and `observe(seq, proposal, n_accepted)` so a drafter can learn how good it is. When a
+sequence's generation ends, `finish(seq, committed)`: a model-free drafter may keep its text to
+draft later texts from.
 """
 
 from __future__ import annotations
@@ -17,98 +26,148 @@ import numpy as np
 
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.sampling import probabilities, sample
-from specllama.llama.context import DecodeContext
+from specllama.llama.context import DecodeContext, DecodePart
+
+
+@dataclass
+class DraftRequest:
+    seq: int  # the engine's slot for this sequence (the KV-cache sequence id)
+    committed: Sequence[int]
+    k: int  # the most drafts the engine will verify this step
+    config: GenerationConfig
+    rng: np.random.Generator
 
 
 @dataclass
 class Proposal:
     tokens: list[int]
     q: np.ndarray | None = None  # (len(tokens), vocab) when the drafter sampled
+    confidence: list[float] | None = None  # per token: estimated P(accepted | the ones before accepted)
+    source: str = ""  # the drafter that made it (filled in by the engine when empty)
 
 
 class Drafter(Protocol):
     name: str
 
-    def propose(self, committed: Sequence[int], k: int, config: GenerationConfig,
-                rng: np.random.Generator) -> Proposal: ...
+    def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]: ...
 
-    def prefill(self, prompt: Sequence[int]) -> None:
+    def prefill(self, seq: int, prompt: Sequence[int]) -> None:
         """Digest the prompt before generation starts, so its cost counts as prompt time."""
 
-    def rollback(self, n_tokens: int) -> None:
+    def rollback(self, seq: int, n_tokens: int) -> None:
         """Keep what follows from the first n_tokens committed tokens; drop the rest."""
+
+    def observe(self, seq: int, proposal: Proposal, n_accepted: int) -> None:
+        """How many of the proposal's tokens the target accepted."""
+
+    def finish(self, seq: int, committed: Sequence[int]) -> None:
+        """The sequence's generation ended (committed = prompt + output)."""
 
     def reset(self) -> None: ...
 
 
-class NoDrafter:
-    """Plain decoding: the engine's loop with K = 0."""
+class _Quiet:
+    """No-op defaults for the parts of the protocol a drafter does not need."""
 
-    name = "none"
-
-    def propose(self, committed, k, config, rng) -> Proposal:
-        return Proposal([])
-
-    def prefill(self, prompt) -> None:
+    def prefill(self, seq: int, prompt: Sequence[int]) -> None:
         pass
 
-    def rollback(self, n_tokens: int) -> None:
+    def rollback(self, seq: int, n_tokens: int) -> None:
+        pass
+
+    def observe(self, seq: int, proposal: Proposal, n_accepted: int) -> None:
+        pass
+
+    def finish(self, seq: int, committed: Sequence[int]) -> None:
         pass
 
     def reset(self) -> None:
         pass
 
 
-class ModelDrafter:
-    """A small model in its own context. Its cache is kept between steps and only the tokens it
-    has not seen are decoded, so a rejected tail costs a rollback, not a re-decode."""
+class NoDrafter(_Quiet):
+    """Plain decoding: the engine's loop with K = 0."""
+
+    name = "none"
+
+    def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
+        return [Proposal([]) for _ in requests]
+
+
+class ModelDrafter(_Quiet):
+    """A small model in its own context, one cache sequence per engine slot. Its caches are kept
+    between steps and only the tokens it has not seen are decoded, so a rejected tail costs a
+    rollback, not a re-decode. Several sequences draft in lockstep: draft position i of every
+    sequence is one decode."""
 
     name = "model"
 
     def __init__(self, ctx: DecodeContext):
         self.ctx = ctx
 
-    def propose(self, committed: Sequence[int], k: int, config: GenerationConfig,
-                rng: np.random.Generator) -> Proposal:
-        params, p_min = config.sampling, config.p_min  # p_min: stop when the top probability falls below
-        if k <= 0:
-            return Proposal([])
+    def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
         ctx = self.ctx
-        k = min(k, ctx.n_ctx - len(committed))
-        if k <= 0:
-            return Proposal([])
-        ctx.reuse_prefix(committed)
-        logits = ctx.decode(committed[ctx.n_past:], logits="last")[0]
-        tokens: list[int] = []
-        q_rows: list[np.ndarray] = []
-        for i in range(k):
-            if params.greedy:
-                token = int(np.argmax(logits))
-                if p_min > 0 and _top_probability(logits) < p_min:
-                    break
-            else:
-                q = probabilities(logits[None, :], params)[0]
-                if p_min > 0 and float(q.max()) < p_min:
-                    break
-                token = sample(q, rng)
-                q_rows.append(q)
-            tokens.append(token)
-            if i + 1 < k:  # the last draft needs no logits of its own
-                logits = ctx.decode([token], logits="last")[0]
-        q = np.stack(q_rows) if q_rows else None
-        return Proposal(tokens, q)
+        proposals = [Proposal([]) for _ in requests]
+        live: list[tuple[int, DraftRequest, int]] = []  # (index, request, its k)
+        for i, r in enumerate(requests):
+            k = min(r.k, ctx.n_ctx - len(r.committed))
+            if k > 0:
+                ctx.reuse_prefix(r.committed, r.seq)
+                live.append((i, r, k))
+        # Catch up: each sequence's tokens the draft has not seen (a long backlog, e.g. a prompt
+        # under -k auto, on its own in n_batch chunks), then every last one with logits, together.
+        for _, r, _ in live:
+            ctx.decode(r.committed[ctx.past(r.seq):-1], logits="none", seq=r.seq)
+        parts = [DecodePart(r.seq, r.committed[-1:], "last") for _, r, _ in live]
+        rows = [block[0] for block in ctx.decode_parts(parts)] if parts else []
+        q_rows: dict[int, list[np.ndarray]] = {i: [] for i, _, _ in live}
+        step = 0
+        while live:
+            keep, next_tokens = [], []
+            for (i, r, k), logits in zip(live, rows):
+                token, q = _choose(logits, r)
+                if token is None:  # p_min: the draft is not sure enough to go on
+                    continue
+                proposals[i].tokens.append(token)
+                if q is not None:
+                    q_rows[i].append(q)
+                if step + 1 < k:  # the last draft needs no logits of its own
+                    keep.append((i, r, k))
+                    next_tokens.append(token)
+            live, step = keep, step + 1
+            if live:
+                parts = [DecodePart(r.seq, [t], "last") for (_, r, _), t in zip(live, next_tokens)]
+                rows = [block[0] for block in ctx.decode_parts(parts)]
+        for i, q in q_rows.items():
+            if q:
+                proposals[i].q = np.stack(q)
+        return proposals
 
-    def prefill(self, prompt: Sequence[int]) -> None:
+    def prefill(self, seq: int, prompt: Sequence[int]) -> None:
         # Everything but the last token: propose() decodes that one and gets its logits.
-        self.ctx.reuse_prefix(prompt)
-        self.ctx.decode(prompt[self.ctx.n_past:-1], logits="none")
+        self.ctx.reuse_prefix(prompt, seq)
+        self.ctx.decode(prompt[self.ctx.past(seq):-1], logits="none", seq=seq)
 
-    def rollback(self, n_tokens: int) -> None:
+    def rollback(self, seq: int, n_tokens: int) -> None:
         # Its cache holds the committed tokens and the drafts it decoded: the accepted ones stay.
-        self.ctx.rollback(min(n_tokens, self.ctx.n_past))
+        self.ctx.rollback(min(n_tokens, self.ctx.past(seq)), seq)
 
     def reset(self) -> None:
         self.ctx.clear()
+
+
+def _choose(logits: np.ndarray, r: DraftRequest) -> tuple[int | None, np.ndarray | None]:
+    """The draft's next token (greedy or sampled) and its distribution when sampled; None when
+    the top probability falls below the request's p_min."""
+    params, p_min = r.config.sampling, r.config.p_min
+    if params.greedy:
+        if p_min > 0 and _top_probability(logits) < p_min:
+            return None, None
+        return int(np.argmax(logits)), None
+    q = probabilities(logits[None, :], params)[0]
+    if p_min > 0 and float(q.max()) < p_min:
+        return None, None
+    return sample(q, r.rng), q
 
 
 def _top_probability(logits: np.ndarray) -> float:
@@ -116,7 +175,7 @@ def _top_probability(logits: np.ndarray) -> float:
     return 1.0 / float(np.exp(logits - top, dtype=np.float32).sum())
 
 
-class PromptLookupDrafter:
+class PromptLookupDrafter(_Quiet):
     """Prompt lookup decoding: find the latest earlier occurrence of the sequence's last n tokens
     (n from max_ngram down to min_ngram) and propose what followed it. No second model, so a
     draft costs nothing; it shines when the output copies the input (code edits, summaries)."""
@@ -125,45 +184,56 @@ class PromptLookupDrafter:
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
-        self._indexed: list[int] = []
-        self._last_seen: dict[tuple[int, ...], int] = {}  # n-gram -> end position of its latest occurrence
+        self._indexes: dict[int, _NgramIndex] = {}  # one per engine slot
 
-    def _index(self, committed: Sequence[int]) -> None:
+    def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
+        return [self._propose_one(r) for r in requests]
+
+    def _propose_one(self, r: DraftRequest) -> Proposal:
+        committed = r.committed
+        if r.k <= 0 or not committed:
+            return Proposal([])
+        index = self._indexes.setdefault(r.seq, _NgramIndex(self.max_ngram, self.min_ngram))
+        index.update(committed)
+        for n in range(self.max_ngram, self.min_ngram - 1, -1):
+            if len(committed) < n:
+                continue
+            end = index.last_seen.get(tuple(committed[-n:]))
+            if end is not None:
+                return Proposal(list(committed[end:end + r.k]))
+        return Proposal([])
+
+    def prefill(self, seq: int, prompt: Sequence[int]) -> None:
+        self._indexes.setdefault(seq, _NgramIndex(self.max_ngram, self.min_ngram)).update(prompt)
+
+    def finish(self, seq: int, committed: Sequence[int]) -> None:
+        self._indexes.pop(seq, None)
+
+    def reset(self) -> None:
+        self._indexes.clear()
+
+
+class _NgramIndex:
+    """Latest end position of every n-gram of one sequence, kept in step with its text."""
+
+    def __init__(self, max_ngram: int, min_ngram: int):
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self.indexed: list[int] = []
+        self.last_seen: dict[tuple[int, ...], int] = {}  # n-gram -> end position of its latest occurrence
+
+    def update(self, committed: Sequence[int]) -> None:
         # Incremental: re-index only from where the committed sequence diverged from what we saw.
         common = 0
-        for a, b in zip(self._indexed, committed):
+        for a, b in zip(self.indexed, committed):
             if a != b:
                 break
             common += 1
-        if common < len(self._indexed):
-            self.reset()
-            common = 0
+        if common < len(self.indexed):
+            self.indexed, self.last_seen, common = [], {}, 0
         # An n-gram ending at position `end` is recorded only once the token after it exists,
         # so a lookup never finds the sequence's own suffix.
         for end in range(max(common, 1), len(committed)):
             for n in range(self.min_ngram, self.max_ngram + 1):
                 if end - n >= 0:
-                    self._last_seen[tuple(committed[end - n:end])] = end
-        self._indexed = list(committed)
-
-    def propose(self, committed: Sequence[int], k: int, config, rng) -> Proposal:
-        if k <= 0 or not committed:
-            return Proposal([])
-        self._index(committed)
-        for n in range(self.max_ngram, self.min_ngram - 1, -1):
-            if len(committed) < n:
-                continue
-            end = self._last_seen.get(tuple(committed[-n:]))
-            if end is not None:
-                return Proposal(list(committed[end:end + k]))
-        return Proposal([])
-
-    def prefill(self, prompt: Sequence[int]) -> None:
-        self._index(prompt)
-
-    def rollback(self, n_tokens: int) -> None:
-        pass  # the index follows the committed sequence by itself (see _index)
-
-    def reset(self) -> None:
-        self._indexed = []
-        self._last_seen = {}
+                    self.last_seen[tuple(committed[end - n:end])] = end
+        self.indexed = list(committed)

@@ -1,54 +1,101 @@
-"""The speculative step loop: one loop for every mode, plain decoding being K = 0.
+"""The speculative step loop, as a scheduler of sequences: one loop for every mode.
 
-A step reads as its phases, the way gpt-fast's `speculative_decode` does:
-  draft   - the request's drafter proposes up to K tokens after the committed sequence;
-  verify  - the target decodes [last] + drafts (the request's verifier: causal or stairs) and the
-            drafts are accepted by greedy match or modified rejection sampling;
-  commit  - the target's cache keeps [last] + the accepted drafts, the draft's cache its accepted
-            prefix (both rollbacks side by side, each checked by the adapter);
-  emit    - token events (whose texts concatenate to the output) and a step event.
-A generation ends with a DoneEvent carrying its Summary.
+Each active request holds a slot (a KV-cache sequence of the target, and of the draft model).
+A step reads as its phases, the way gpt-fast's `speculative_decode` does, over all of them:
+  plan    - how many drafts each sequence gets, from the machine's costs (batch_plan.py);
+  draft   - each drafter proposes for all of its sequences at once;
+  verify  - ONE target decode of [last] + drafts of every sequence (own positions and sequence
+            id); each sequence's drafts are accepted by greedy match or rejection sampling;
+  commit  - each sequence's caches keep what it accepted (both rollbacks side by side);
+  emit    - token events (whose texts concatenate to the output) and a step event per sequence.
+A finished request frees its slot and the next waiting prompt is admitted at once (continuous
+batching). A prompt's prefill is its own decode between steps, not rows riding in a step's batch:
+its cache then holds exactly what a lone run's holds (exact mode's promise that the text does not
+depend on N), and on a CPU a prefill batch of hundreds of tokens is compute-bound anyway, so the
+few rows a step would add to it are saved once per prompt, not once per step.
+
+`generate` (chat, run, bench) is the case of one request and one slot; plain decoding is K = 0.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Hashable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from specllama.decoding.adaptive_k import AdaptiveK
-from specllama.decoding.drafters import Drafter, NoDrafter, Proposal
-from specllama.decoding.events import DoneEvent, Event, Generation, Origin, StepEvent, Summary, TokenEvent
+from specllama.decoding.batch_plan import LengthChoice, Ratio, choose_lengths, choose_parallel
+from specllama.decoding.drafters import Drafter, DraftRequest, NoDrafter, Proposal
+from specllama.decoding.events import DoneEvent, Event, FailedEvent, Generation, Origin, StepEvent, Summary, TokenEvent
 from specllama.decoding.request import AUTO, GenerationConfig
 from specllama.decoding.sampling import probabilities
 from specllama.decoding.stop import StopMatcher
-from specllama.decoding.verifiers import VERIFIERS, Verifier
+from specllama.decoding.verifiers import VERIFIERS, Verifier, exact_batch_limit
 from specllama.decoding.verify import Verdict, verify_greedy, verify_sampling
 from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.llama.model import StreamDecoder
 
 # Re-exported: most callers want the request and its results from one place.
-__all__ = ["Engine", "GenerationConfig", "Generation", "Summary", "TokenEvent", "StepEvent", "DoneEvent"]
+__all__ = ["Engine", "Request", "GenerationConfig", "Generation", "Summary", "TokenEvent", "StepEvent",
+           "DoneEvent", "FailedEvent"]
+
+
+@dataclass
+class Request:
+    prompt: Sequence[int]
+    config: GenerationConfig
+    tag: Hashable = None  # how run_many names this request's events
+
+
+@dataclass
+class _Sequence:
+    """One request being generated in a slot."""
+
+    slot: int
+    tag: Hashable
+    config: GenerationConfig
+    drafter: Drafter
+    verifier: Verifier
+    policy: AdaptiveK | None
+    may_draft: bool
+    committed: list[int]
+    rng: np.random.Generator
+    summary: Summary
+    decoder: StreamDecoder
+    stops: StopMatcher
+    t_start: float
+    pieces: list[str] = field(default_factory=list)
+    finish: str = ""
 
 
 class Engine:
-    """A target context and the drafters a request may name. One generation at a time.
+    """A target context and the drafters a request may name.
 
     `drafters` maps a drafter name to the drafter (the runtime owns them, with their caches);
-    `policies` maps it to its -k auto chooser, kept across generations so it remembers its record.
+    `policies` maps it to its -k auto chooser, whose long-run record is kept across generations;
+    `cost_ratio` is the machine's T(n)/T(1), for choosing how many sequences share a decode.
     """
 
     def __init__(self, target, drafters: Mapping[str, Drafter] | None = None,
-                 policies: Mapping[str, AdaptiveK] | None = None):
+                 policies: Mapping[str, AdaptiveK] | None = None, cost_ratio: Ratio | None = None):
         self.target = target
         self.drafters: dict[str, Drafter] = {"none": NoDrafter(), **(drafters or {})}
         self.policies: dict[str, AdaptiveK] = dict(policies or {})
+        self.cost_ratio = cost_ratio
+        # A unified cache (stairs verification) uses its extra sequences as scratch: one slot.
+        self.slots = 1 if getattr(target, "unified", False) else getattr(target, "n_seq_max", 1)
         self._cancel = False
+        self._cancel_tags: set = set()
 
-    def cancel(self) -> None:
-        """Ask the running generation to stop after the current step (from any thread)."""
-        self._cancel = True
+    def cancel(self, tag: Hashable = None) -> None:
+        """Ask generation to stop after the current step (from any thread): every request, or
+        (with a tag) only that one of run_many's."""
+        if tag is None:
+            self._cancel = True
+        else:
+            self._cancel_tags.add(tag)
 
     def reset(self) -> None:
         """Forget every cache: the next generation starts from an empty context (a failed decode
@@ -74,106 +121,242 @@ class Engine:
             raise SpecllamaError("-k auto needs this machine's cost curve: load the runtime with auto_k")
         return policy
 
-    def generate(self, prompt: Sequence[int], config: GenerationConfig) -> Generation:
-        """Checks the request now (a prompt that cannot fit fails here, before any decoding) and
-        returns the generation to iterate."""
-        target = self.target
-        if not prompt:
-            raise ValueError("empty prompt")
-        if len(prompt) + 1 > target.n_ctx:
+    def parallelism(self, parallel: int | str) -> int:
+        """How many sequences to run at once: a number, or "auto": the N that makes the most
+        tokens per second on the measured cost curve (capped by the slots and exact mode)."""
+        most = self.slots
+        if getattr(self.target, "exact", False):
+            most = min(most, exact_batch_limit(self.target))
+        if parallel == AUTO:
+            return choose_parallel(self.cost_ratio, most) if self.cost_ratio else 1
+        return max(1, min(int(parallel), most))
+
+    def check(self, request: Request) -> None:
+        """Refuse a request that cannot run, before anything is decoded."""
+        if not request.prompt:
+            raise SpecllamaError("empty prompt")
+        if len(request.prompt) + 1 > self.target.n_ctx:
             raise ContextOverflowError(
-                f"the prompt is {len(prompt)} tokens but the context holds {target.n_ctx} "
-                f"(raise --ctx, at most the model's {target.model.n_ctx_train}, or shorten the prompt)")
+                f"the prompt is {len(request.prompt)} tokens but the context holds {self.target.n_ctx} "
+                f"(raise --ctx, at most the model's {self.target.model.n_ctx_train}, or shorten the prompt)")
+        drafter = self.drafter_for(request.config)
+        self.policy_for(request.config, drafter)
+        if request.config.verify == "stairs":
+            VERIFIERS["stairs"].max_k(self.target)  # refuses a context without sequences to spare
+
+    def generate(self, prompt: Sequence[int], config: GenerationConfig) -> Generation:
+        """One request: checks it now (a prompt that cannot fit fails here, before any decoding)
+        and returns the generation to iterate."""
+        request = Request(list(prompt), config)
+        self.check(request)
+        self._cancel, self._cancel_tags = False, set()
+        return Generation(event for _, event in self._schedule(iter([request]), 1, isolate=False))
+
+    def run_many(self, requests: Iterable[Request], parallel: int | str = AUTO) -> Iterator[tuple[Hashable, Event]]:
+        """Every request, up to `parallel` at once, as (tag, event) pairs; each request ends with
+        a DoneEvent or, when it could not run, a FailedEvent (the others go on)."""
+        self._cancel, self._cancel_tags = False, set()
+        return self._schedule(iter(requests), self.parallelism(parallel), isolate=True)
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    def _schedule(self, requests: Iterator[Request], n_parallel: int, isolate: bool) -> Iterator[tuple[Hashable, Event]]:
+        active: list[_Sequence] = []
+        free = list(range(self.slots))
+        pending = True
+        while True:
+            while pending and len(active) < n_parallel and not self._cancel:
+                request = next(requests, None)
+                if request is None:
+                    pending = False
+                    break
+                try:
+                    self.check(request)
+                    active.append(self._admit(request, free))
+                except SpecllamaError as e:
+                    if not isolate:
+                        raise
+                    yield request.tag, FailedEvent(str(e))
+            if not active:
+                return
+            try:
+                yield from self._step(active)
+            except SpecllamaError as e:
+                if not isolate:
+                    raise
+                # A failed decode leaves every active sequence's cache out of step: they all fail
+                # (and are retried by a rerun); the slots start clean for the next prompts.
+                for seq in active:
+                    yield seq.tag, FailedEvent(str(e))
+                    self._release(seq, free, clean=True)
+                active = []
+                continue
+            for seq in [s for s in active if s.finish]:
+                active.remove(seq)
+                yield seq.tag, self._done(seq)
+                self._release(seq, free, clean=False)
+
+    def _admit(self, request: Request, free: list[int]) -> _Sequence:
+        """Give the request the free slot whose cache shares the longest prefix with its prompt
+        (a chat's earlier turns, a batch's common system prompt) and prefill the rest."""
+        target, config, prompt = self.target, request.config, list(request.prompt)
+        slot = max(free, key=lambda s: (target.common_prefix(prompt, s), -s)) if len(free) > 1 else free[0]
         drafter = self.drafter_for(config)
         verifier = VERIFIERS[config.verify]
-        policy = self.policy_for(config, drafter)
-        if config.verify == "stairs":
-            verifier.max_k(target)  # refuses a context without sequences to spare, before anything runs
-        self._cancel = False
-        return Generation(self._run(list(prompt), config, drafter, verifier, policy))
-
-    def _run(self, prompt: list[int], config: GenerationConfig, drafter: Drafter, verifier: Verifier,
-             policy: AdaptiveK | None) -> Iterator[Event]:
-        target, model, params = self.target, self.target.model, config.sampling
-        rng = np.random.default_rng(params.seed)
-        summary = Summary(prompt_tokens=len(prompt), drafter=config.drafter if config.drafts else "none")
-        decoder, stops = StreamDecoder(model), StopMatcher(config.stop)
-        pieces: list[str] = []
+        shared = self.policy_for(config, drafter)
+        policy = shared.for_text() if shared else None
         if policy:
             policy.verify_tokens = verifier.batch_tokens
-            policy.new_text()
-
-        # --- prefill: the prompt minus its last token, which every step decodes as [last] -------
+        summary = Summary(prompt_tokens=len(prompt), drafter=config.drafter if config.drafts else "none")
         t0 = time.perf_counter()
-        summary.reused_tokens = min(target.reuse_prefix(prompt), len(prompt) - 1)
-        target.rollback(summary.reused_tokens)
-        target.decode(prompt[target.n_past:-1], logits="none")
-        # With -k auto, a drafter that cannot pay even at 100 % acceptance is never used at all.
-        may_draft = not isinstance(drafter, NoDrafter) and (policy.best_possible_rate() > 1.0 if policy else True)
-        # Under -k auto the draft digests the prompt only once a step wants drafts (a long prompt
-        # costs the draft seconds); propose() catches up by itself then.
-        if may_draft and (policy is None or policy.choose() > 0):
-            drafter.prefill(prompt)
-        committed = prompt
+        try:
+            summary.reused_tokens = min(target.reuse_prefix(prompt, slot), len(prompt) - 1)
+            target.rollback(summary.reused_tokens, slot)
+            target.decode(prompt[target.past(slot):-1], logits="none", seq=slot)
+            # With -k auto, a drafter that cannot pay even at 100 % acceptance is never used at all.
+            may_draft = not isinstance(drafter, NoDrafter) and (policy.best_possible_rate() > 1.0 if policy else True)
+            # Under -k auto the draft digests the prompt only once a step wants drafts (a long
+            # prompt costs the draft seconds); propose() catches up by itself then.
+            if may_draft and (policy is None or policy.choose() > 0):
+                drafter.prefill(slot, prompt)
+        except SpecllamaError:
+            target.clear(slot)
+            raise
+        free.remove(slot)
         summary.t_prompt = time.perf_counter() - t0
+        return _Sequence(slot, request.tag, config, drafter, verifier, policy, may_draft, prompt,
+                         np.random.default_rng(config.sampling.seed), summary, StreamDecoder(target.model),
+                         StopMatcher(config.stop), time.perf_counter())
 
-        t_start = time.perf_counter()
-        finish = ""
-        while not finish:
-            if self._cancel:
-                finish = "cancelled"
-                break
-            if target.n_ctx - target.n_past - 1 < 0:  # no cache slot left for [last]
-                finish = "context"
-                break
-            # --- draft ---------------------------------------------------------------------------
-            t_a = time.perf_counter()
-            wanted = 0 if not may_draft else (policy.choose() if policy else int(config.k))
-            k = max(0, min(wanted, verifier.max_k(target), config.max_tokens - summary.tokens - 1))
-            proposal = drafter.propose(committed, k, config, rng) if k else Proposal([])
-            draft = proposal.tokens[:k]
-            # --- verify --------------------------------------------------------------------------
-            t_b = time.perf_counter()
-            n_past, last = target.n_past, committed[-1]
-            logits = verifier.decode(target, last, draft)
-            t_c = time.perf_counter()
-            verdict = _judge(draft, proposal, logits, config, rng)
+    def _release(self, seq: _Sequence, free: list[int], clean: bool) -> None:
+        seq.drafter.finish(seq.slot, seq.committed)
+        if clean:
+            self.target.clear(seq.slot)
+            seq.drafter.rollback(seq.slot, 0)
+        free.append(seq.slot)
+
+    def _done(self, seq: _Sequence) -> DoneEvent:
+        tail = "" if seq.finish == "stop_string" else seq.stops.flush(seq.decoder.flush())
+        seq.pieces.append(tail)
+        summary = seq.summary
+        summary.t_generate = time.perf_counter() - seq.t_start
+        summary.finish_reason = seq.finish
+        summary.text = "".join(seq.pieces)
+        return DoneEvent(tail, summary)
+
+    def _step(self, active: list[_Sequence]) -> Iterator[tuple[Hashable, Event]]:
+        target = self.target
+        for seq in active:
+            if self._cancel or seq.tag in self._cancel_tags:
+                seq.finish = "cancelled"
+            elif target.n_ctx - target.past(seq.slot) - 1 < 0:  # no cache slot left for [last]
+                seq.finish = "context"
+        running = [s for s in active if not s.finish]
+        if not running:
+            return
+        # --- plan + draft ----------------------------------------------------------------------
+        t_a = time.perf_counter()
+        ks = self._plan(running)
+        proposals: dict[int, Proposal] = {}
+        by_drafter: dict[int, list[tuple[_Sequence, int]]] = {}
+        for seq, k in zip(running, ks):
+            proposals[seq.slot] = Proposal([])
+            if k:
+                by_drafter.setdefault(id(seq.drafter), []).append((seq, k))
+        for group in by_drafter.values():
+            drafter = group[0][0].drafter
+            asks = [DraftRequest(seq.slot, seq.committed, k, seq.config, seq.rng) for seq, k in group]
+            for (seq, k), proposal in zip(group, drafter.propose(asks)):
+                proposal.tokens = proposal.tokens[:k]
+                proposal.source = proposal.source or drafter.name
+                proposals[seq.slot] = proposal
+        # --- verify: one decode for every sequence (per verifier; stairs runs alone) ------------
+        t_b = time.perf_counter()
+        n_past = {seq.slot: target.past(seq.slot) for seq in running}
+        logits: dict[int, np.ndarray] = {}
+        for verifier in {id(s.verifier): s.verifier for s in running}.values():
+            group = [s for s in running if s.verifier is verifier]
+            rows = verifier.decode(target, [(s.slot, s.committed[-1], proposals[s.slot].tokens) for s in group])
+            logits.update({s.slot: r for s, r in zip(group, rows)})
+        t_c = time.perf_counter()
+        batch_tokens = sum(s.verifier.batch_tokens(len(proposals[s.slot].tokens)) for s in running)
+        for seq in running:
+            proposal = proposals[seq.slot]
+            draft = proposal.tokens
+            verdict = _judge(draft, proposal, logits[seq.slot], seq.config, seq.rng)
             # --- commit: both caches keep what was accepted --------------------------------------
-            verifier.commit(target, n_past, last, draft, verdict.n_accepted)
+            seq.verifier.commit(target, seq.slot, n_past[seq.slot], seq.committed[-1], draft, verdict.n_accepted)
             if draft:
-                drafter.rollback(len(committed) + verdict.n_accepted)
-            if policy:
-                policy.observe(len(draft), verdict.n_accepted)
+                seq.drafter.rollback(seq.slot, len(seq.committed) + verdict.n_accepted)
+                seq.drafter.observe(seq.slot, proposal, verdict.n_accepted)
+            if seq.policy:
+                seq.policy.observe(len(draft), verdict.n_accepted)
             # --- emit ----------------------------------------------------------------------------
-            new = draft[:verdict.n_accepted] + [verdict.token]
-            origins: list[Origin] = ["draft"] * verdict.n_accepted + ["bonus" if verdict.bonus and draft else "target"]
-            events: list[TokenEvent] = []
-            for token, origin in zip(new, origins):
-                if model.is_eog(token):
-                    finish = "stop"
-                    break
-                committed.append(token)
-                summary.tokens += 1
-                text, hit = stops.feed(decoder.feed(token))
-                pieces.append(text)
-                events.append(TokenEvent(token, text, origin))
-                if hit:
-                    finish = "stop_string"
-                elif summary.tokens >= config.max_tokens:
-                    finish = "length"
-                if finish:
-                    break
-            step = StepEvent(k, len(draft), verdict.n_accepted, t_b - t_a, t_c - t_b, time.perf_counter() - t_c)
-            summary.record(step)
-            yield from events
-            yield step
+            k = ks[running.index(seq)]
+            events = self._emit(seq, draft, verdict, proposal.source)
+            step = StepEvent(k, len(draft), verdict.n_accepted, t_b - t_a, t_c - t_b, time.perf_counter() - t_c,
+                             proposal.source if draft else "", batch_tokens)
+            seq.summary.record(step)
+            for event in events:
+                yield seq.tag, event
+            yield seq.tag, step
 
-        tail = "" if finish == "stop_string" else stops.flush(decoder.flush())
-        pieces.append(tail)
-        summary.t_generate = time.perf_counter() - t_start
-        summary.finish_reason = finish
-        summary.text = "".join(pieces)
-        yield DoneEvent(tail, summary)
+    def _plan(self, running: list[_Sequence]) -> list[int]:
+        """Each sequence's draft length: fixed by its request, or chosen (-k auto) together with
+        the others' from the machine's cost curve (batch_plan.py), within what its context, its
+        max tokens and exact mode allow."""
+        target = self.target
+        caps = []
+        for seq in running:
+            cap = 0
+            if seq.may_draft:
+                cap = min(seq.verifier.max_k(target, seq.slot), seq.config.max_tokens - seq.summary.tokens - 1)
+                cap = max(0, min(cap, seq.policy.k_max if seq.policy else int(seq.config.k)))
+            caps.append(cap)
+        exact_rows = exact_batch_limit(target) if getattr(target, "exact", False) else None
+        if not any(seq.policy for seq in running):
+            return _fit_rows(caps, exact_rows)
+        if len(running) == 1:  # -k auto on its own: its chooser knows stairs' costs too
+            return [min(running[0].policy.choose(), caps[0]) if caps[0] else 0]
+        choices = [LengthChoice(seq.policy.fast if seq.policy else [1.0] * cap,
+                                seq.policy.draft_cost if seq.policy else 0.0, cap)
+                   for seq, cap in zip(running, caps)]
+        ratio = running[0].policy.verify_ratio if self.cost_ratio is None else self.cost_ratio
+        ks = choose_lengths(choices, ratio, max_tokens=exact_rows)
+        # A fixed-K request keeps its K: the plan only sizes the -k auto ones around it.
+        return _fit_rows([cap if seq.policy is None else k for seq, cap, k in zip(running, caps, ks)], exact_rows)
+
+    def _emit(self, seq: _Sequence, draft: list[int], verdict: Verdict, source: str) -> list[TokenEvent]:
+        model, summary = self.target.model, seq.summary
+        new = draft[:verdict.n_accepted] + [verdict.token]
+        origins: list[Origin] = ["draft"] * verdict.n_accepted + ["bonus" if verdict.bonus and draft else "target"]
+        events: list[TokenEvent] = []
+        for token, origin in zip(new, origins):
+            if model.is_eog(token):
+                seq.finish = "stop"
+                break
+            seq.committed.append(token)
+            summary.tokens += 1
+            text, hit = seq.stops.feed(seq.decoder.feed(token))
+            seq.pieces.append(text)
+            events.append(TokenEvent(token, text, origin, source if origin == "draft" else ""))
+            if hit:
+                seq.finish = "stop_string"
+            elif summary.tokens >= seq.config.max_tokens:
+                seq.finish = "length"
+            if seq.finish:
+                break
+        return events
+
+
+def _fit_rows(ks: list[int], limit: int | None) -> list[int]:
+    """Trim draft lengths, longest first, until the batch ([last] + drafts each) fits `limit`."""
+    ks = list(ks)
+    if limit is None:
+        return ks
+    while ks and sum(k + 1 for k in ks) > limit and max(ks) > 0:
+        ks[ks.index(max(ks))] -= 1
+    return ks
 
 
 def _judge(draft: list[int], proposal: Proposal, logits: np.ndarray, config: GenerationConfig,

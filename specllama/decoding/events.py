@@ -19,6 +19,7 @@ class TokenEvent:
     id: int
     text: str  # may be "" while bytes of a character or a possible stop string are held back
     origin: Origin  # draft: proposed and accepted; target: the target's correction; bonus: after all K accepted
+    source: str = ""  # for a draft token, the drafter that proposed it ("model", "lookup", ...)
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class StepEvent:
     t_draft: float
     t_verify: float
     t_python: float
+    source: str = ""  # the drafter whose proposal was verified ("" when nothing was drafted)
+    batch_tokens: int = 0  # tokens in the target's decode this step, every sequence's included
 
 
 class AcceptanceRates:
@@ -72,6 +75,8 @@ class Summary(AcceptanceRates):
     t_python: float = 0.0
     drafted_at: list[int] = field(default_factory=list)  # per draft position: how often drafted
     accepted_at: list[int] = field(default_factory=list)  # ... and accepted
+    drafted_by: dict[str, int] = field(default_factory=dict)  # per drafter (source): drafts verified
+    accepted_by: dict[str, int] = field(default_factory=dict)  # ... and accepted
 
     @property
     def tokens_per_s(self) -> float:
@@ -86,6 +91,9 @@ class Summary(AcceptanceRates):
         for name in ("steps", "k_total", "drafted", "accepted", "tokens", "t_generate", "t_draft", "t_verify", "t_python"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self._count_positions(other.drafted_at, other.accepted_at)
+        for source, n in other.drafted_by.items():
+            self.drafted_by[source] = self.drafted_by.get(source, 0) + n
+            self.accepted_by[source] = self.accepted_by.get(source, 0) + other.accepted_by.get(source, 0)
 
     def _count_positions(self, drafted_at: Sequence[int], accepted_at: Sequence[int]) -> None:
         while len(self.drafted_at) < len(drafted_at):
@@ -104,6 +112,9 @@ class Summary(AcceptanceRates):
         self.t_verify += step.t_verify
         self.t_python += step.t_python
         self._count_positions([1] * step.drafted, [int(i < step.accepted) for i in range(step.drafted)])
+        if step.drafted:
+            self.drafted_by[step.source] = self.drafted_by.get(step.source, 0) + step.drafted
+            self.accepted_by[step.source] = self.accepted_by.get(step.source, 0) + step.accepted
 
 
 @dataclass(frozen=True)
@@ -112,7 +123,15 @@ class DoneEvent:
     summary: Summary
 
 
-Event = Union[TokenEvent, StepEvent, DoneEvent]
+@dataclass(frozen=True)
+class FailedEvent:
+    """A request of Engine.run_many that could not be generated (its prompt does not fit, or a
+    decode failed); the other requests go on."""
+
+    message: str
+
+
+Event = Union[TokenEvent, StepEvent, DoneEvent, FailedEvent]
 
 
 class Generation:

@@ -17,6 +17,11 @@ VERIFY_MODES = ("causal", "stairs")
 K_MAX = 16  # the longest draft a user may ask for (a batch of 17 is the largest cost-curve point)
 K_AUTO_MAX = 8  # the longest draft -k auto considers: acceptance that far out rarely pays for itself
 AUTO = "auto"
+PARALLEL_MAX = 64  # the most prompts --parallel may decode together
+# --parallel auto allocates this many cache sequences (n_ctx each: 8 x 4096 tokens is ~0.9 GB for
+# the 1.5B target) and the cost model picks how many to use; measured here, the best N of the
+# registry's Q4_K_M target is 4, of Q8_0/Q4_0 files 8 or more.
+PARALLEL_AUTO_MAX = 8
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
 from specllama.decoding.adaptive_k import AdaptiveK
-from specllama.decoding.cost_cache import cache_file, cost_curve_for
+from specllama.decoding.cost_cache import MAX_N, MAX_N_PARALLEL, cache_file, cost_curve_for
 from specllama.decoding.cost_curve import CostCurve
 from specllama.decoding.drafters import Drafter, ModelDrafter, PromptLookupDrafter
-from specllama.decoding.engine import Engine, Generation, GenerationConfig
-from specllama.decoding.request import DRAFTERS, K_AUTO_MAX
-from specllama.errors import IncompatiblePairError
+from specllama.decoding.engine import Engine, Generation, GenerationConfig, Request
+from specllama.decoding.events import Event
+from specllama.decoding.request import AUTO, DRAFTERS, K_AUTO_MAX, PARALLEL_AUTO_MAX, PARALLEL_MAX
+from specllama.errors import IncompatiblePairError, SpecllamaError
 from specllama.llama.backend import default_threads, gpu_offload_supported
 from specllama.llama.context import DecodeContext
 from specllama.llama.gguf_meta import check_compatibility
@@ -30,6 +31,15 @@ from specllama.models.registry import Registry, load_registry
 from specllama.models.resolve import resolve
 
 STAIRS_SEQUENCES = 17  # stairs verification decodes K+1 sequences side by side: up to K = 16
+
+
+def parallel_slots(parallel: int | str) -> int:
+    """Cache sequences to allocate: --parallel N, or for "auto" the most the chooser considers."""
+    if parallel == AUTO:
+        return PARALLEL_AUTO_MAX
+    if not isinstance(parallel, int) or not 1 <= parallel <= PARALLEL_MAX:
+        raise SpecllamaError(f"--parallel must be 'auto' or between 1 and {PARALLEL_MAX}, got {parallel!r}")
+    return parallel
 
 
 @dataclass
@@ -47,6 +57,7 @@ class LoadOptions:
     stairs: bool = False  # a target context with sequences to spare, for stairs verification
     exact: bool = False  # greedy output independent of the batch shape (see llama/context.py)
     auto_k: bool = False  # measure (or load) this machine's cost curve so -k auto can choose K
+    parallel: int | str = 1  # the most prompts decoded together (batch, bench), or "auto": chosen from the curve
     remeasure_costs: bool = False  # measure it even when a cached curve exists (it was taken on a busy machine)
 
 
@@ -92,24 +103,31 @@ class Runtime:
         self.gpu_layers = opts.gpu_layers if opts.gpu_layers is not None else (-1 if gpu_offload_supported() else 0)
         self.target_model = GGUFModel(self.target_path, n_gpu_layers=self.gpu_layers, exact=opts.exact)
         n_ctx = min(opts.n_ctx, self.target_model.n_ctx_train) if opts.n_ctx > 0 else self.target_model.n_ctx_train
+        slots = self.slots = parallel_slots(opts.parallel)
+        if opts.stairs and slots > 1:
+            raise SpecllamaError("stairs verification runs one prompt at a time: drop --parallel or --verify stairs")
         self.target_ctx = DecodeContext(self.target_model, n_ctx=n_ctx, n_threads=threads,
-                                        n_threads_batch=opts.threads_batch,
-                                        n_seq_max=STAIRS_SEQUENCES if opts.stairs else 1, exact=opts.exact)
+                                        n_threads_batch=opts.threads_batch, exact=opts.exact,
+                                        n_seq_max=STAIRS_SEQUENCES if opts.stairs else slots, unified=opts.stairs)
         if status and opts.n_ctx > 0 and self.target_ctx.n_ctx != opts.n_ctx:
             status(context_note(opts.n_ctx, self.target_ctx.n_ctx, self.target_model.n_ctx_train))
         drafters: dict[str, Drafter] = {"lookup": PromptLookupDrafter()}
         if self.draft_path is not None:
             self.draft_model = GGUFModel(self.draft_path, n_gpu_layers=self.gpu_layers)
             self.draft_ctx = DecodeContext(self.draft_model, n_ctx=n_ctx, n_threads=threads,
-                                           n_threads_batch=opts.threads_batch)
+                                           n_threads_batch=opts.threads_batch, n_seq_max=slots)
             drafters["model"] = ModelDrafter(self.draft_ctx)
         self.cost_curve: CostCurve | None = None
-        if opts.auto_k:
-            announce = (lambda: status("measuring this machine's decode costs for -k auto "
-                                       "(about 10 s, once per machine, models and threads)...")) if status else None
+        if opts.auto_k or opts.parallel == AUTO:
+            # Batches of several prompts need the curve far beyond a single prompt's drafts.
+            max_n = MAX_N if slots == 1 else MAX_N_PARALLEL
+            what = "-k auto" if slots == 1 else "choosing how many prompts to decode together"
+            announce = (lambda: status(f"measuring this machine's decode costs for {what} "
+                                       "(10-60 s, once per machine, models and threads)...")) if status else None
             self.cost_curve, _ = cost_curve_for(self.target_ctx, self.draft_ctx, remeasure=opts.remeasure_costs,
-                                                on_measure=announce)
-        self.engine = Engine(self.target_ctx, drafters, self._policies(drafters))
+                                                on_measure=announce, max_n=max_n)
+        ratio = self.cost_curve.ratio if self.cost_curve else None
+        self.engine = Engine(self.target_ctx, drafters, self._policies(drafters) if opts.auto_k else {}, ratio)
 
     def _policies(self, drafters: dict[str, Drafter]) -> dict[str, AdaptiveK]:
         """Each drafter's -k auto chooser, kept across generations so it remembers its record."""
@@ -182,6 +200,15 @@ class Runtime:
     def generate(self, prompt: Sequence[int], config: GenerationConfig) -> Generation:
         return self.engine.generate(prompt, config)
 
+    def run_many(self, requests: Iterable[Request]) -> Iterator[tuple[Hashable, Event]]:
+        """Several prompts decoded together (as many as --parallel says), as (tag, event) pairs."""
+        return self.engine.run_many(requests, self.opts.parallel)
+
+    @property
+    def parallelism(self) -> int:
+        """How many prompts run_many decodes together."""
+        return self.engine.parallelism(self.opts.parallel)
+
     def cancel(self) -> None:
         self.engine.cancel()
 
@@ -190,7 +217,7 @@ class Runtime:
 
     def cost_cache_file(self) -> Path:
         """Where this machine's measured cost curve for these models and threads is kept."""
-        return cache_file(self.target_ctx, self.draft_ctx)
+        return cache_file(self.target_ctx, self.draft_ctx, self.cost_curve.max_n if self.cost_curve else MAX_N)
 
     def describe(self, config: GenerationConfig) -> str:
         """One line: models, placement, threads (for --stats and the benchmark's record)."""

@@ -17,7 +17,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from specllama.errors import SpecllamaError
-from specllama.llama.context import EXACT_MAX_BATCH
+from specllama.llama.context import EXACT_MAX_BATCH, DecodePart
 
 
 class Verifier(Protocol):
@@ -26,12 +26,13 @@ class Verifier(Protocol):
     def batch_tokens(self, k: int) -> int:
         """Tokens the target decodes to verify k drafts (what the cost model charges)."""
 
-    def max_k(self, ctx) -> int:
-        """The longest draft the context can verify now."""
+    def max_k(self, ctx, seq: int = 0) -> int:
+        """The longest draft the context can verify now for that sequence."""
 
-    def decode(self, ctx, last: int, draft: Sequence[int]) -> np.ndarray: ...
+    def decode(self, ctx, items: Sequence[tuple[int, int, Sequence[int]]]) -> list[np.ndarray]:
+        """items: (sequence, last, draft) each; returns each one's logits rows, in one decode."""
 
-    def commit(self, ctx, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None: ...
+    def commit(self, ctx, seq: int, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None: ...
 
 
 class CausalVerifier:
@@ -40,15 +41,15 @@ class CausalVerifier:
     def batch_tokens(self, k: int) -> int:
         return k + 1
 
-    def max_k(self, ctx) -> int:
-        k = ctx.n_ctx - ctx.n_past - 1
+    def max_k(self, ctx, seq: int = 0) -> int:
+        k = ctx.n_ctx - ctx.past(seq) - 1
         return min(k, exact_limit(self, ctx))
 
-    def decode(self, ctx, last: int, draft: Sequence[int]) -> np.ndarray:
-        return ctx.decode([last, *draft], logits="all")
+    def decode(self, ctx, items: Sequence[tuple[int, int, Sequence[int]]]) -> list[np.ndarray]:
+        return ctx.decode_parts([DecodePart(seq, [last, *draft], "all") for seq, last, draft in items])
 
-    def commit(self, ctx, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None:
-        ctx.rollback(n_past + 1 + n_accepted)  # keep [last] + the accepted drafts
+    def commit(self, ctx, seq: int, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None:
+        ctx.rollback(n_past + 1 + n_accepted, seq)  # keep [last] + the accepted drafts
 
 
 class StairsVerifier:
@@ -57,8 +58,8 @@ class StairsVerifier:
     def batch_tokens(self, k: int) -> int:
         return (k + 1) * (k + 2) // 2
 
-    def max_k(self, ctx) -> int:
-        if ctx.n_seq_max < 2:
+    def max_k(self, ctx, seq: int = 0) -> int:
+        if ctx.n_seq_max < 2 or not getattr(ctx, "unified", False):
             raise SpecllamaError("stairs verification needs a target context with several sequences: "
                                  "load the runtime with verify='stairs'")
         if getattr(ctx, "exact", False):
@@ -70,11 +71,19 @@ class StairsVerifier:
             k -= 1
         return k
 
-    def decode(self, ctx, last: int, draft: Sequence[int]) -> np.ndarray:
-        return ctx.decode_stairs(last, draft)
+    def decode(self, ctx, items: Sequence[tuple[int, int, Sequence[int]]]) -> list[np.ndarray]:
+        # Its stairs are the context's spare sequences: one sequence at a time (the engine gives a
+        # unified context one slot).
+        (seq, last, draft), = items
+        return [ctx.decode_stairs(last, draft)]
 
-    def commit(self, ctx, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None:
+    def commit(self, ctx, seq: int, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None:
         ctx.commit_stairs(last, draft, n_accepted)
+
+
+def exact_batch_limit(ctx) -> int:
+    """The most rows one decode may hold and stay exact on this context's model."""
+    return getattr(ctx.model, "exact_max_batch", EXACT_MAX_BATCH)
 
 
 def exact_limit(verifier: Verifier, ctx) -> int:
@@ -82,7 +91,7 @@ def exact_limit(verifier: Verifier, ctx) -> int:
     if not getattr(ctx, "exact", False):
         return 1 << 30
     k = 0
-    while verifier.batch_tokens(k + 1) <= EXACT_MAX_BATCH:
+    while verifier.batch_tokens(k + 1) <= exact_batch_limit(ctx):
         k += 1
     return k
 

@@ -52,11 +52,30 @@ class _Batch:
             self.raw = None
 
 
+@dataclass(frozen=True)
+class DecodePart:
+    """One sequence's share of a multi-sequence decode: tokens appended to `seq`, and which of
+    them return logits ("all", "last" or "none")."""
+
+    seq: int
+    tokens: Sequence[int]
+    logits: str = "all"
+
+
 class DecodeContext:
-    """One KV cache over a GGUFModel. Sequence 0 is the conversation; `tokens` mirrors what it holds."""
+    """One KV cache over a GGUFModel, holding up to n_seq_max sequences; `held[s]` mirrors what
+    sequence s holds, position by position (`tokens` is sequence 0's: the single-sequence case).
+
+    n_ctx is what ONE sequence can hold. With several sequences the cache is split per sequence
+    (llama.cpp's kv_unified = False), so a sequence's attention reads only its own cells: measured
+    by scripts/measure_kv_layout.py, see the README. `unified=True` shares one cache of n_ctx cells
+    among all sequences instead: what stairs verification needs, since its sequences are copies
+    of sequence 0 that share its cells.
+    """
 
     def __init__(self, model: GGUFModel, *, n_ctx: int = 4096, n_threads: int | None = None,
-                 n_threads_batch: int | None = None, n_batch: int = 512, n_seq_max: int = 1, exact: bool = False):
+                 n_threads_batch: int | None = None, n_batch: int = 512, n_seq_max: int = 1, exact: bool = False,
+                 unified: bool = False):
         self.model = model
         threads = n_threads or default_threads()
         params = C.llama_context_default_params()
@@ -68,32 +87,38 @@ class DecodeContext:
             params.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
             params.type_k = params.type_v = C.GGML_TYPE_Q8_0
         self.exact = exact
-        params.n_ctx = n_ctx
+        params.n_ctx = n_ctx if unified else n_ctx * n_seq_max
         params.n_batch = n_batch
         params.n_ubatch = n_batch
         params.n_seq_max = n_seq_max
-        # Sequences copied from sequence 0 share its cells only in a unified cache; a split cache
-        # would also give each sequence just n_ctx / n_seq_max positions.
-        params.kv_unified = n_seq_max > 1
+        params.kv_unified = unified and n_seq_max > 1
         params.n_threads = threads
         params.n_threads_batch = n_threads_batch or threads
         self._ctx = C.llama_init_from_model(model._model, params)
         if not self._ctx:
-            raise SpecllamaError(f"llama.cpp could not create a context of {n_ctx} tokens for "
-                                 f"{model.path.name}: {last_llama_error()}")
+            raise SpecllamaError(f"llama.cpp could not create a context of {n_ctx} tokens x {n_seq_max} "
+                                 f"sequences for {model.path.name}: {last_llama_error()}")
         self._memory = C.llama_get_memory(self._ctx)
-        self.n_ctx: int = C.llama_n_ctx(self._ctx)
+        self.n_ctx: int = C.llama_n_ctx_seq(self._ctx)
         # llama.cpp clamps n_batch to n_ctx and aborts the process on a larger batch: chunk by its value.
         self.n_batch: int = min(C.llama_n_batch(self._ctx), C.llama_n_ubatch(self._ctx))
         self.n_seq_max = n_seq_max
+        self.unified = unified
         self.n_threads = threads
         self.n_threads_batch = n_threads_batch or threads
         self._batch = _Batch(self.n_batch, max(1, n_seq_max))
-        self.tokens: list[int] = []  # what sequence 0 holds, position by position
+        self.held: list[list[int]] = [[] for _ in range(n_seq_max)]
+
+    @property
+    def tokens(self) -> list[int]:
+        return self.held[0]
 
     @property
     def n_past(self) -> int:
-        return len(self.tokens)
+        return len(self.held[0])
+
+    def past(self, seq: int) -> int:
+        return len(self.held[seq])
 
     def close(self) -> None:
         if getattr(self, "_batch", None):
@@ -111,16 +136,14 @@ class DecodeContext:
 
     # --- decoding -------------------------------------------------------------------------
 
-    def decode(self, tokens: Sequence[int], logits: str | Sequence[int] = "last") -> np.ndarray:
-        """Append tokens to sequence 0. Returns copied logits, one row per requested position:
+    def decode(self, tokens: Sequence[int], logits: str | Sequence[int] = "last", seq: int = 0) -> np.ndarray:
+        """Append tokens to one sequence. Returns copied logits, one row per requested position:
         logits = "last" | "all" | "none" | indices into `tokens`. Long inputs go in n_batch chunks."""
         n = len(tokens)
         if n == 0:
             return np.empty((0, self.model.n_vocab), dtype=np.float32)
-        if self.n_past + n > self.n_ctx:
-            raise ContextOverflowError(
-                f"context full: {self.n_past} tokens held + {n} new > n_ctx {self.n_ctx} "
-                f"(raise --ctx, at most the model's {self.model.n_ctx_train})")
+        held = self.held[seq]
+        self._check_room(seq, n)
         if logits == "last":
             wanted = {n - 1}
         elif logits == "all":
@@ -133,20 +156,51 @@ class DecodeContext:
         for start in range(0, n, self.n_batch):
             chunk = tokens[start:start + self.n_batch]
             want = [start + i in wanted for i in range(len(chunk))]
-            positions = range(self.n_past, self.n_past + len(chunk))
-            rows += self._submit(chunk, positions, [(0,)] * len(chunk), want)
-            self.tokens.extend(chunk)
+            positions = range(len(held), len(held) + len(chunk))
+            rows += self._submit(chunk, positions, [(seq,)] * len(chunk), want)
+            held.extend(chunk)
         return np.stack(rows) if rows else np.empty((0, self.model.n_vocab), dtype=np.float32)
+
+    def decode_parts(self, parts: Sequence[DecodePart]) -> list[np.ndarray]:
+        """Several sequences in ONE decode (what makes N prompts cost far less than N decodes):
+        each part's tokens are appended to its sequence; returns each part's logits rows."""
+        tokens, positions, seqs, want, counts = [], [], [], [], []
+        for part in parts:
+            n, held = len(part.tokens), self.held[part.seq]
+            self._check_room(part.seq, n)
+            tokens += part.tokens
+            positions += range(len(held), len(held) + n)
+            seqs += [(part.seq,)] * n
+            rows = {"all": range(n), "last": range(n - 1, n), "none": range(0)}[part.logits]
+            want += [i in rows for i in range(n)]
+            counts.append(len(rows))
+        if len(tokens) > self.n_batch:
+            raise SpecllamaError(f"a batch of {len(tokens)} tokens exceeds n_batch {self.n_batch}")
+        rows = self._submit(tokens, positions, seqs, want) if tokens else []
+        for part in parts:
+            self.held[part.seq].extend(part.tokens)
+        out, start = [], 0
+        for count in counts:
+            block = rows[start:start + count]
+            out.append(np.stack(block) if block else np.empty((0, self.model.n_vocab), dtype=np.float32))
+            start += count
+        return out
 
     def decode_multi(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[Sequence[int]],
                      want_logits: Sequence[bool]) -> np.ndarray:
-        """One raw batch over several sequences (for stairs verification); does not touch `tokens`."""
+        """One raw batch over several sequences (for stairs verification); does not touch `held`."""
         if len(tokens) > self.n_batch:
             raise SpecllamaError(f"a multi-sequence batch of {len(tokens)} exceeds n_batch {self.n_batch}")
         if max(positions) >= self.n_ctx:
             raise ContextOverflowError(f"context full: position {max(positions)} >= n_ctx {self.n_ctx}")
         rows = self._submit(tokens, positions, seqs, want_logits)
         return np.stack(rows) if rows else np.empty((0, self.model.n_vocab), dtype=np.float32)
+
+    def _check_room(self, seq: int, n: int) -> None:
+        if len(self.held[seq]) + n > self.n_ctx:
+            raise ContextOverflowError(
+                f"context full: {len(self.held[seq])} tokens held + {n} new > n_ctx {self.n_ctx} "
+                f"(raise --ctx, at most the model's {self.model.n_ctx_train})")
 
     def _submit(self, tokens, positions, seqs, want) -> list[np.ndarray]:
         self._batch.fill(tokens, positions, seqs, want)
@@ -169,14 +223,15 @@ class DecodeContext:
 
     # --- cache surgery ----------------------------------------------------------------------
 
-    def rollback(self, n_past: int) -> None:
-        """Keep the first n_past tokens of sequence 0, drop the rest."""
-        if n_past > self.n_past:
-            raise ValueError(f"cannot roll back to {n_past}: only {self.n_past} tokens held")
-        if n_past == self.n_past:
+    def rollback(self, n_past: int, seq: int = 0) -> None:
+        """Keep the first n_past tokens of a sequence, drop the rest."""
+        held = self.held[seq]
+        if n_past > len(held):
+            raise ValueError(f"cannot roll back to {n_past}: only {len(held)} tokens held")
+        if n_past == len(held):
             return
-        self.remove(0, n_past, -1)
-        del self.tokens[n_past:]
+        self.remove(seq, n_past, -1)
+        del held[n_past:]
 
     def remove(self, seq: int, p0: int, p1: int = -1) -> None:
         if not C.llama_memory_seq_rm(self._memory, seq, p0, p1):
@@ -187,9 +242,15 @@ class DecodeContext:
     def copy_sequence(self, src: int, dst: int, p0: int = 0, p1: int = -1) -> None:
         C.llama_memory_seq_cp(self._memory, src, dst, p0, p1)
 
-    def clear(self) -> None:
-        C.llama_memory_clear(self._memory, True)
-        self.tokens.clear()
+    def clear(self, seq: int | None = None) -> None:
+        """Empty one sequence, or (None) the whole cache."""
+        if seq is None:
+            C.llama_memory_clear(self._memory, True)
+            for held in self.held:
+                held.clear()
+        else:
+            self.remove(seq, 0, -1)
+            self.held[seq].clear()
 
     # --- stairs verification: K+1 sequences side by side -------------------------------------
 
@@ -224,16 +285,19 @@ class DecodeContext:
             self.remove(seq, 0, -1)
         self.tokens.extend([last, *draft[:n_accepted]])
 
-    def reuse_prefix(self, tokens: Sequence[int]) -> int:
-        """Drop whatever follows the longest common prefix of the cache and `tokens`; returns its
-        length. Lets a chat decode only the new turn, not the whole history."""
+    def common_prefix(self, tokens: Sequence[int], seq: int = 0) -> int:
         common = 0
-        for held, new in zip(self.tokens, tokens):
+        for held, new in zip(self.held[seq], tokens):
             if held != new:
                 break
             common += 1
-        common = min(common, len(tokens) - 1)  # always leave one token to decode for fresh logits
-        self.rollback(max(common, 0))
-        return self.n_past
+        return common
+
+    def reuse_prefix(self, tokens: Sequence[int], seq: int = 0) -> int:
+        """Drop whatever follows the longest common prefix of the sequence and `tokens`; returns
+        its length. Lets a chat decode only the new turn, not the whole history."""
+        common = min(self.common_prefix(tokens, seq), len(tokens) - 1)  # always leave one token to decode
+        self.rollback(max(common, 0), seq)
+        return len(self.held[seq])
 
 
