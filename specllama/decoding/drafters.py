@@ -48,6 +48,10 @@ class Proposal:
 
 class Drafter(Protocol):
     name: str
+    # True for a drafter that sizes its own drafts from per-token confidence: under -k auto the
+    # engine gives it a cap (K_AUTO_MAX, or less where the context or exact mode says) and no
+    # AdaptiveK policy; it returns what it thinks pays (see draft_length.choose_draft_length).
+    sizes_itself: bool = False
 
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]: ...
 

@@ -29,7 +29,7 @@ from specllama.decoding.adaptive_k import AdaptiveK
 from specllama.decoding.batch_plan import LengthChoice, Ratio, choose_lengths, choose_parallel
 from specllama.decoding.drafters import Drafter, DraftRequest, NoDrafter, Proposal
 from specllama.decoding.events import DoneEvent, Event, FailedEvent, Generation, Origin, StepEvent, Summary, TokenEvent
-from specllama.decoding.request import AUTO, GenerationConfig
+from specllama.decoding.request import AUTO, K_AUTO_MAX, GenerationConfig
 from specllama.decoding.sampling import probabilities
 from specllama.decoding.stop import StopMatcher
 from specllama.decoding.verifiers import VERIFIERS, Verifier, exact_batch_limit
@@ -114,7 +114,9 @@ class Engine:
         return drafter
 
     def policy_for(self, config: GenerationConfig, drafter: Drafter) -> AdaptiveK | None:
-        if config.k != AUTO or isinstance(drafter, NoDrafter):
+        # A drafter that knows how sure it is per token (sizes_itself) cuts its own draft under
+        # -k auto; the engine only gives it a cap.
+        if config.k != AUTO or isinstance(drafter, NoDrafter) or getattr(drafter, "sizes_itself", False):
             return None
         policy = self.policies.get(drafter.name)
         if policy is None:
@@ -311,7 +313,8 @@ class Engine:
             cap = 0
             if seq.may_draft:
                 cap = min(seq.verifier.max_k(target, seq.slot), seq.config.max_tokens - seq.summary.tokens - 1)
-                cap = max(0, min(cap, seq.policy.k_max if seq.policy else int(seq.config.k)))
+                most = seq.policy.k_max if seq.policy else K_AUTO_MAX if seq.config.k == AUTO else int(seq.config.k)
+                cap = max(0, min(cap, most))
             caps.append(cap)
         exact_rows = exact_batch_limit(target) if getattr(target, "exact", False) else None
         if not any(seq.policy for seq in running):
