@@ -66,6 +66,8 @@ class FakeContext:
         return rows
 
     def decode(self, tokens, logits="last", seq: int = 0):
+        if not tokens:  # as DecodeContext: nothing to decode is no decode
+            return np.empty((0, VOCAB), dtype=np.float32)
         rows = self._push(seq, tokens, logits)
         self.decode_calls += 1
         self.batch_sizes.append(len(tokens))

@@ -159,7 +159,7 @@ def test_batch_skips_malformed_lines_writes_the_rest_and_resumes(tmp_path, capsy
 
 def _batch_cmd(prompts: Path, out: Path, tiny_models) -> list[str]:
     return [sys.executable, "-m", "specllama", "batch", str(prompts), "-o", str(out),
-            "--target", str(tiny_models["a"]), "--no-draft", "--max-tokens", "48", "--ctx", "512"]
+            "--target", str(tiny_models["a"]), "--no-draft", "--max-tokens", "48", "--ctx", "512", "--parallel", "3"]
 
 
 def _start_and_stop_midway(cmd, out: Path, sig: int, min_lines: int = 3) -> subprocess.Popen:
@@ -217,3 +217,19 @@ def test_ctrl_c_or_sigterm_stops_cleanly(tmp_path, tiny_models, many_prompts, si
     assert "rerun the same command" in stderr and "Traceback" not in stderr
     records = read_jsonl(out)
     assert 3 <= len(records) < len(ids) and len({r["id"] for r in records}) == len(records)
+
+
+def test_prompts_decoded_together_give_the_texts_they_give_one_at_a_time(tmp_path, capsys, tiny_models, many_prompts):
+    """--parallel 4 writes the same records as --parallel 1 (exact mode: the text cannot depend on
+    which prompts share a decode), in finishing order, each id once."""
+    prompts, ids = many_prompts
+    outs = {}
+    for n in ("1", "4"):
+        out = tmp_path / f"out{n}.jsonl"
+        argv = ["batch", str(prompts), "-o", str(out), "--target", str(tiny_models["a"]), "--draft",
+                str(tiny_models["a"]), "-k", "2", "--max-tokens", "12", "--ctx", "256", "--exact", "--parallel", n]
+        assert main(argv) == 0, capsys.readouterr().err
+        outs[n] = {r["id"]: r for r in read_jsonl(out)}
+    assert sorted(outs["1"]) == sorted(outs["4"]) == ids
+    for i in ids:
+        assert outs["4"][i]["text"] == outs["1"][i]["text"] and outs["4"][i]["tokens"] == outs["1"][i]["tokens"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from specllama.decoding.engine import GenerationConfig
+from specllama.decoding.engine import GenerationConfig, Request, TokenEvent
 from specllama.decoding.runtime import LoadOptions, Runtime
 from specllama.errors import SpecllamaError
 
@@ -56,3 +56,24 @@ def test_exact_mode_is_identical_to_plain_decoding(exact_runtime):
 def test_stairs_is_refused_in_exact_mode(exact_runtime):
     with pytest.raises(SpecllamaError, match="stairs verification cannot be made exact"):
         exact_runtime.generate(exact_runtime.prompt_tokens("hi"), GenerationConfig(drafter="model", k=2, verify="stairs"))
+
+
+def test_exact_mode_output_does_not_depend_on_how_many_prompts_share_a_decode(real_model_paths):
+    """Issue 10's promise: a prompt's greedy text is the same whether it runs alone or with
+    others in every decode (their rows in its batches), with and without drafts."""
+    with Runtime(LoadOptions(exact=True, n_ctx=512, parallel=4)) as rt:
+        prompts = [rt.prompt_tokens(text) for text in PROMPTS]
+        config = GenerationConfig(max_tokens=MAX_TOKENS, drafter="none", k=0)
+
+        def texts(parallel, config):
+            rt.reset()
+            out = {}
+            for tag, event in rt.engine.run_many([Request(p, config, tag=i) for i, p in enumerate(prompts)], parallel):
+                out.setdefault(tag, [])
+                if isinstance(event, TokenEvent):
+                    out[tag].append(event.id)
+            return [out[i] for i in range(len(prompts))]
+
+        alone = texts(1, config)
+        assert texts(3, config) == alone
+        assert texts(3, GenerationConfig(max_tokens=MAX_TOKENS, drafter="model", k=2)) == alone

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from specllama.batch.output import OutputState, OutputWriter, open_output
 from specllama.batch.prompts_file import PromptItem, id_key
-from specllama.decoding.engine import GenerationConfig, Summary
+from specllama.decoding.engine import DoneEvent, FailedEvent, GenerationConfig, Request, Summary
 from specllama.decoding.runtime import Runtime
 from specllama.errors import SpecllamaError
 
@@ -51,30 +51,46 @@ BatchProgress = Callable[[int, int, PromptItem | None, BatchReport], None]
 def run_batch(runtime: Runtime, items: Sequence[PromptItem], config: GenerationConfig,
               out_path: str | Path, *, system: str | None = None, state: OutputState | None = None,
               progress: BatchProgress | None = None) -> BatchReport:
-    """Generate for every item whose id is not yet in out_path, appending as it goes. `state` is
-    open_output's reading of out_path, when the caller already took it (to fail early).
-    A KeyboardInterrupt abandons the prompt in flight and returns; the file stays valid."""
+    """Generate for every item whose id is not yet in out_path, appending each as it finishes.
+    Several prompts are decoded together (the runtime's --parallel); a record is written the
+    moment its prompt is done, so the file's order is finishing order, not input order. `state`
+    is open_output's reading of out_path, when the caller already took it (to fail early).
+    A KeyboardInterrupt abandons the prompts in flight and returns; the file stays valid."""
     progress = progress or (lambda *a: None)
     state = state or open_output(out_path)
     report = BatchReport(repaired=state.repaired)
     todo = [item for item in items if id_key(item.id) not in state.done]
     report.skipped = len(items) - len(todo)
     writer = OutputWriter(out_path)
-    try:
-        progress(0, len(todo), None, report)
-        for n, item in enumerate(todo, start=1):
+    finished = 0
+
+    def requests() -> Iterator[Request]:
+        nonlocal finished
+        for n, item in enumerate(todo):
             try:
                 prompt = runtime.prompt_tokens(item.prompt, item.system or system)
-                summary = runtime.generate(prompt, config).drain()
-            except SpecllamaError as e:
+            except SpecllamaError as e:  # too long, say: this prompt fails, the others go on
                 report.failed.append((item, str(e)))
-                runtime.reset()  # a failed decode may leave the cache out of step with its token list
-            else:
-                writer.write(make_record(item, summary))
+                finished += 1
+                progress(finished, len(todo), item, report)
+                continue
+            yield Request(prompt, config, tag=n)
+
+    try:
+        progress(0, len(todo), None, report)
+        for tag, event in runtime.run_many(requests()):
+            if isinstance(event, FailedEvent):
+                report.failed.append((todo[tag], event.message))
+            elif isinstance(event, DoneEvent):
+                summary = event.summary
+                writer.write(make_record(todo[tag], summary))
                 report.written += 1
                 report.drafted += summary.drafted
                 report.accepted += summary.accepted
-            progress(n, len(todo), item, report)
+            else:
+                continue
+            finished += 1
+            progress(finished, len(todo), todo[tag], report)
     except KeyboardInterrupt:
         report.interrupted = True
     finally:

@@ -29,6 +29,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed_value, help="sampling seed (every run uses it; -1 = a random one)")
     p.add_argument("--json", metavar="OUT", help="write the full results as JSON (schema in README, ## Benchmark)")
     p.add_argument("--markdown", metavar="OUT", help="write the summary table as Markdown")
+    p.add_argument("--parallel", metavar="N,N,...",
+                   help="instead of --configs: a batch job's throughput with N prompts per decode, e.g. 1,2,4,auto "
+                        "(plain decoding; --repeat rounds, interleaved; N = 1 is the baseline)")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -54,6 +57,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
         if path:
             check_writable(path, flag)  # a benchmark that cannot write its results loses them all
+
+    if args.parallel:
+        from specllama.cli.cmd_bench_parallel import cmd_bench_parallel
+        return cmd_bench_parallel(args, prompt_file.items)
 
     needs_draft = any(c.drafter == "model" for c in configs)
     # stairs needs a multi-sequence target context; all configs then share it alike.

@@ -1,7 +1,8 @@
 """`specllama costs`: why speculation is (or is not) faster on this machine.
 
 Prints the measured cost curve the -k auto chooser uses and, for each draft length, the acceptance
-rate a drafter must reach to break even: E(K, a) = K*c + T(K+1)/T(1), E the expected tokens per step.
+rate a drafter must reach to break even: E(K, a) = K*c + T(K+1)/T(1), E the expected tokens per step;
+with --parallel, what decoding N prompts together gives: N tokens for T(N).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from dataclasses import replace
 
 from specllama.cli.options import load_options
 from specllama.cli.progress import download_bar
+from specllama.decoding.batch_plan import choose_parallel
 from specllama.decoding.cost_curve import CostCurve, break_even_acceptance
+from specllama.decoding.request import PARALLEL_AUTO_MAX
 from specllama.decoding.runtime import Runtime
 from specllama.llama.machine import cpu_model
 
@@ -33,11 +36,31 @@ def describe(curve: CostCurve, draft_name: str | None) -> list[str]:
             alpha = break_even_acceptance(curve, k, c)
             needs.append(f"K={k}: " + (f"{alpha:.0%}" if alpha is not None else "never"))
         lines.append(f"{name} breaks even at per-position acceptance  " + "  ".join(needs))
+    if curve.max_n > K_SHOWN + 1:
+        lines += batching_lines(curve)
+    return lines
+
+
+def batching_lines(curve: CostCurve) -> list[str]:
+    """What decoding several prompts together gives: N tokens for T(N), plain decoding each."""
+    shown = [n for n in (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64) if n <= curve.max_n]
+    rates = {n: n / curve.ratio(n) / curve.t1_s for n in shown}
+    best = choose_parallel(curve.ratio, PARALLEL_AUTO_MAX)
+    lines = ["several prompts in one decode (batch --parallel N), plain decoding, predicted tokens/s in all:",
+             "  " + "  ".join(f"N={n}: {rates[n]:.1f} ({rates[n] / rates[1]:.2f}x)" for n in shown),
+             f"--parallel auto picks N = {best} (the best up to {PARALLEL_AUTO_MAX}: "
+             f"{best / curve.ratio(best) / curve.t1_s:.1f} tok/s, {best / curve.ratio(best):.2f}x one prompt at a time)"]
+    overall = choose_parallel(curve.ratio, curve.max_n)
+    if overall > PARALLEL_AUTO_MAX:
+        lines.append(f"  (N = {overall} would give {overall / curve.ratio(overall):.2f}x: pass --parallel {overall} "
+                     "if memory allows, each prompt holds --ctx tokens of cache)")
     return lines
 
 
 def cmd_costs(args: argparse.Namespace) -> int:
     opts = replace(load_options(args), auto_k=True, remeasure_costs=args.remeasure)
+    if args.parallel == "auto":
+        opts = replace(opts, n_ctx=min(opts.n_ctx, 1024))  # costs only measures: keep 8 caches small
     with download_bar() as progress:
         runtime = Runtime(opts, progress=progress, status=lambda m: print(m, file=sys.stderr))
     with runtime:

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from specllama.cli.version import VersionAction
-from specllama.decoding.request import DRAFTERS, K_MAX, VERIFY_MODES
+from specllama.decoding.request import DRAFTERS, K_MAX, PARALLEL_AUTO_MAX, PARALLEL_MAX, VERIFY_MODES
 from specllama.errors import SpecllamaError
 
 DEFAULT_PROMPT = "Write a Python function that tells whether a number is prime, with a short docstring."
@@ -26,6 +26,15 @@ def draft_length(text: str) -> int | str:
     if not 0 <= k <= K_MAX:
         raise argparse.ArgumentTypeError(f"k must be between 0 and {K_MAX}, got {k}")
     return k
+
+
+def parallel_count(text: str) -> int | str:
+    if text == "auto":
+        return text
+    n = at_least_one(text)
+    if n > PARALLEL_MAX:
+        raise argparse.ArgumentTypeError(f"at most {PARALLEL_MAX} prompts at once, got {n}")
+    return n
 
 
 def _whole_number(text: str) -> int:
@@ -134,6 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     batch = sub.add_parser("batch", help="generate for every prompt of a file into JSONL (resumable)")
     add_batch_arguments(batch)
+    batch.add_argument("--parallel", type=parallel_count, default="auto", metavar="N|auto",
+                       help="prompts decoded together in one batch (default auto: the number that makes the most "
+                            f"tokens/s on this machine's measured costs, at most {PARALLEL_AUTO_MAX}; each holds "
+                            "--ctx tokens of cache)")
     add_model_options(batch)
     add_engine_options(batch)
 
@@ -144,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     costs = sub.add_parser("costs", help="this machine's measured costs: why speculation is or is not faster")
     costs.add_argument("--remeasure", action="store_true", help="measure again even if a cached curve exists")
     costs.add_argument("--drafter", choices=("model", "lookup"), default="model")
+    costs.add_argument("--parallel", action="store_const", const="auto", default=1,
+                       help="also measure large batches (to 64 tokens) and show how many prompts to decode together")
     add_model_options(costs)
 
     models = sub.add_parser("models", help="list, fetch, inspect and check models")

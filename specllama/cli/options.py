@@ -39,6 +39,7 @@ def load_options(args: argparse.Namespace, *, drafters: tuple[str, ...] | None =
     return LoadOptions(pair=args.pair, target=args.target, draft=args.draft, load_draft="model" in drafters,
                        n_ctx=args.n_ctx, threads=args.threads, threads_batch=args.threads_batch,
                        gpu_layers=args.gpu_layers, exact=getattr(args, "exact", False),
+                       parallel=getattr(args, "parallel", 1),
                        stairs=getattr(args, "verify", "causal") == "stairs" if stairs is None else stairs,
                        auto_k=(getattr(args, "k", 0) == "auto" and drafters != ("none",)) if auto_k is None else auto_k)
 

@@ -98,6 +98,9 @@ class NoDrafter(_Quiet):
         return [Proposal([]) for _ in requests]
 
 
+LOCKSTEP_BACKLOG = 32  # catch-ups up to this long ride in the shared decode (K_MAX + 1 fits)
+
+
 class ModelDrafter(_Quiet):
     """A small model in its own context, one cache sequence per engine slot. Its caches are kept
     between steps and only the tokens it has not seen are decoded, so a rejected tail costs a
@@ -118,11 +121,14 @@ class ModelDrafter(_Quiet):
             if k > 0:
                 ctx.reuse_prefix(r.committed, r.seq)
                 live.append((i, r, k))
-        # Catch up: each sequence's tokens the draft has not seen (a long backlog, e.g. a prompt
-        # under -k auto, on its own in n_batch chunks), then every last one with logits, together.
+        # Catch up: each sequence's tokens the draft has not seen (the last accepted draft and the
+        # target's token, usually) in one decode for all, logits for the last; a long backlog (a
+        # prompt under -k auto) first on its own, in n_batch chunks.
         for _, r, _ in live:
-            ctx.decode(r.committed[ctx.past(r.seq):-1], logits="none", seq=r.seq)
-        parts = [DecodePart(r.seq, r.committed[-1:], "last") for _, r, _ in live]
+            backlog = len(r.committed) - ctx.past(r.seq)
+            if backlog > LOCKSTEP_BACKLOG:
+                ctx.decode(r.committed[ctx.past(r.seq):-1], logits="none", seq=r.seq)
+        parts = [DecodePart(r.seq, r.committed[ctx.past(r.seq):], "last") for _, r, _ in live]
         rows = [block[0] for block in ctx.decode_parts(parts)] if parts else []
         q_rows: dict[int, list[np.ndarray]] = {i: [] for i, _, _ in live}
         step = 0

@@ -1,0 +1,96 @@
+"""`specllama bench --parallel 1,4,auto`: batch throughput with N prompts per decode, N = 1 the
+baseline, interleaved rounds (see bench/parallel.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from specllama.errors import SpecllamaError
+
+
+class ParallelListError(SpecllamaError):
+    """--parallel names something that is not a number of prompts or 'auto'."""
+
+
+def parse_levels(text: str) -> list[int | str]:
+    from specllama.decoding.request import PARALLEL_MAX
+
+    levels: list[int | str] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if part == "auto":
+            levels.append(part)
+            continue
+        if not part.isdigit() or not 1 <= int(part) <= PARALLEL_MAX:
+            raise ParallelListError(f"--parallel: expected numbers 1..{PARALLEL_MAX} or 'auto', got {part!r}")
+        levels.append(int(part))
+    if not levels:
+        raise ParallelListError("--parallel is empty: give e.g. 1,4,auto")
+    return [1] + [n for n in dict.fromkeys(levels) if n != 1]  # N = 1 is the baseline, always first
+
+
+def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
+    from dataclasses import asdict, replace
+
+    from specllama.bench.parallel import peak_rss_mb, run_parallel_bench, summarize
+    from specllama.cli.cmd_bench import bench_progress
+    from specllama.cli.options import load_options
+    from specllama.cli.progress import download_bar
+    from specllama.decoding.engine import GenerationConfig
+    from specllama.decoding.request import PARALLEL_AUTO_MAX
+    from specllama.decoding.runtime import Runtime
+    from specllama.decoding.sampling import SamplingParams
+    from specllama.llama.machine import machine_info
+
+    levels = parse_levels(args.parallel)
+    slots = max([n for n in levels if n != "auto"] + ([PARALLEL_AUTO_MAX] if "auto" in levels else []))
+    # The curve (to 64 tokens) is measured too: the prediction each N is checked against.
+    opts = replace(load_options(args, drafters=("none",)), parallel=slots, auto_k=True)
+    with download_bar() as fetch:
+        runtime = Runtime(opts, progress=fetch, status=lambda m: print(m, file=sys.stderr))
+    with runtime:
+        resolved = {n: runtime.engine.parallelism(n) for n in levels}
+        labels = {resolved[n]: ("auto (%d)" % resolved[n]) if n == "auto" else str(n) for n in levels}
+        ns = list(dict.fromkeys(resolved.values()))
+        prompts = [runtime.prompt_tokens(item.prompt, item.system) for item in prompt_items]
+        config = GenerationConfig(max_tokens=args.max_tokens, drafter="none", k=0,
+                                  sampling=SamplingParams(temperature=args.temp, seed=args.seed))
+        with bench_progress() as progress:
+            runs = run_parallel_bench(runtime, prompts, config, ns, args.repeat,
+                                      progress=lambda done, total, what: progress(done, total, what, None))
+        summaries = summarize(runs, runtime.cost_curve, labels)
+        machine = {**machine_info(runtime.threads, runtime.threads_batch), "placement": runtime.placement}
+        models = {"target": runtime.target_path.name}
+        rss = peak_rss_mb()
+        doc = {"kind": "parallel", "machine": machine, "models": models, "slots": slots,
+               "n_ctx_per_sequence": runtime.context_use()[1], "max_tokens": args.max_tokens, "rounds": args.repeat,
+               "prompts_file": str(args.prompts), "peak_rss_mb": round(rss, 1),
+               "curve": runtime.cost_curve.to_dict() if runtime.cost_curve else None,
+               "summaries": [asdict(s) for s in summaries], "runs": [asdict(r) for r in runs]}
+    text = table(summaries, machine, models, rss, slots, args)
+    print(text)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    return 1 if any(r.failed for r in runs) else 0
+
+
+def table(summaries, machine: dict, models: dict, rss: float, slots: int, args) -> str:
+    def pct(x):
+        return f"{x:.2f}x" if x is not None else "-"
+
+    lines = [f"machine: {machine.get('cpu', '?')}, {machine.get('threads')} threads, {machine.get('placement')}; "
+             f"target {models['target']}; {args.max_tokens} tokens a prompt, {args.repeat} round(s), "
+             f"{slots} cache sequences; peak RSS {rss:.0f} MB",
+             "",
+             "| prompts at once | job tokens/s (median) | vs 1 at a time (median of rounds) | predicted N/T(N) "
+             "| decode time / curve's prediction |",
+             "|---|---|---|---|---|"]
+    for s in summaries:
+        lines.append(f"| {s.label} | {s.median_tokens_per_s:.2f} | {pct(s.median_ratio)} | {pct(s.predicted_ratio)} "
+                     f"| {pct(s.decode_vs_predicted)} |")
+    return "\n".join(lines)

@@ -1,0 +1,176 @@
+"""Several prompts per decode (Engine.run_many) against scripted fake models: the same text as
+alone, one decode per step for all sequences, continuous admission, isolation of failures and
+cancels, exact mode's row limit; and the cost model that chooses N and each sequence's K."""
+
+from __future__ import annotations
+
+import pytest
+
+from specllama.decoding.adaptive_k import AdaptiveK
+from specllama.decoding.batch_plan import LengthChoice, choose_lengths, choose_parallel
+from specllama.decoding.drafters import ModelDrafter, PromptLookupDrafter
+from specllama.decoding.engine import DoneEvent, Engine, FailedEvent, GenerationConfig, Request, StepEvent, TokenEvent
+from specllama.decoding.sampling import SamplingParams
+from tests.fake_llm import FakeContext, counting_rule, noisy_rule, random_rule
+
+PROMPTS = [[5, 6, 7], [9, 3], [1, 2, 3, 4], [20, 21, 22], [11]]
+
+
+def model_engine(n: int, rule=None, draft_rule=None) -> Engine:
+    target = FakeContext(rule or noisy_rule(4), n_seq_max=n)
+    return Engine(target, {"model": ModelDrafter(FakeContext(draft_rule or counting_rule(), n_seq_max=n))})
+
+
+def alone(config: GenerationConfig, prompt, rule=None, draft_rule=None) -> list[int]:
+    tokens, _ = model_engine(1, rule, draft_rule).generate(prompt, config).tokens()
+    return [t.id for t in tokens]
+
+
+def together(engine: Engine, config: GenerationConfig, prompts, parallel) -> dict:
+    """tag -> (token ids, done event or failure) from run_many."""
+    out: dict = {}
+    for tag, event in engine.run_many([Request(p, config, tag=i) for i, p in enumerate(prompts)], parallel):
+        ids, end = out.setdefault(tag, ([], None))
+        if isinstance(event, TokenEvent):
+            ids.append(event.id)
+        elif isinstance(event, (DoneEvent, FailedEvent)):
+            assert end is None, "a request ended twice"
+            out[tag] = (ids, event)
+    return out
+
+
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_n_sequences_together_give_each_one_its_text_alone(k):
+    config = GenerationConfig(drafter="model", k=k, max_tokens=25)
+    engine = model_engine(3)
+    results = together(engine, config, PROMPTS, parallel=3)
+    for i, prompt in enumerate(PROMPTS):
+        ids, done = results[i]
+        assert isinstance(done, DoneEvent) and ids == alone(config, prompt)
+        assert done.summary.text == "".join(f"<{t}>" for t in ids)
+    # Batched for real: steps decoded several sequences' rows at once.
+    assert max(engine.target.batch_sizes[len(PROMPTS):]) > k + 1
+
+
+def test_sampling_follows_each_requests_seed_whatever_else_is_decoded():
+    config = GenerationConfig(drafter="model", k=2, max_tokens=20, sampling=SamplingParams(temperature=1.0, seed=5))
+    rule, draft_rule = random_rule(3), random_rule(7)
+    results = together(model_engine(4, rule, draft_rule), config, PROMPTS[:4], parallel=4)
+    for i, prompt in enumerate(PROMPTS[:4]):
+        assert results[i][0] == alone(config, prompt, rule, draft_rule)
+
+
+def test_one_step_is_one_target_decode_and_one_draft_decode_per_draft_position():
+    engine = model_engine(3, rule=counting_rule())  # the draft is always right: every step drafts k
+    config = GenerationConfig(drafter="model", k=3, max_tokens=8)
+    target, draft = engine.target, engine.drafters["model"].ctx
+    list(engine.run_many([Request(p, config, tag=i) for i, p in enumerate(PROMPTS[:3])], 3))
+    steps = target.decode_calls - 3  # minus the three prefills
+    assert steps == 2  # 4 tokens a step (3 drafts + the bonus), 8 tokens
+    # Per step the draft makes k decodes, each for all three sequences (lockstep): the first one
+    # catches up on what it has not seen, the others decode one draft each.
+    assert draft.decode_calls == 3 + steps * 3
+    assert max(draft.batch_sizes[3:]) <= 3 * 2 and target.batch_sizes[3:] == [3 * (3 + 1)] * steps
+
+
+def test_a_finished_prompt_makes_room_for_the_next_at_once():
+    config = GenerationConfig(drafter="none", k=0, max_tokens=6)
+    ends = [None, 3, None, None, None]  # the second prompt's target ends early
+    engine = Engine(FakeContext(counting_rule(end_after=None), n_seq_max=2))
+    events = list(engine.run_many([Request(p, GenerationConfig(drafter="none", k=0, max_tokens=2 if e else 6), tag=i)
+                                   for i, (p, e) in enumerate(zip(PROMPTS, ends))], parallel=2))
+    order = [tag for tag, e in events if isinstance(e, DoneEvent)]
+    assert sorted(order) == [0, 1, 2, 3, 4] and order[0] == 1  # the short one first
+    # Never more than two sequences in a step, and no step with one while a prompt waited.
+    steps = engine.target.batch_sizes
+    assert max(steps) <= 2 or max(steps) == len(PROMPTS[2]) - 1  # prefills are their own decodes
+    assert config.max_tokens == 6
+
+
+def test_a_prompt_that_cannot_run_fails_alone():
+    engine = Engine(FakeContext(counting_rule(), n_ctx=16, n_seq_max=2))
+    config = GenerationConfig(drafter="none", k=0, max_tokens=5)
+    results = together(engine, config, [[1, 2], list(range(1, 30)), [3, 4]], parallel=2)
+    assert isinstance(results[1][1], FailedEvent) and "prompt is 29 tokens" in results[1][1].message
+    assert isinstance(results[0][1], DoneEvent) and isinstance(results[2][1], DoneEvent)
+    assert results[0][0] == [3, 4, 5, 6, 7] and results[2][0] == [5, 6, 7, 8, 9]
+
+
+def test_cancelling_one_request_leaves_the_others_running():
+    engine = Engine(FakeContext(counting_rule(), n_seq_max=3))
+    config = GenerationConfig(drafter="none", k=0, max_tokens=10)
+    ends: dict = {}
+    for tag, event in engine.run_many([Request(p, config, tag=i) for i, p in enumerate(PROMPTS[:3])], 3):
+        if isinstance(event, StepEvent) and tag == 1:
+            engine.cancel(1)
+        if isinstance(event, DoneEvent):
+            ends[tag] = event.summary
+    assert ends[1].finish_reason == "cancelled" and ends[1].tokens == 1
+    assert ends[0].finish_reason == ends[2].finish_reason == "length" and ends[0].tokens == 10
+
+
+def test_a_new_prompt_takes_the_slot_that_already_holds_its_prefix():
+    engine = Engine(FakeContext(counting_rule(), n_seq_max=3))
+    config = GenerationConfig(drafter="none", k=0, max_tokens=3)
+    system = [30, 31, 30, 31, 30, 31]
+    list(engine.run_many([Request([1], config, 0), Request(system + [1], config, 1), Request([2], config, 2)], 3))
+    done = [e.summary for _, e in engine.run_many([Request(system + [9, 9], config, 0)], 1) if isinstance(e, DoneEvent)]
+    assert done[0].reused_tokens == len(system)
+
+
+def test_exact_mode_keeps_every_decode_within_its_row_limit():
+    target = FakeContext(counting_rule(), n_seq_max=8)
+    target.exact = True
+    engine = Engine(target, {"lookup": PromptLookupDrafter()})
+    assert engine.parallelism(8) == 7 and engine.parallelism("auto") == 1  # no curve: one at a time
+    config = GenerationConfig(drafter="lookup", k=4, max_tokens=12)
+    periodic = [[3, 4, 5, 3, 4, 5, 3]] * 5
+    list(engine.run_many([Request(p, config, i) for i, p in enumerate(periodic)], parallel=5))
+    assert max(target.batch_sizes[5:]) <= 7
+
+
+def test_parallel_with_auto_k_drafts_only_where_the_batch_has_room_for_it():
+    """A flat curve (T(n) = T(1) up to 8): drafts are free, every sequence drafts; a linear curve:
+    a draft costs as much as another sequence's token, -k auto drafts nothing."""
+    for curve, drafts in ((lambda n: 1.0 if n <= 8 else None, True), (lambda n: float(n), False)):
+        target = FakeContext(counting_rule(), n_seq_max=2)
+        policy = AdaptiveK(curve, 0.0, k_max=3)
+        engine = Engine(target, {"lookup": PromptLookupDrafter()}, {"lookup": policy}, cost_ratio=curve)
+        config = GenerationConfig(drafter="lookup", k="auto", max_tokens=20)
+        repetitive = [[1, 2, 3, 1, 2, 3, 1], [4, 5, 6, 4, 5, 6, 4]]
+        steps = [e for _, e in engine.run_many([Request(p, config, i) for i, p in enumerate(repetitive)], 2)
+                 if isinstance(e, StepEvent)]
+        assert any(s.drafted for s in steps) == drafts
+
+
+# --- the cost model ----------------------------------------------------------------------------
+
+Q4_K_M = [1, 1.54, 2.13, 2.72, 3.31, 4.42, 5.54, 6.65]  # T(n)/T(1) measured here (n = 1..5, 8; 6, 7 interpolated)
+
+
+def curve_of(points):
+    return lambda n: points[n - 1] if 1 <= n <= len(points) else None
+
+
+def test_parallelism_is_the_n_with_the_most_tokens_per_time():
+    assert choose_parallel(curve_of(Q4_K_M), 8) == 5  # 5 / 3.31 = 1.51 beats 4 / 2.72 = 1.47 and 8 / 6.65
+    assert choose_parallel(curve_of([1, 2, 3, 4]), 4) == 1  # compute-bound: nothing to gain
+    assert choose_parallel(curve_of([1.0] * 16), 8) == 8  # free batches: as many as allowed
+    assert choose_parallel(curve_of(Q4_K_M), 3) == 3
+
+
+def test_one_sequences_plan_is_the_adaptive_k_choice():
+    for points in (Q4_K_M, [1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7], [1.0] * 8):
+        for acc in ([0.9] * 6, [0.6] * 6, [0.3] * 6, [0.99, 0.95, 0.2, 0.2, 0.2, 0.2]):
+            policy = AdaptiveK(curve_of(points), 0.1, k_max=6, fast=list(acc), slow=list(acc), seen=[0] * 6)
+            plan = choose_lengths([LengthChoice(acc, 0.1, 6)], curve_of(points))
+            assert plan == [policy.choose()], (points, acc)
+
+
+def test_a_plan_drafts_for_the_sequence_that_gains_most_and_respects_caps():
+    flat = curve_of([1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0])  # 4 rows cost one; the 5th doubles the step
+    sure, unsure = LengthChoice([0.95] * 4, 0.0, 4), LengthChoice([0.1] * 4, 0.0, 4)
+    assert choose_lengths([sure, unsure], flat) == [2, 0]  # 3 + 1 rows: the sure one gets the room
+    assert choose_lengths([sure, unsure], flat, max_tokens=3) == [1, 0]  # exact mode's row limit
+    assert choose_lengths([LengthChoice([0.95] * 4, 0.0, 1), unsure], flat) == [1, 1]  # its cap; the 4th row is free
+    assert choose_lengths([sure, sure], curve_of([1, 2, 3, 4, 5, 6])) == [0, 0]  # linear: never pays
