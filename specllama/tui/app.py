@@ -214,7 +214,8 @@ class ChatApp(ModelSwitching, App[None]):
         if self._stop_requested:
             self.runtime.cancel()  # esc came before the engine started (it clears the flag)
         await self._reply.append(message.segments)
-        self.recorder.save_answer(self._reply.text, complete=False)  # a kill loses at most this flush
+        # A kill loses at most this flush; the origins go with the text so a reopened answer keeps its colours.
+        self.recorder.save_answer(self._reply.text, complete=False, segments=self._reply.segments)
         self.query_one(StatsPanel).show_live(message.stats, self.runtime.context_use())
 
     async def on_reply_done(self, message: ReplyDone) -> None:
@@ -234,7 +235,7 @@ class ChatApp(ModelSwitching, App[None]):
             return
         summary = self.last_summary = message.summary
         self.conversation.answer(summary.text)
-        self.recorder.save_answer(summary.text, complete=True)
+        self.recorder.save_answer(summary.text, complete=True, segments=reply.segments)
         note = FINISH_NOTES.get(summary.finish_reason)
         reply.set_status(f"{summary.tokens} tokens · {summary.tokens_per_s:.1f} tokens/s" + (f" · {note}" if note else ""))
         why = None
@@ -302,7 +303,8 @@ class ChatApp(ModelSwitching, App[None]):
         for m in stored:
             if m.role in ("user", "assistant") and (m.content or m.role == "user"):
                 self.conversation.messages.append({"role": m.role, "content": m.content})
-                widget = ChatMessage(m.role, m.content, show_origins=self.show_origins and m.role == "assistant")
+                widget = ChatMessage(m.role, m.content, show_origins=self.show_origins and m.role == "assistant",
+                                     segments=m.segments())
                 if not m.complete:
                     widget.set_status("unfinished (the chat ended while it streamed)")
                 widgets.append(widget)
