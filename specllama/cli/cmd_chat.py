@@ -45,8 +45,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     settings = chat_settings(args)  # bad sampling options fail before anything loads
     opts = chat_load_options(args)
-    app = ChatApp(lambda progress, status: Runtime(opts, progress=progress, status=status), settings,
-                  history_path=default_path())
+    def build(load: LoadOptions, progress, status) -> Runtime:  # the first load, and any the model picker asks for
+        return Runtime(load, progress=progress, status=status)
+
+    app = ChatApp(lambda progress, status: build(opts, progress, status), settings, history_path=default_path(),
+                  build_runtime=build, load_options=opts)
     try:
         app.run()
     finally:

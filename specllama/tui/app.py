@@ -28,6 +28,7 @@ from specllama.tui.conversation import Conversation
 from specllama.tui.explain import why_no_drafts
 from specllama.tui.history import History, HistoryUnavailable
 from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
+from specllama.tui.model_swap import ModelSwitching, RuntimeBuilder, real_runtime
 from specllama.tui.recorder import ConversationRecorder
 from specllama.tui.screens import HelpScreen, HistoryScreen, SettingsScreen
 from specllama.tui.settings import ChatSettings
@@ -40,7 +41,7 @@ FINISH_NOTES = {"cancelled": "stopped", "length": "max tokens reached", "context
                 "stop_string": "stop string"}
 
 
-class ChatApp(App[None]):
+class ChatApp(ModelSwitching, App[None]):
     # Layout only (each widget's look lives beside it). Kept inline rather than in app.tcss so a
     # wheel needs no package data and subclasses elsewhere (scripts/) find it.
     CSS = """
@@ -59,6 +60,7 @@ class ChatApp(App[None]):
         Binding("ctrl+b", "copy_code", "copy code", show=False, tooltip="copy the last code block of the last answer"),
         Binding("ctrl+o", "toggle_origins", "view", tooltip="answers: rendered Markdown / coloured by origin"),
         Binding("ctrl+l,f10", "history", "history", tooltip="saved conversations: reopen, search, export"),
+        Binding("f12", "models", "models", tooltip="pick models; they load while these answer"),
         Binding("f11,ctrl+t", "settings", "settings", tooltip="settings: prompt, sampling, K; save defaults"),
         Binding("f9", "toggle_panel", "panel", show=False, tooltip="side panel on / off (off below 80 columns)"),
         Binding("f2", "next_drafter", "drafter", tooltip="drafter: model → lookup → none"),
@@ -76,9 +78,15 @@ class ChatApp(App[None]):
 
     def __init__(self, load_runtime: RuntimeFactory, settings: ChatSettings | None = None,
                  flush_interval: float = 0.1,  # see streaming.py for why 100 ms
-                 history_path: Path | None = None):  # None: no history (tests); `specllama chat` passes one
+                 history_path: Path | None = None,  # None: no history (tests); `specllama chat` passes one
+                 build_runtime: RuntimeBuilder = real_runtime,  # for the model picker (F12): tests pass a fake
+                 load_options=None,  # the LoadOptions of the first load, kept by a switch (context, threads, K auto)
+                 registry=None):  # None: models.toml, read when the picker first opens
         super().__init__()
         self._load_runtime = load_runtime
+        self._build_runtime = build_runtime
+        self.load_options = load_options
+        self._model_registry = registry
         self.settings = settings or ChatSettings()
         self.flush_interval = flush_interval
         self.runtime: Any = None
@@ -138,8 +146,13 @@ class ChatApp(App[None]):
         self.notify(message.reason, title="could not load the models", severity="error", timeout=30)
 
     def on_runtime_ready(self, message: RuntimeReady) -> None:
-        self.runtime = runtime = message.runtime
-        self.query_one(LoadingPanel).remove()
+        self._use_runtime(message.runtime)
+
+    def _use_runtime(self, runtime) -> None:
+        """The first models loaded, or the ones a switch brought in (model_swap.py)."""
+        self.runtime = runtime
+        self.load_failed = None
+        self.query("#conversation LoadingPanel").remove()
         draft = runtime.draft_name
         self.query_one(TitleBar).show(self.TITLE, runtime.target_name + (f" ← {draft}" if draft else ""))
         self.query_one(StatsPanel).show_models(runtime.target_name, draft, runtime.threads)
@@ -201,10 +214,15 @@ class ChatApp(App[None]):
         if self._stop_requested:
             self.runtime.cancel()  # esc came before the engine started (it clears the flag)
         await self._reply.append(message.segments)
-        self.recorder.save_answer(self._reply.text, complete=False)  # a kill loses at most this flush
+        # A kill loses at most this flush; the origins go with the text so a reopened answer keeps its colours.
+        self.recorder.save_answer(self._reply.text, complete=False, segments=self._reply.segments)
         self.query_one(StatsPanel).show_live(message.stats, self.runtime.context_use())
 
     async def on_reply_done(self, message: ReplyDone) -> None:
+        await self._reply_done(message)
+        self.install_pending_runtime()  # models chosen while this answer streamed take over now
+
+    async def _reply_done(self, message: ReplyDone) -> None:
         self.busy = False
         self._told_pending = False
         self._sync_drafter()  # changes made while it ran
@@ -217,7 +235,7 @@ class ChatApp(App[None]):
             return
         summary = self.last_summary = message.summary
         self.conversation.answer(summary.text)
-        self.recorder.save_answer(summary.text, complete=True)
+        self.recorder.save_answer(summary.text, complete=True, segments=reply.segments)
         note = FINISH_NOTES.get(summary.finish_reason)
         reply.set_status(f"{summary.tokens} tokens · {summary.tokens_per_s:.1f} tokens/s" + (f" · {note}" if note else ""))
         why = None
@@ -285,7 +303,8 @@ class ChatApp(App[None]):
         for m in stored:
             if m.role in ("user", "assistant") and (m.content or m.role == "user"):
                 self.conversation.messages.append({"role": m.role, "content": m.content})
-                widget = ChatMessage(m.role, m.content, show_origins=self.show_origins and m.role == "assistant")
+                widget = ChatMessage(m.role, m.content, show_origins=self.show_origins and m.role == "assistant",
+                                     segments=m.segments())
                 if not m.complete:
                     widget.set_status("unfinished (the chat ended while it streamed)")
                 widgets.append(widget)
@@ -436,6 +455,7 @@ class ChatApp(App[None]):
 
     def close_runtime(self, timeout: float = 30.0) -> None:
         """Stops a running answer and frees the models; call after `run()` returns."""
+        self.close_pending_runtime()
         if self.runtime is None:
             return
         self.runtime.cancel()

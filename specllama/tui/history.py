@@ -61,8 +61,14 @@ def _v1(db: sqlite3.Connection) -> None:
     """)
 
 
+def _v2(db: sqlite3.Connection) -> None:
+    # Where each piece of an answer came from (accepted draft, target, bonus), so a reopened answer
+    # keeps its colours: JSON runs [[characters, origin], ...], a few hundred bytes per answer.
+    db.execute("ALTER TABLE messages ADD COLUMN origins TEXT")
+
+
 # MIGRATIONS[n] takes a database at version n to n + 1.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -93,6 +99,35 @@ class StoredMessage:
     role: str
     content: str
     complete: bool
+    origins: list | None = None  # runs [[characters, origin], ...]; None: not kept (a question, an old answer)
+
+    def segments(self) -> list[tuple[str, str]]:
+        """The text as (piece, origin) segments: coloured by origin where that was kept."""
+        return segments_from_runs(self.content, self.origins)
+
+
+def origin_runs(segments) -> list[list]:
+    """[(text, origin), ...] -> [[characters, origin], ...] with neighbours of one origin merged."""
+    runs: list[list] = []
+    for text, origin in segments:
+        if runs and runs[-1][1] == origin:
+            runs[-1][0] += len(text)
+        elif text:
+            runs.append([len(text), origin])
+    return runs
+
+
+def segments_from_runs(text: str, runs: list | None) -> list[tuple[str, str]]:
+    """The inverse of origin_runs; runs that do not add up to the text are ignored (uncoloured)."""
+    if not text:
+        return []
+    if not runs or sum(n for n, _ in runs) != len(text):
+        return [(text, "")]
+    segments, at = [], 0
+    for n, origin in runs:
+        segments.append((text[at:at + n], origin))
+        at += n
+    return segments
 
 
 def _unavailable(path: Path, e: Exception) -> HistoryUnavailable:
@@ -145,8 +180,9 @@ class History:
         self._run("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation))
         return cur.lastrowid
 
-    def update_message(self, message: int, content: str, complete: bool) -> None:
-        self._run("UPDATE messages SET content = ?, complete = ? WHERE id = ?", (content, int(complete), message))
+    def update_message(self, message: int, content: str, complete: bool, origins: list | None = None) -> None:
+        self._run("UPDATE messages SET content = ?, complete = ?, origins = ? WHERE id = ?",
+                  (content, int(complete), json.dumps(origins) if origins is not None else None, message))
 
     def delete_message(self, message: int) -> None:
         self._run("DELETE FROM messages WHERE id = ?", (message,))
@@ -174,9 +210,9 @@ class History:
         raise KeyError(conversation)
 
     def messages(self, conversation: int) -> list[StoredMessage]:
-        rows = self._run("SELECT id, role, content, complete FROM messages WHERE conversation_id = ? ORDER BY id",
-                         (conversation,)).fetchall()
-        return [StoredMessage(r[0], r[1], r[2], bool(r[3])) for r in rows]
+        rows = self._run("SELECT id, role, content, complete, origins FROM messages WHERE conversation_id = ? "
+                         "ORDER BY id", (conversation,)).fetchall()
+        return [StoredMessage(r[0], r[1], r[2], bool(r[3]), _runs(r[4])) for r in rows]
 
     def rename(self, conversation: int, title: str) -> None:
         self._run("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation))
@@ -190,6 +226,15 @@ class History:
         path = Path(path) if path is not None else Path.cwd() / f"{safe_file_name(info.title)}.md"
         path.write_text(to_markdown(info, self.messages(conversation)), encoding="utf-8")
         return path.resolve()
+
+
+def _runs(stored: str | None) -> list | None:
+    try:
+        runs = json.loads(stored) if stored else None
+    except ValueError:
+        return None
+    ok = isinstance(runs, list) and all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], int) for r in runs)
+    return runs if ok else None
 
 
 def title_for(first_message: str, width: int = 60) -> str:

@@ -44,7 +44,19 @@ class RuntimeFailed(Message):
     trace: str | None = None  # set when the failure is a bug rather than a user-fixable problem
 
 
-def load_runtime(factory: RuntimeFactory, post: Callable[[Message], bool], interval: float = 0.1) -> None:
+@dataclass(frozen=True)
+class Messages:
+    """The messages one kind of load posts: the first load and a model switch are told apart."""
+
+    progress: type = LoadProgress
+    status: type = LoadStatus
+    ready: type = RuntimeReady
+    failed: type = RuntimeFailed
+
+
+def load_runtime(factory: RuntimeFactory, post: Callable[[Message], bool], interval: float = 0.1,
+                 messages: Messages = Messages()) -> None:
+    m = messages
     last = 0.0
 
     def progress(done: int, total: int | None, what: str) -> None:
@@ -52,15 +64,15 @@ def load_runtime(factory: RuntimeFactory, post: Callable[[Message], bool], inter
         now = time.monotonic()
         if now - last >= interval or (total and done >= total):
             last = now
-            post(LoadProgress(done, total, what))
+            post(m.progress(done, total, what))
 
     try:
-        runtime = factory(progress, lambda text: post(LoadStatus(text)))
+        runtime = factory(progress, lambda text: post(m.status(text)))
     except SpecllamaError as e:
-        post(RuntimeFailed(str(e)))
+        post(m.failed(str(e)))
         return
     except Exception as e:
-        post(RuntimeFailed(f"unexpected {type(e).__name__}: {e}", traceback.format_exc()))
+        post(m.failed(f"unexpected {type(e).__name__}: {e}", traceback.format_exc()))
         return
-    if not post(RuntimeReady(runtime)):
+    if not post(m.ready(runtime)):
         runtime.close()  # the app quit while the models were loading: nobody else will free them

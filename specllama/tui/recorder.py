@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from specllama.tui.history import History, HistoryUnavailable, title_for
+from specllama.tui.history import History, HistoryUnavailable, origin_runs, title_for
 
 
 class ConversationRecorder:
@@ -46,11 +46,13 @@ class ConversationRecorder:
             self._answer_row = history.add_message(self.conversation_id, "assistant", "", complete=False)
         self._write(write)
 
-    def save_answer(self, text: str, complete: bool) -> None:
-        """Called at every flush (a kill loses at most the last one) and once complete."""
+    def save_answer(self, text: str, complete: bool, segments=None) -> None:
+        """Called at every flush (a kill loses at most the last one) and once complete; `segments`
+        ((text, origin) pieces) keeps the answer's origin colours for when it is reopened."""
         if self._answer_row is not None:
             row = self._answer_row
-            self._write(lambda history: history.update_message(row, text, complete))
+            runs = origin_runs(segments) if segments is not None else None
+            self._write(lambda history: history.update_message(row, text, complete, runs))
             if complete:
                 self._question_row = self._answer_row = None
 

@@ -2,6 +2,7 @@
 
 from specllama.tui.screens.help import HelpScreen
 from specllama.tui.screens.history import HistoryScreen
+from specllama.tui.screens.models import ModelPickerScreen
 from specllama.tui.screens.settings import SettingsScreen
 
-__all__ = ["HelpScreen", "HistoryScreen", "SettingsScreen"]
+__all__ = ["HelpScreen", "HistoryScreen", "ModelPickerScreen", "SettingsScreen"]

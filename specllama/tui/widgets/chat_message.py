@@ -105,12 +105,14 @@ class ChatMessage(Vertical):
     ChatMessage Markdown > *:last-child { margin-bottom: 0; }  /* no blank line above the border */
     """
 
-    def __init__(self, role: str, text: str = "", *, show_origins: bool = False, title: str | None = None):
+    def __init__(self, role: str, text: str = "", *, show_origins: bool = False, title: str | None = None,
+                 segments: list[Segment] | None = None):
         super().__init__(classes=f"-{role}")
         self.role = role
         self.border_title = title or ("you" if role == "user" else "assistant")
-        # Given whole (a question, a reopened answer): no origin is known, so none is coloured.
-        self.segments: list[Segment] = [(text, "")] if text else []
+        # Given whole (a question, an answer saved before origins were kept): no origin is known,
+        # so none is coloured. A reopened answer brings its saved segments.
+        self.segments: list[Segment] = list(segments) if segments else ([(text, "")] if text else [])
         self._show_origins = show_origins or role != "assistant"
         self._origins = OriginText(self.segments, coloured=role == "assistant")
         self._markdown: Markdown | None = Markdown(text) if role == "assistant" else None

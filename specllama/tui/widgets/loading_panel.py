@@ -20,8 +20,12 @@ class LoadingPanel(Vertical):
     LoadingPanel ProgressBar { margin-top: 1; }
     """
 
+    def __init__(self, text: str = "loading models…", **kwargs):
+        super().__init__(**kwargs)
+        self._text = text
+
     def compose(self) -> ComposeResult:
-        yield Static("loading models…", id="loading-what")
+        yield Static(self._text, id="loading-what")
         yield ProgressBar(total=None, show_eta=False, id="loading-bar")
 
     def show_progress(self, done: int, total: int | None, what: str) -> None:
