@@ -3,7 +3,9 @@ appended to the output (batch/output.py) as soon as it is finished."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -38,10 +40,29 @@ class BatchReport:
     repaired: str | None = None  # what open_output fixed at the end of the file
     drafted: int = 0
     accepted: int = 0
+    tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+    parallel: int = 1  # prompts decoded together
+
+    @property
+    def tokens_per_s(self) -> float:
+        """All prompts together, since the run started (what a batch user waits on)."""
+        return self.tokens / max(time.monotonic() - self.started, 1e-9)
 
     @property
     def acceptance(self) -> float | None:
         return self.accepted / self.drafted if self.drafted else None
+
+
+def config_for(config: GenerationConfig, item: PromptItem) -> GenerationConfig:
+    """Each prompt samples from its own generator, seeded from the run's seed and the prompt's id:
+    its text then depends neither on how many prompts share a decode nor on which finished first,
+    and a resumed run draws what the first run would have. No seed: a fresh random one each."""
+    params = config.sampling
+    if params.greedy or params.seed is None:
+        return config
+    digest = hashlib.sha256(f"{params.seed}:{id_key(item.id)}".encode()).digest()
+    return replace(config, sampling=replace(params, seed=int.from_bytes(digest[:8], "little")))
 
 
 # (prompts finished this run, prompts to do this run, the item just finished, report so far)
@@ -63,6 +84,7 @@ def run_batch(runtime: Runtime, items: Sequence[PromptItem], config: GenerationC
     report.skipped = len(items) - len(todo)
     writer = OutputWriter(out_path)
     finished = 0
+    report.parallel = runtime.parallelism
 
     def requests() -> Iterator[Request]:
         nonlocal finished
@@ -74,7 +96,7 @@ def run_batch(runtime: Runtime, items: Sequence[PromptItem], config: GenerationC
                 finished += 1
                 progress(finished, len(todo), item, report)
                 continue
-            yield Request(prompt, config, tag=n)
+            yield Request(prompt, config_for(config, item), tag=n)
 
     try:
         progress(0, len(todo), None, report)
@@ -87,6 +109,7 @@ def run_batch(runtime: Runtime, items: Sequence[PromptItem], config: GenerationC
                 report.written += 1
                 report.drafted += summary.drafted
                 report.accepted += summary.accepted
+                report.tokens += summary.tokens
             else:
                 continue
             finished += 1

@@ -33,6 +33,8 @@ class ParallelRun:
     prefill_seconds: float  # sum of the prompts' prefills (each its own decode, so not overlapped)
     predicted_decode_seconds: float | None  # the curve's T(n) summed over the steps run
     failed: int
+    latency_median_s: float  # from the job's start to a prompt's last token, median over prompts
+    latency_max_s: float
 
     @property
     def tokens_per_s(self) -> float:
@@ -51,6 +53,7 @@ class ParallelSummary:
     median_ratio: float | None  # to N = 1, round by round
     predicted_ratio: float | None  # N / (T(N)/T(1)), the steady state
     decode_vs_predicted: float | None  # measured decode time / the curve's prediction for the steps run
+    latency_median_s: float  # a prompt's wait from the job's start, median over prompts and runs
     runs: int
 
 
@@ -60,6 +63,7 @@ def run_once(runtime: Runtime, prompts: Sequence[list[int]], config: GenerationC
     requests = [Request(p, config, tag=i) for i, p in enumerate(prompts)]
     tokens = failed = 0
     prefill = predicted = 0.0
+    latencies: list[float] = []
     start = time.perf_counter()
     for _, event in runtime.engine.run_many(requests, parallel):
         if isinstance(event, StepEvent) and curve is not None:
@@ -70,11 +74,13 @@ def run_once(runtime: Runtime, prompts: Sequence[list[int]], config: GenerationC
         elif isinstance(event, DoneEvent):
             tokens += event.summary.tokens
             prefill += event.summary.t_prompt
+            latencies.append(time.perf_counter() - start)
         elif isinstance(event, FailedEvent):
             failed += 1
     seconds = time.perf_counter() - start
     return ParallelRun(parallel, round_no, len(prompts), tokens, seconds, prefill,
-                       predicted if curve is not None else None, failed)
+                       predicted if curve is not None else None, failed,
+                       statistics.median(latencies) if latencies else 0.0, max(latencies, default=0.0))
 
 
 def run_parallel_bench(runtime: Runtime, prompts: Sequence[list[int]], config: GenerationConfig,
@@ -106,7 +112,8 @@ def summarize(runs: Sequence[ParallelRun], curve: CostCurve | None, labels: dict
         out.append(ParallelSummary(n, labels.get(n, str(n)), statistics.median(r.tokens_per_s for r in mine),
                                    statistics.median(ratios) if ratios else None,
                                    n / ratio_n if ratio_n else None,
-                                   statistics.median(checks) if checks else None, len(mine)))
+                                   statistics.median(checks) if checks else None,
+                                   statistics.median(r.latency_median_s for r in mine), len(mine)))
     return out
 
 

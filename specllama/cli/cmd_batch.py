@@ -132,11 +132,12 @@ def batch_progress(console: Console) -> Iterator:
 
         def update(done: int, total: int, item: PromptItem | None, report) -> None:  # a batch.BatchProgress
             acc = f"acceptance {report.acceptance:.0%}" if report.acceptance is not None else ""
-            bar.update(task, completed=done, total=total, acceptance=acc,
+            active = min(report.parallel, total - done)
+            speed = f"{active} active · {report.tokens_per_s:.1f} tok/s" + (f" · {acc}" if acc else "")
+            bar.update(task, completed=done, total=total, acceptance=speed,
                        description=f"batch ({len(report.failed)} failed)" if report.failed else "batch")
             if item is not None and not console.is_terminal:
                 status = "failed" if report.failed and report.failed[-1][0] is item else "done"
-                console.print(f"[{done}/{total}] {item.id}: {status}" + (f", running {acc}" if acc else ""),
-                              markup=False)
+                console.print(f"[{done}/{total}] {item.id}: {status}, {speed}", markup=False)
 
         yield update

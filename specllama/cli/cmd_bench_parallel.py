@@ -88,9 +88,9 @@ def table(summaries, machine: dict, models: dict, rss: float, slots: int, args) 
              f"{slots} cache sequences; peak RSS {rss:.0f} MB",
              "",
              "| prompts at once | job tokens/s (median) | vs 1 at a time (median of rounds) | predicted N/T(N) "
-             "| decode time / curve's prediction |",
-             "|---|---|---|---|---|"]
+             "| decode time / curve's prediction | median prompt latency |",
+             "|---|---|---|---|---|---|"]
     for s in summaries:
         lines.append(f"| {s.label} | {s.median_tokens_per_s:.2f} | {pct(s.median_ratio)} | {pct(s.predicted_ratio)} "
-                     f"| {pct(s.decode_vs_predicted)} |")
+                     f"| {pct(s.decode_vs_predicted)} | {s.latency_median_s:.1f} s |")
     return "\n".join(lines)

@@ -41,6 +41,30 @@ def describe(curve: CostCurve, draft_name: str | None) -> list[str]:
     return lines
 
 
+# Matrix types with a batched kernel on x86 CPUs in this llama.cpp: repacked GEMM (Q4_0, Q4_K,
+# IQ4_NL) or llamafile's tinyBLAS (Q8_0, Q4_0, Q5_0). Others (Q6_K, Q5_K, ...) multiply row by row,
+# so their cost grows with every sequence added. Measured here, 8 sequences against one of the
+# same file: the registry's Q4_K_M (Q6_K output layer) 1.14x, a Q8_0 requantization 2.5x, pure
+# Q4_0 1.8x.
+BATCHED_X86 = {"Q4_0", "Q4_K", "IQ4_NL", "Q8_0", "Q5_0"}
+
+
+def weight_note(path) -> str | None:
+    """Which of the target file's matrix types multiply row by row on an x86 CPU, and what to do."""
+    from specllama.llama.gguf_header import read_header
+
+    counts: dict[str, int] = {}
+    for t in read_header(path, decode_arrays=False).tensors:
+        if len(t.shape) >= 2:
+            counts[t.ggml_type.name] = counts.get(t.ggml_type.name, 0) + 1
+    slow = {name: n for name, n in counts.items() if name not in BATCHED_X86 and name not in ("F32", "F16", "BF16")}
+    mix = ", ".join(f"{name} x{n}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    if not slow:
+        return f"target matrices: {mix}: every type has a batched kernel on x86"
+    return (f"target matrices: {mix}; {', '.join(slow)} multiply row by row on x86 CPUs (cost grows with N): "
+            "a Q8_0 or pure Q4_0 file batches better (`specllama models quantize NAME --type Q8_0`)")
+
+
 def batching_lines(curve: CostCurve) -> list[str]:
     """What decoding several prompts together gives: N tokens for T(N), plain decoding each."""
     shown = [n for n in (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64) if n <= curve.max_n]
@@ -68,5 +92,8 @@ def cmd_costs(args: argparse.Namespace) -> int:
         print(f"machine: {cpu_model()}, {runtime.threads} threads; target {runtime.target_path.name}")
         for line in describe(curve, runtime.draft_path.name if runtime.draft_path else None):
             print(line)
+        note = weight_note(runtime.target_path) if curve.max_n > K_SHOWN + 1 else None
+        if note:
+            print(note)
         print(f"(measured at load and cached in {runtime.cost_cache_file()}; --remeasure to measure again)")
     return 0

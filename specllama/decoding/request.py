@@ -18,10 +18,12 @@ K_MAX = 16  # the longest draft a user may ask for (a batch of 17 is the largest
 K_AUTO_MAX = 8  # the longest draft -k auto considers: acceptance that far out rarely pays for itself
 AUTO = "auto"
 PARALLEL_MAX = 64  # the most prompts --parallel may decode together
-# --parallel auto allocates this many cache sequences (n_ctx each: 8 x 4096 tokens is ~0.9 GB for
-# the 1.5B target) and the cost model picks how many to use; measured here, the best N of the
-# registry's Q4_K_M target is 4, of Q8_0/Q4_0 files 8 or more.
-PARALLEL_AUTO_MAX = 8
+# --parallel auto allocates this many cache sequences (--ctx tokens each: 16 x 4096 is 1.9 GB of
+# f16 cache for the 1.5B target, touched only as far as prompts fill it) and the cost model picks
+# how many to use. Measured here (`specllama costs --parallel`, registry Q4_K_M target, 2 threads):
+# N tokens in one decode cost T(N)/T(1) = 1.53 (N=2), 2.31 (4), 5.0 (8, a dip), 6.1 (16), 15.4
+# (64): 16 prompts give 2.6x one at a time, 64 give 4.2x.
+PARALLEL_AUTO_MAX = 16
 
 
 @dataclass(frozen=True)
