@@ -58,7 +58,8 @@ CURVE = CostCurve(t1_s=0.077, ratios=[1, 1.41, 1.61, 1.53, 1.94, 2.2, 2.5, 2.83]
 
 
 def test_predicted_speedup_matches_design_notes_arithmetic():
-    # design.md: alpha 0.9, K 4, c 0.57, T(5)/T(1) 1.94 -> E / (K*c + T(K+1)/T(1))
+    # The 2-core development machine's numbers (draft/target cost c 0.57, T(5)/T(1) 1.94) at
+    # alpha 0.9, K 4 -> E / (K*c + T(K+1)/T(1)), the formula in specllama/decoding/cost_curve.py
     e = (1 - 0.9 ** 5) / (1 - 0.9)
     assert expected_tokens_per_step(4, 0.9) == pytest.approx(e)
     assert predicted_speedup(CURVE, 4, 0.9) == pytest.approx(e / (4 * 0.57 + 1.94))
