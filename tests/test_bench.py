@@ -163,6 +163,9 @@ def test_bench_json_schema(tiny_models, tmp_path, capsys, monkeypatch):
     assert doc["schema"] == "specllama.bench/1"
     assert {"cpu", "cores", "threads", "llama_cpp_python", "peak_rss_bytes"} <= doc["machine"].keys()
     assert doc["machine"]["llama_cpp_python"] == "0.3.36" and doc["machine"]["peak_rss_bytes"] > 0
+    # This build has no GPU backend: every layer on the CPU, and the record says so.
+    assert doc["machine"]["placement"] == "CPU" and doc["machine"]["gpu_layers"] == 0
+    assert "models on CPU" in out_md.read_text()
     assert doc["models"]["target"]["file"] == "a.gguf" and doc["models"]["draft"]["file"] == "a.gguf"
     curve = doc["cost_curve"]
     assert len(curve["ratios"]) == 16 and curve["ratios"][0] == 1.0 and curve["draft_ratio"] > 0

@@ -17,7 +17,6 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from specllama.errors import SpecllamaError
-from specllama.llama.context import EXACT_MAX_BATCH
 
 
 class Verifier(Protocol):
@@ -82,7 +81,7 @@ def exact_limit(verifier: Verifier, ctx) -> int:
     if not getattr(ctx, "exact", False):
         return 1 << 30
     k = 0
-    while verifier.batch_tokens(k + 1) <= EXACT_MAX_BATCH:
+    while verifier.batch_tokens(k + 1) <= ctx.model.exact_max_batch:
         k += 1
     return k
 
