@@ -7,7 +7,9 @@ time; the same model requantized to Q8_0 or Q4_0 keeps the full exact batch.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from gguf import GGML_QUANT_SIZES, GGUFWriter
 from gguf import GGMLQuantizationType as T
 
 from specllama.decoding.runtime import LoadOptions, Runtime
@@ -61,3 +63,25 @@ def test_exact_mode_on_q8_0_verifies_full_batches_silently(exact_tiny):
 @pytest.mark.real_models
 def test_the_default_target_keeps_the_exact_batch(real_model_paths):
     assert GGUFModel(real_model_paths["qwen1.5b"], vocab_only=True).exact_max_batch == EXACT_MAX_BATCH
+
+
+def _gguf_with(path, tensors: dict[str, T]):
+    """A header-only model: the named 2-row matrices of 32 columns in the given types."""
+    writer = GGUFWriter(path, "llama")
+    for name, ggml_type in tensors.items():
+        block, size = GGML_QUANT_SIZES[ggml_type]
+        data = np.zeros((2, 32 // block * size), dtype=np.uint8)
+        writer.add_tensor(name, data, raw_dtype=ggml_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_a_looked_up_embedding_does_not_count_but_a_tied_one_does(tmp_path):
+    blocks = {"blk.0.ffn_up.weight": T.Q8_0, "token_embd.weight": T.F16}
+    separate = _gguf_with(tmp_path / "separate.gguf", {**blocks, "output.weight": T.Q8_0})
+    tied = _gguf_with(tmp_path / "tied.gguf", blocks)  # no output.weight: the embedding is the output layer
+    assert matrix_types(separate) == {T.Q8_0}
+    assert matrix_types(tied) == {T.Q8_0, T.F16}
