@@ -9,7 +9,9 @@
 #
 # About 20 minutes on a 2-core CPU with the defaults (12 prompts x 12 configurations x 96 tokens).
 # Leave the machine otherwise idle: with 2 threads on 2 cores, any other busy process slows decoding
-# several-fold (design.md, "Threads"); the interleaved order spreads that noise, it cannot remove it.
+# 5-40x (measured on the 2-core development machine: OpenMP spin barriers, 3 s per token at worst;
+# the OMP_WAIT_POLICY=PASSIVE set below limits it); the interleaved order spreads that noise, it
+# cannot remove it.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

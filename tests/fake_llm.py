@@ -18,6 +18,7 @@ EOG = 0
 class FakeModel:
     n_vocab = VOCAB
     n_ctx_train = 4096
+    exact_max_batch = 7  # as the real Q4_K_M target measured (llama/exact_rows.py)
 
     def piece(self, token: int, special: bool = False) -> bytes:
         return f"<{token}>".encode()

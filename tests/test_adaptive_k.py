@@ -13,7 +13,8 @@ from specllama.decoding.cost_curve import CostCurve
 from specllama.llama.context import DecodeContext
 from specllama.llama.model import GGUFModel
 
-# design.md's curve for the 1.5B target on 2 cores, and a nearly free one (a laptop GPU).
+# T(n)/T(1) of the 1.5B Q4_K_M target on the 2-core development machine (llama-bench), and a
+# nearly free one (a laptop GPU).
 CPU_CURVE = [1, 1.41, 1.61, 1.53, 1.94, 2.2, 2.5, 2.83, 3.0, 3.2]
 FREE_CURVE = [1, 1.02, 1.04, 1.06, 1.08, 1.1, 1.12, 1.14, 1.16, 1.18]
 

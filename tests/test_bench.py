@@ -58,7 +58,8 @@ CURVE = CostCurve(t1_s=0.077, ratios=[1, 1.41, 1.61, 1.53, 1.94, 2.2, 2.5, 2.83]
 
 
 def test_predicted_speedup_matches_design_notes_arithmetic():
-    # design.md: alpha 0.9, K 4, c 0.57, T(5)/T(1) 1.94 -> E / (K*c + T(K+1)/T(1))
+    # The 2-core development machine's numbers (draft/target cost c 0.57, T(5)/T(1) 1.94) at
+    # alpha 0.9, K 4 -> E / (K*c + T(K+1)/T(1)), the formula in specllama/decoding/cost_curve.py
     e = (1 - 0.9 ** 5) / (1 - 0.9)
     assert expected_tokens_per_step(4, 0.9) == pytest.approx(e)
     assert predicted_speedup(CURVE, 4, 0.9) == pytest.approx(e / (4 * 0.57 + 1.94))
@@ -162,6 +163,9 @@ def test_bench_json_schema(tiny_models, tmp_path, capsys, monkeypatch):
     assert doc["schema"] == "specllama.bench/1"
     assert {"cpu", "cores", "threads", "llama_cpp_python", "peak_rss_bytes"} <= doc["machine"].keys()
     assert doc["machine"]["llama_cpp_python"] == "0.3.36" and doc["machine"]["peak_rss_bytes"] > 0
+    # This build has no GPU backend: every layer on the CPU, and the record says so.
+    assert doc["machine"]["placement"] == "CPU" and doc["machine"]["gpu_layers"] == 0
+    assert "models on CPU" in out_md.read_text()
     assert doc["models"]["target"]["file"] == "a.gguf" and doc["models"]["draft"]["file"] == "a.gguf"
     curve = doc["cost_curve"]
     assert len(curve["ratios"]) == 16 and curve["ratios"][0] == 1.0 and curve["draft_ratio"] > 0

@@ -132,7 +132,7 @@ def test_every_long_qwen_token_detokenizes_in_full(real_model):
             expected = bytes(decode[ch] for ch in text)
             if len(expected) > 32:
                 long_tokens.append((t, expected))
-    assert len(long_tokens) > 100  # design.md counted 240 in the Qwen2 vocabulary
+    assert len(long_tokens) > 100  # the Qwen2 vocabulary has 240 tokens longer than 32 bytes
     for t, expected in long_tokens:
         assert model.piece(t) == expected, f"token {t}"
     # The trap we avoid: a 32-byte buffer (what llama-cpp-python's wrappers use) cannot hold them.

@@ -91,7 +91,8 @@ def run_benchmark(runtime: Runtime, prompts: list[BenchPrompt], configs: list[Be
         "near_tie_tolerance_logits": NEAR_TIE_LOGITS,
     })
     models = {"target": model_entry(runtime.target_model), "draft": model_entry(runtime.draft_model)}
-    machine = machine_info(runtime.target_ctx.n_threads, runtime.target_ctx.n_threads_batch)
+    machine = machine_info(runtime.threads, runtime.threads_batch, placement=runtime.placement,
+                           gpu_layers=runtime.gpu_layers)
     document = json_document(settings=settings, machine=machine, models=models, curve=curve,
                              results=results, summaries=summaries)
     return BenchOutcome(document, summaries, results, curve)

@@ -81,7 +81,8 @@ def terminal_table(summaries: list[ConfigSummary], curve: CostCurve | None, mach
 
 
 def _machine_line(machine: dict) -> str:
-    return (f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['threads']} threads, "
+    placement = f"models on {machine['placement']}, " if machine.get("placement") else ""
+    return (f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['threads']} threads, {placement}"
             f"llama-cpp-python {machine['llama_cpp_python']}, peak RSS {machine['peak_rss_bytes'] / 2**20:,.0f} MiB")
 
 

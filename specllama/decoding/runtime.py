@@ -109,6 +109,9 @@ class Runtime:
         self.target_ctx = DecodeContext(self.target_model, n_ctx=n_ctx, n_threads=threads,
                                         n_threads_batch=opts.threads_batch, exact=opts.exact,
                                         n_seq_max=STAIRS_SEQUENCES if opts.stairs else slots, unified=opts.stairs)
+        if status and opts.exact and self.target_model.exact_max_batch < 2:
+            status(f"exact mode: {self.target_path.name} has float weight matrices, whose batched sums differ from "
+                   "one token's, so it verifies one token at a time: this is plain decoding")
         if status and opts.n_ctx > 0 and self.target_ctx.n_ctx != opts.n_ctx:
             status(context_note(opts.n_ctx, self.target_ctx.n_ctx, self.target_model.n_ctx_train))
         drafters: dict[str, Drafter] = {"lookup": PromptLookupDrafter()}

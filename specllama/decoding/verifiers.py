@@ -17,7 +17,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from specllama.errors import SpecllamaError
-from specllama.llama.context import EXACT_MAX_BATCH, DecodePart
+from specllama.llama.context import DecodePart
 
 
 class Verifier(Protocol):
@@ -83,7 +83,7 @@ class StairsVerifier:
 
 def exact_batch_limit(ctx) -> int:
     """The most rows one decode may hold and stay exact on this context's model."""
-    return getattr(ctx.model, "exact_max_batch", EXACT_MAX_BATCH)
+    return ctx.model.exact_max_batch
 
 
 def exact_limit(verifier: Verifier, ctx) -> int:

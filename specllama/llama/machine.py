@@ -39,13 +39,18 @@ def current_rss_bytes() -> int | None:
     return None
 
 
-def machine_info(threads: int | None = None, threads_batch: int | None = None) -> dict:
+def machine_info(threads: int | None = None, threads_batch: int | None = None, placement: str | None = None,
+                 gpu_layers: int | None = None) -> dict:
+    """`placement`: where the models ran ("CPU", "GPU (all layers)"; `gpu_layers` -1 means all):
+    a Metal or CUDA run and a CPU run of one machine are different machines to compare."""
     return {
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "cores_available": default_threads(),
         "threads": threads,
         "threads_batch": threads_batch,
+        "placement": placement,
+        "gpu_layers": gpu_layers,
         "platform": platform.platform(),
         "python": platform.python_version(),
         "llama_cpp_python": library_version(),

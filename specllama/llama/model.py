@@ -16,6 +16,7 @@ import numpy as np
 
 from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError
 from specllama.llama.backend import C, ensure_backend, last_llama_error
+from specllama.llama.exact_rows import exact_max_batch
 from specllama.llama.gguf_meta import read_info
 
 
@@ -34,6 +35,7 @@ class GGUFModel:
         # near-tie could flip with the batch shape; without them every row is the same dot product.
         params.use_extra_bufts = not exact
         self.exact = exact
+        self._exact_max_batch: int | None = None
         self._model = C.llama_model_load_from_file(str(self.path).encode(), params)
         if not self._model:
             raise ModelFileError(f"llama.cpp could not load {self.path}: {last_llama_error()}")
@@ -50,6 +52,17 @@ class GGUFModel:
     @property
     def name(self) -> str:
         return self.info.name or self.path.stem
+
+    @property
+    def exact_max_batch(self) -> int:
+        """The most rows a decode may hold in exact mode with each row's logits the same as its
+        one-row decode: EXACT_MAX_BATCH, or 1 where the weight types make batches sum otherwise
+        (see llama/exact_rows.py). Read from the file's tensor directory on first use."""
+        if self._exact_max_batch is None:
+            from specllama.llama.context import EXACT_MAX_BATCH  # not at the top: context imports this module
+
+            self._exact_max_batch = exact_max_batch(self.path, EXACT_MAX_BATCH)
+        return self._exact_max_batch
 
     def close(self) -> None:
         if getattr(self, "_model", None):

@@ -1,0 +1,41 @@
+"""How many rows a decode batch may hold in exact mode, from a file's weight types.
+
+Exact mode (no repacked weights, flash attention over a Q8_0 cache) makes a row's logits the same
+whatever batch it is decoded in only while every weight matmul of a batch sums in the one-row
+order. llamafile's tinyBLAS, compiled into this build, takes batched matmuls of some types from 2
+rows on. Measured with scripts/measure_exact_rows.py (Qwen2.5-Coder 1.5B requantized, x86 AVX-512
+build of llama-cpp-python 0.3.36, 2 threads), each row of batches of 1-8 against its one-row decode:
+- Q4_K/Q6_K (the Q4_K_M file, not tinyBLAS types): bit-identical up to 7 rows, all rows differ at 8.
+- Q8_0, Q4_0 and Q5_0, every matrix (tinyBLAS's quantized kernel sums block by block like the
+  one-row dot product): bit-identical at every n up to 8.
+- F16 (a random 2-layer model, n_embd 128): every row differs from 2 rows on (1e-7 at 2, 2e-4 at
+  8): tinyBLAS's float kernel accumulates in another order than ggml's one-row F16 dot product.
+So a file with float matrices is exact only one row at a time: exact mode on it is plain decoding.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gguf import GGMLQuantizationType as T
+
+from specllama.llama.gguf_header import read_header
+
+# Types whose batches take a kernel that sums in another order from 2 rows on: F16 measured; F32
+# and BF16 go through the same tinyBLAS float kernel.
+ONE_ROW_TYPES = frozenset({T.F32, T.F16, T.BF16})
+
+
+def matrix_types(path: str | Path) -> set[T]:
+    """The types of the weights the decoder multiplies by: every matrix, except a token embedding
+    that is only looked up (an output layer of its own exists; otherwise it doubles as one)."""
+    tensors = read_header(path, decode_arrays=False).tensors
+    names = {t.name for t in tensors}
+    return {t.ggml_type for t in tensors
+            if len(t.shape) >= 2 and not (t.name == "token_embd.weight" and "output.weight" in names)}
+
+
+def exact_max_batch(path: str | Path, limit: int) -> int:
+    """The most rows a decode may hold with each row's logits independent of the batch: `limit`
+    (what the quantized types were measured exact up to), or 1 for a file with float matrices."""
+    return 1 if matrix_types(path) & ONE_ROW_TYPES else limit
