@@ -60,7 +60,8 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
             runs = run_parallel_bench(runtime, prompts, config, ns, args.repeat,
                                       progress=lambda done, total, what: progress(done, total, what, None))
         summaries = summarize(runs, runtime.cost_curve, labels)
-        machine = {**machine_info(runtime.threads, runtime.threads_batch), "placement": runtime.placement}
+        machine = machine_info(runtime.threads, runtime.threads_batch, placement=runtime.placement,
+                               gpu_layers=runtime.gpu_layers)
         models = {"target": runtime.target_path.name}
         rss = peak_rss_mb()
         doc = {"kind": "parallel", "machine": machine, "models": models, "slots": slots,

@@ -39,9 +39,16 @@ def load_options(args: argparse.Namespace, *, drafters: tuple[str, ...] | None =
     return LoadOptions(pair=args.pair, target=args.target, draft=args.draft, load_draft="model" in drafters,
                        n_ctx=args.n_ctx, threads=args.threads, threads_batch=args.threads_batch,
                        gpu_layers=args.gpu_layers, exact=getattr(args, "exact", False),
-                       parallel=getattr(args, "parallel", 1),
+                       parallel=parallel_option(args),
                        stairs=getattr(args, "verify", "causal") == "stairs" if stairs is None else stairs,
                        auto_k=(getattr(args, "k", 0) == "auto" and drafters != ("none",)) if auto_k is None else auto_k)
+
+
+def parallel_option(args: argparse.Namespace) -> int | str:
+    """batch's --parallel N|auto; 1 for commands without it (bench's --parallel is a list of
+    levels, which its own command turns into load options)."""
+    value = getattr(args, "parallel", 1)
+    return value if value == "auto" or isinstance(value, int) else 1
 
 
 def sampling_params(args: argparse.Namespace) -> SamplingParams:
