@@ -102,6 +102,8 @@ class ChatApp(ModelSwitching, App[None]):
         self._stop_requested = False
         self.load_failed: str | None = None  # why the models did not load: `specllama chat` exits 1
         self._panel_wanted: bool | None = None  # F9's choice; None: follow the terminal's width
+        # A reopened conversation's drafter, kept while the models that offer it load (model_swap.py).
+        self._wanted_drafter: str | None = None
         self.recorder = ConversationRecorder(history_path, self._history_off)
 
     def compose(self) -> ComposeResult:
@@ -274,7 +276,13 @@ class ChatApp(ModelSwitching, App[None]):
         self.notify(reason, title="no chat history", severity="warning", timeout=15)
 
     def _history_settings(self) -> dict:
-        return self.settings.as_dict() | {"system": self.conversation.system}
+        values = self.settings.as_dict() | {"system": self.conversation.system}
+        # The models as the registry names them (the conversations table keeps their display names),
+        # so reopening can load them again; a reopened conversation without it just says who held it.
+        refs = self.loaded_refs()
+        if refs is not None:
+            values["models"] = {"target": refs[0], "draft": refs[1]}
+        return values
 
     def action_history(self) -> None:
         if self.history is None:
@@ -298,6 +306,21 @@ class ChatApp(ModelSwitching, App[None]):
         except SpecllamaError:  # a value this version refuses: keep the current settings
             settings = self.settings
         self.conversation.system = info.settings.get("system")
+        note = ""
+        saved_models = info.settings.get("models")
+        if isinstance(saved_models, dict) and isinstance(saved_models.get("target"), str):
+            wanted = (saved_models["target"], saved_models.get("draft"))
+            if wanted != self.loaded_refs():
+                coming, said = await self.restore_models(*wanted)
+                note = f"; {said}"
+                if coming:
+                    self._wanted_drafter = settings.drafter  # restored with its models, not before
+                    if self.runtime is not None and settings.drafter not in self.runtime.drafters:
+                        note += f" (the {settings.drafter} drafter comes with them)"
+        else:  # saved before conversations kept their models' registry names
+            loaded = self.runtime.target_name if self.runtime is not None else None
+            if loaded and info.target and info.target != loaded:
+                note = f" (held with {info.target}; now {loaded})"
         self._apply_settings(settings)
         widgets = []
         for m in stored:
@@ -314,9 +337,7 @@ class ChatApp(ModelSwitching, App[None]):
             self.query_one("#prompt", PromptInput).value = stored[-1].content if stored[-1].role == "user" else ""
         await self.query_one("#conversation").mount_all(widgets)
         self.recorder.start(conversation_id)
-        loaded = self.runtime.target_name if self.runtime is not None else None
-        note = f" (held with {info.target}; now {loaded})" if loaded and info.target and info.target != loaded else ""
-        self.notify(f"reopened “{info.title}”{note}")
+        self.notify(f"reopened “{info.title}”{note}", timeout=10 if note else 5)
 
     # --- controls ------------------------------------------------------------------------------
 
@@ -330,6 +351,7 @@ class ChatApp(ModelSwitching, App[None]):
             self.runtime.cancel()
             self._reply_id += 1  # its last messages will be ignored
         self._reply = None
+        self._wanted_drafter = None
         self.recorder.start()
         self.conversation.clear()
         self.query("#conversation ChatMessage").remove()
@@ -405,6 +427,7 @@ class ChatApp(ModelSwitching, App[None]):
             # The new system prompt applies to this conversation from its next answer (the model
             # re-reads the conversation from the start: no KV cache reuse for that one turn).
             self.conversation.system = settings.system
+        self._wanted_drafter = None  # the user's choice now
         self._apply_settings(settings)
         self.notify(f"saved as your defaults: {saved}" if saved else "settings applied")
 
@@ -412,6 +435,7 @@ class ChatApp(ModelSwitching, App[None]):
         return self.runtime.drafters if self.runtime is not None else DRAFTERS
 
     def action_next_drafter(self) -> None:
+        self._wanted_drafter = None
         self._apply_settings(self.settings.next_drafter(self._drafters_available()))
 
     def action_step_k(self, delta: int) -> None:
@@ -440,10 +464,20 @@ class ChatApp(ModelSwitching, App[None]):
     def _sync_drafter(self) -> None:
         """The drafter travels with each request; this only keeps the choice to one the loaded
         models offer (the model drafter needs a draft model), saying so when it cannot."""
-        if self.runtime is None or self.settings.drafter in self.runtime.drafters:
+        if self.runtime is None:
+            return
+        if self._wanted_drafter is not None and self._wanted_drafter in self.runtime.drafters:
+            # The models a reopened conversation was held with are in: its drafter comes back.
+            self.settings, self._wanted_drafter = replace(self.settings, drafter=self._wanted_drafter), None
+            self.query_one(StatsPanel).show_settings(self.settings)
+            return
+        if self.settings.drafter in self.runtime.drafters:
             return
         wanted = self.settings.drafter
         self.settings = replace(self.settings, drafter=self.runtime.drafters[0])
+        if self._wanted_drafter is not None:  # its models are loading; the reopen notice said so
+            self.query_one(StatsPanel).show_settings(self.settings)
+            return
         self.notify(f"the {wanted} drafter is not available (no draft model loaded): "
                     f"using {self.settings.drafter}", title="drafter unchanged", severity="error")
         self.query_one(StatsPanel).show_settings(self.settings)

@@ -87,9 +87,9 @@ class ConversationInfo:
     id: int
     title: str
     updated: float
-    target: str | None
+    target: str | None  # display names (GGUF general.name), as the list and exports show them
     draft: str | None
-    settings: dict
+    settings: dict  # ChatSettings.as_dict(), plus "models": {"target", "draft"} as registry names when known
     messages: int
 
 

@@ -8,6 +8,11 @@ contexts until it ends), and the swap happens right after it. A failed fetch, ch
 the old models in place and says why. A hub model is fetched here without `--from-hub` because
 choosing it in the picker is the explicit request that flag stands for.
 
+Reopening a saved conversation held with other models starts the same switch (restore_models):
+its settings apply at once, its models load while the current ones answer. Not when that would
+download a model (a deleted cache, a hub model never fetched): gigabytes are fetched only when the
+picker asks for them, so the notice says F12 instead.
+
 ChatApp mixes this in; it keeps app.py to the chat itself. The app supplies `_build_runtime`
 (LoadOptions, progress, status) -> runtime, which tests replace with a fake.
 """
@@ -24,7 +29,7 @@ from specllama.errors import IncompatiblePairError, SpecllamaError
 from specllama.models import store
 from specllama.models.registry import Registry, load_registry
 from specllama.tui.loading import LoadProgress, LoadStatus, Messages, Progress, RuntimeFailed, RuntimeReady, Status, load_runtime
-from specllama.tui.model_choice import Choice, precheck, source_of
+from specllama.tui.model_choice import Choice, Precheck, precheck, source_of
 from specllama.tui.widgets import LoadingPanel
 
 RuntimeBuilder = Callable[[Any, Progress, Status], Any]  # (LoadOptions, progress, status) -> runtime
@@ -84,8 +89,8 @@ SWAP_MESSAGES = Messages(SwapProgress, SwapStatus, SwapReady, SwapFailed)
 
 
 class ModelSwitching:
-    """The app's side of a switch. Needs from the app: runtime, busy, _idle, load_options,
-    _build_runtime, unexpected_errors and _use_runtime(runtime)."""
+    """The app's side of a switch. Needs from the app: runtime, busy, _idle, load_options, load_failed,
+    _build_runtime, _wanted_drafter, unexpected_errors and _use_runtime(runtime)."""
 
     _swap_choice: Choice | None = None  # being loaded
     _swap_pending: Any = None  # loaded, waiting for the answer in progress to end
@@ -95,6 +100,39 @@ class ModelSwitching:
         if self._model_registry is None:
             self._model_registry = load_registry()
         return self._model_registry
+
+    def loaded_refs(self) -> tuple[str, str | None] | None:
+        """The loaded models as the registry names them (target, draft or None), what a saved
+        conversation keeps to be restored; None when the app was not told how it loaded them."""
+        if self.load_options is None:
+            return None
+        from specllama.decoding.runtime import model_refs
+
+        try:
+            return model_refs(self.load_options, self.registry())
+        except SpecllamaError:
+            return None
+
+    async def restore_models(self, target: str, draft: str | None) -> tuple[bool, str]:
+        """Starts loading a reopened conversation's models if they can be had without a download.
+        Returns (whether they are on their way, what the reopen notice should say about them)."""
+        choice = Choice(target, draft)
+        first_load_running = self.runtime is None and self.load_failed is None
+        if first_load_running or self._swap_choice is not None or self._swap_pending is not None:
+            loading = self._swap_choice
+            if loading is not None and (loading.target, loading.draft) == (target, draft):
+                return True, f"its models, {choice.label()}, are loading"
+            return False, f"held with {choice.label()}: F12 loads it once the models loading now are in"
+        try:
+            check = precheck(self.registry(), choice)
+        except SpecllamaError as e:
+            check = Precheck(False, str(e))
+        if not check.ok:
+            return False, f"held with {choice.label()}, which cannot be loaded: {check.text}"
+        if check.to_fetch:
+            return False, f"held with {choice.label()}, not cached: F12 fetches and loads it"
+        await self.switch_models(choice)
+        return True, f"loading its models, {choice.label()}; the current ones answer meanwhile"
 
     def action_models(self) -> None:
         from specllama.tui.screens import ModelPickerScreen
@@ -141,6 +179,7 @@ class ModelSwitching:
         if message.trace:
             self.unexpected_errors.append(message.trace)
         choice, self._swap_choice = self._swap_choice, None
+        self._wanted_drafter = None  # waited for the models that failed: the drafter in use stays
         self.query("#swap-panel").remove()
         still = f"; still using {self.runtime.target_name}" if self.runtime is not None else ""
         self.notify(f"{message.reason}{still}", title=f"could not load {choice.label() if choice else 'the models'}",
