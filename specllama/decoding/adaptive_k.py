@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from specllama.decoding.cost_curve import step_cost
+from specllama.decoding.draft_length import expected_tokens
 
 
 def causal_tokens(k: int) -> int:
@@ -72,11 +73,7 @@ class AdaptiveK:
         return view
 
     def expected_tokens(self, k: int) -> float:
-        total, reach = 1.0, 1.0
-        for a in self.fast[:k]:
-            reach *= a
-            total += reach
-        return total
+        return expected_tokens(self.fast[:k])[-1]
 
     def cost(self, k: int) -> float | None:
         return step_cost(self.verify_ratio, k, self.draft_cost, self.verify_tokens(k))

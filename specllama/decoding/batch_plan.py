@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from specllama.decoding.draft_length import expected_tokens
+
 Ratio = Callable[[int], "float | None"]  # n -> T(n)/T(1); None where not measured
 
 
@@ -30,14 +32,6 @@ class LengthChoice:
     cap: int = 0
 
 
-def expected(acceptance: Sequence[float], k: int) -> float:
-    total, reach = 1.0, 1.0
-    for a in acceptance[:k]:
-        reach *= a
-        total += reach
-    return total
-
-
 def step_rate(choices: Sequence[LengthChoice], ks: Sequence[int], ratio: Ratio,
               batch_tokens: Callable[[int], int] = lambda k: k + 1) -> float | None:
     """Expected tokens per one-token decode for these draft lengths; None when the batch was
@@ -46,7 +40,7 @@ def step_rate(choices: Sequence[LengthChoice], ks: Sequence[int], ratio: Ratio,
     if cost is None:
         return None
     cost += sum(k * c.draft_cost for k, c in zip(ks, choices))
-    return sum(expected(c.acceptance, k) for k, c in zip(ks, choices)) / cost
+    return sum(expected_tokens(c.acceptance[:k])[-1] for k, c in zip(ks, choices)) / cost
 
 
 def choose_lengths(choices: Sequence[LengthChoice], ratio: Ratio, *, max_tokens: int | None = None,

@@ -202,7 +202,7 @@ class Engine:
         """Give the request the free slot whose cache shares the longest prefix with its prompt
         (a chat's earlier turns, a batch's common system prompt) and prefill the rest."""
         target, config, prompt = self.target, request.config, list(request.prompt)
-        slot = max(free, key=lambda s: (target.common_prefix(prompt, s), -s)) if len(free) > 1 else free[0]
+        slot = max(free, key=lambda s: (target.common_prefix(prompt, s), -s))
         drafter = self.drafter_for(config)
         verifier = VERIFIERS[config.verify]
         shared = self.policy_for(config, drafter)
@@ -282,7 +282,7 @@ class Engine:
             logits.update({s.slot: r for s, r in zip(group, rows)})
         t_c = time.perf_counter()
         batch_tokens = sum(s.verifier.batch_tokens(len(proposals[s.slot].tokens)) for s in running)
-        for seq in running:
+        for seq, k in zip(running, ks):
             proposal = proposals[seq.slot]
             draft = proposal.tokens
             verdict = _judge(draft, proposal, logits[seq.slot], seq.config, seq.rng)
@@ -294,7 +294,6 @@ class Engine:
             if seq.policy:
                 seq.policy.observe(len(draft), verdict.n_accepted)
             # --- emit ----------------------------------------------------------------------------
-            k = ks[running.index(seq)]
             events = self._emit(seq, draft, verdict, proposal.source)
             step = StepEvent(k, len(draft), verdict.n_accepted, t_b - t_a, t_c - t_b, time.perf_counter() - t_c,
                              proposal.source if draft else "", batch_tokens)

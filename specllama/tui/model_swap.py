@@ -211,7 +211,7 @@ class ModelSwitching:
                 return
             try:
                 old.close()
-            except Exception:
+            except Exception:  # a bug in freeing must not end the chat: kept, printed by `specllama chat` on exit
                 self.unexpected_errors.append(traceback.format_exc())
         self.notify(f"now using {new.target_name}" + (f" ← {new.draft_name}" if new.draft_name else ""))
 
