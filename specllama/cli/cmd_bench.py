@@ -55,9 +55,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if path:
             check_writable(path, flag)  # a benchmark that cannot write its results loses them all
 
-    needs_draft = any(c.drafter == "model" for c in configs)
-    # stairs needs a multi-sequence target context; all configs then share it alike.
-    opts = load_options(args, drafters=("model",) if needs_draft else ("lookup",),
+    # The draft model is loaded for a model config, and for auto only where it can pay (the runtime
+    # decides); stairs needs a multi-sequence target context; all configs then share it alike.
+    opts = load_options(args, drafters=tuple(dict.fromkeys(c.drafter for c in configs)),
                         stairs=any(c.verify == "stairs" for c in configs),
                         auto_k=any(c.k == "auto" for c in configs))
     with download_bar() as fetch:
