@@ -112,13 +112,8 @@ def main(argv=None) -> int:
     prompt_len = 4000  # a 4k-token context, growing from here
     print(f"python {sys.version.split()[0]}; text {target.name}: {len(text)} tokens; k = {args.k}")
 
-    from specllama.decoding.drafters import PromptLookupDrafter  # the baseline (imports llama_cpp, loads nothing)
-    baseline = PromptLookupDrafter()
-    prefill_ms, times, produced, drafted, verify_cost = run(baseline, text, prompt_len, args.steps, args.k)
-    print(f"baseline prompt lookup: per step mean {statistics.mean(times):.3f} ms; "
-          f"{produced / len(times):.2f} tokens/step, {drafted / len(times):.2f} drafted/step, "
-          f"speedup on the 2-core curve {produced / verify_cost:.2f}x")
-
+    # (Prompt lookup, which the suffix drafter replaced, measured here before it went: 0.248 ms a
+    # step, 1.74 tokens/step at K = 8, 0.60x on the 2-core curve.)
     drafter = SuffixDrafter()
     report("4k context, no corpus", *run(drafter, text, prompt_len, args.steps, args.k), drafter)
 

@@ -298,3 +298,31 @@ def test_a_missing_corpus_is_one_error_line_before_any_model(tmp_path, capsys, m
     code = cli_main.main(["run", "--draft-corpus", str(tmp_path / "nope.txt"), "hi"])
     err = capsys.readouterr().err
     assert code != 0 and err.startswith("specllama: error: cannot read draft corpus") and err.count("\n") == 1
+
+
+def test_the_tui_colours_suffix_and_model_drafts_differently():
+    from specllama.tui.streaming import token_origin
+    from specllama.tui.widgets.chat_message import ORIGIN_LABELS, ORIGIN_STYLES
+
+    suffix, model = token_origin("draft", "suffix"), token_origin("draft", "model")
+    assert ORIGIN_STYLES[suffix] != ORIGIN_STYLES[model]
+    assert token_origin("target", "") == "target" and token_origin("draft", "other") == "draft"
+    assert {"suffix", "model"} <= ORIGIN_LABELS.keys() and ORIGIN_LABELS.keys() <= ORIGIN_STYLES.keys()
+
+
+def test_stats_show_tokens_per_source_and_the_calibration():
+    from types import SimpleNamespace
+
+    from specllama.cli.summary_text import format_summary
+    from specllama.decoding.events import Summary
+
+    suffix = SuffixDrafter(cost_ratio=FLAT)
+    text = list(range(10, 30)) + list(range(10, 14))
+    p = suffix.propose([ask(0, text, 4)])[0]
+    suffix.observe(0, p, 2)
+    s = Summary(drafter="auto", tokens=10, steps=4, drafted=6, accepted=4,
+                drafted_by={"suffix": 4, "model": 2}, accepted_by={"suffix": 2, "model": 2})
+    runtime = SimpleNamespace(describe=lambda config: "target t", suffix=suffix)
+    text_out = format_summary(s, runtime, GenerationConfig())
+    assert "model 2/2 accepted, suffix 2/4 accepted" in text_out
+    assert "suffix calibration" in text_out and "observed 0.67 (n=3)" in text_out

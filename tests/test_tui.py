@@ -113,7 +113,7 @@ class FakeRuntime:
         self.target_name = "Fake-Coder 1.5B"
         self.draft_name = "Fake-Coder 0.5B" if has_draft else None
         self.has_draft_model = has_draft
-        self.drafters = ("model", "lookup", "none") if has_draft else ("lookup", "none")
+        self.drafters = ("auto", "suffix", "model", "none") if has_draft else ("auto", "suffix", "none")
         self.target_ctx = FakeContext()
         self.engine = FakeEngine(self.target_ctx, script, **engine_options)
         self.threads = 2
@@ -205,25 +205,28 @@ def test_settings_steps_stay_in_range():
     assert ChatSettings(k="auto").step_k(1).k == 1 and ChatSettings(k="auto").step_k(-1).k == "auto"
     assert s.step_temperature(-1).temperature == 0.0 and s.step_temperature(3).temperature == pytest.approx(0.3)
     assert s.step_p_min(1).p_min == 0.95 and s.step_p_min(-1).p_min == pytest.approx(0.9)
-    assert [s.next_drafter().drafter, s.next_drafter().next_drafter().drafter] == ["lookup", "none"]
-    assert ChatSettings(drafter="none").next_drafter(("lookup", "none")).drafter == "lookup"
+    assert [s.next_drafter().drafter, s.next_drafter().next_drafter().drafter] == ["none", "auto"]
+    assert ChatSettings(drafter="none").next_drafter(("suffix", "none")).drafter == "suffix"
     assert ChatSettings(drafter="none", k=4).generation_config().k == 0
     with pytest.raises(SpecllamaError):
         ChatSettings(temperature=-1)
 
 
-def test_chat_command_options_load_the_draft_for_every_drafter():
+def test_chat_command_options_load_the_draft_where_it_pays_or_is_asked_for():
     from specllama.cli.cmd_chat import chat_load_options
     from specllama.cli.main import build_parser
 
     args = build_parser().parse_args(["chat", "-k", "3", "--drafter", "lookup", "--temp", "0.7"])
     settings = ChatSettings.from_args(args)
-    assert (settings.drafter, settings.k, settings.temperature) == ("lookup", 3, 0.7)
-    assert chat_load_options(args).load_draft  # loaded anyway: F2 can switch to it
+    assert (settings.drafter, settings.k, settings.temperature) == ("suffix", 3, 0.7)  # lookup: its old name
+    opts = chat_load_options(args)
+    assert opts.load_draft and opts.draft_if_pays  # auto is on offer: the draft only where it can pay
+    asked = chat_load_options(build_parser().parse_args(["chat", "--drafter", "model"]))
+    assert asked.load_draft and not asked.draft_if_pays  # asked for: loaded, F2 can switch freely
     default = build_parser().parse_args(["chat", "--drafter", "none"])
     assert ChatSettings.from_args(default).k == "auto" and chat_load_options(default).auto_k
     alone = build_parser().parse_args(["chat", "--target", "/models/t.gguf", "--no-draft"])
-    assert chat_load_options(alone).draft is None  # no draft named: lookup / none only
+    assert chat_load_options(alone).draft is None  # no draft named: auto / suffix / none only
     with pytest.raises(SpecllamaError):
         chat_load_options(build_parser().parse_args(["chat", "--pair", "no-such-pair"]))
 
@@ -288,8 +291,7 @@ def test_keys_change_the_engine_settings_without_reloading():
             assert config.k == 5 and config.sampling.temperature == pytest.approx(0.2)
             assert (config.drafter, config.p_min) == ("model", 0.05)
             await pilot.press("f2")
-            assert pilot.app.settings.drafter == "lookup"
-            await pilot.press("f2")
+            assert pilot.app.settings.drafter == "none"
             await send(pilot, "plain now")
             assert runtime.engine.configs[-1].drafter == "none" and runtime.engine.configs[-1].k == 0
             assert "none" in screen_text(pilot.app)
@@ -316,12 +318,12 @@ def test_changes_during_an_answer_apply_from_the_next_one():
             pilot.app.ask("long")
             await wait_until(pilot, lambda: runtime.engine.ks_seen)
             await pilot.press("f4", "f2")
-            assert pilot.app.settings.k == 5 and pilot.app.settings.drafter == "lookup"  # shown...
+            assert pilot.app.settings.k == 5 and pilot.app.settings.drafter == "none"  # shown...
             assert runtime.engine.configs[-1].drafter == "model"  # ...not applied to the running answer
             await wait_until(pilot, lambda: not pilot.app.busy)
             assert set(runtime.engine.ks_seen) == {4}
             await send(pilot, "next")
-            assert runtime.engine.configs[-1].k == 5 and runtime.engine.configs[-1].drafter == "lookup"
+            assert runtime.engine.configs[-1].drafter == "none"
     run(scenario)
 
 

@@ -36,7 +36,7 @@ ORIGIN_STYLES = {
     "target": "$text-warning",  # the target's own token where it rejected a draft (or nothing was drafted)
     "bonus": "$text-primary",  # the extra token the target adds when all K drafts were accepted
 }
-ORIGIN_LABELS = {"suffix": "accepted draft from earlier text (suffix)", "model": "accepted draft from the draft model",
+ORIGIN_LABELS = {"suffix": "suffix draft", "model": "model draft",  # accepted drafts, by source
                  "target": "target (its own pick)", "bonus": "bonus (all K accepted)"}
 
 
