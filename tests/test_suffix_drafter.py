@@ -326,3 +326,22 @@ def test_stats_show_tokens_per_source_and_the_calibration():
     text_out = format_summary(s, runtime, GenerationConfig())
     assert "model 2/2 accepted, suffix 2/4 accepted" in text_out
     assert "suffix calibration" in text_out and "observed 0.67 (n=3)" in text_out
+
+
+def test_a_batch_drafts_later_prompts_from_earlier_answers():
+    """Every answer is the same (as extraction prompts over similar records are): the first is
+    decoded plainly, the later ones are drafted from it (cross-request drafting)."""
+    def rule(tokens):
+        row = np.zeros(VOCAB, dtype=np.float32)
+        last = tokens[-1]
+        row[0 if last == 28 else last + 1 if 20 <= last < 28 else 20] = 5.0  # 20..28, then the end
+        return row
+    suffix = SuffixDrafter(cost_ratio=FLAT)
+    engine = Engine(FakeContext(rule, n_seq_max=1), {"suffix": suffix})
+    config = GenerationConfig(drafter="suffix", max_tokens=20)
+    prompts = [[1, 2], [3, 4], [5, 6]]
+    done = {tag: e.summary for tag, e in engine.run_many([Request(p, config, i) for i, p in enumerate(prompts)], 1)
+            if isinstance(e, DoneEvent)}
+    assert [done[i].text for i in range(3)] == ["".join(f"<{t}>" for t in range(20, 29))] * 3
+    assert done[0].drafted == 0 and done[0].steps == 10  # nothing to draft from yet
+    assert done[1].accepted_by["suffix"] == 8 and done[1].steps < 4  # the first answer, drafted
