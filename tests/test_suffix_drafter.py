@@ -270,10 +270,16 @@ def test_cli_drafter_names_and_the_lookup_alias():
         parse("run", "--drafter", "ngram", "x")
 
 
-def test_cli_load_options_for_auto_and_corpus():
+def test_cli_load_options_for_auto_and_corpus(tmp_path):
     from specllama.cli.options import load_options
-    opts = load_options(parse("run", "--draft-corpus", "c.txt", "x"))
-    assert opts.load_draft and opts.draft_if_pays and opts.draft_corpus == "c.txt"
+    from specllama.decoding.suffix_drafter import DraftCorpusError
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("some code\n", encoding="utf-8")
+    opts = load_options(parse("run", "--draft-corpus", str(corpus), "x"))
+    assert opts.load_draft and opts.draft_if_pays and opts.draft_corpus == str(corpus)
+    with pytest.raises(DraftCorpusError):  # before any model is loaded
+        load_options(parse("batch", "f", "-o", "o", "--draft-corpus", str(tmp_path / "none.txt")))
+    assert parse("bench", "--prompts", "p", "--draft-corpus", "c").draft_corpus == "c"
     opts = load_options(parse("run", "--drafter", "model", "x"))
     assert opts.load_draft and not opts.draft_if_pays
     assert not load_options(parse("run", "--drafter", "suffix", "x")).load_draft
@@ -287,12 +293,12 @@ def test_help_says_lookup_is_an_alias(capsys):
 
 
 def test_a_missing_corpus_is_one_error_line_before_any_model(tmp_path, capsys, monkeypatch):
-    """The corpus is read by the runtime; the CLI turns the error into one line."""
+    """The corpus is checked before the models load; the CLI says what is wrong in one line."""
     from specllama.cli import main as cli_main
     from specllama.decoding import runtime as runtime_module
 
-    def load(self, opts, *a):  # stands for the part of _load that reads the corpus
-        SuffixDrafter().load_corpus(opts.draft_corpus, str.split)
+    def load(self, opts, *a):  # must not be reached: the corpus is checked first
+        raise AssertionError("models loaded before the corpus was checked")
 
     monkeypatch.setattr(runtime_module.Runtime, "_load", load)
     code = cli_main.main(["run", "--draft-corpus", str(tmp_path / "nope.txt"), "hi"])

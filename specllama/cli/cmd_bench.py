@@ -29,6 +29,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed_value, help="sampling seed (every run uses it; -1 = a random one)")
     p.add_argument("--json", metavar="OUT", help="write the full results as JSON (schema in README, ## Benchmark)")
     p.add_argument("--markdown", metavar="OUT", help="write the summary table as Markdown")
+    p.add_argument("--draft-corpus", metavar="FILE", help="a UTF-8 text file the suffix drafter also drafts from")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

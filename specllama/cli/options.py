@@ -37,11 +37,15 @@ def load_options(args: argparse.Namespace, *, drafters: tuple[str, ...] | None =
         print("specllama: no draft model (--target without --draft or --pair): decoding plainly; "
               "pass --draft NAME|PATH to speculate", file=sys.stderr)
     drafters = drafters or (drafter_choice(args),)
+    corpus = getattr(args, "draft_corpus", None)
+    if corpus:
+        from specllama.decoding.suffix_drafter import read_corpus
+        read_corpus(corpus)  # an unreadable corpus fails in one line before minutes of model loading
     # auto loads the draft only where it can pay (the runtime decides from the cost curve).
     return LoadOptions(pair=args.pair, target=args.target, draft=args.draft,
                        load_draft="model" in drafters or "auto" in drafters,
                        draft_if_pays="model" not in drafters and "auto" in drafters,
-                       draft_corpus=getattr(args, "draft_corpus", None),
+                       draft_corpus=corpus,
                        n_ctx=args.n_ctx, threads=args.threads, threads_batch=args.threads_batch,
                        gpu_layers=args.gpu_layers, exact=getattr(args, "exact", False),
                        stairs=getattr(args, "verify", "causal") == "stairs" if stairs is None else stairs,

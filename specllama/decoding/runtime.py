@@ -257,6 +257,7 @@ class Runtime:
 
     def describe(self, config: GenerationConfig) -> str:
         """One line: models, placement, threads (for --stats and the benchmark's record)."""
-        draft = f", draft {self.draft_path.name}" if self.draft_path and config.drafter == "model" and config.drafts else ""
+        draft = (f", draft {self.draft_path.name}" if self.draft_path and config.drafter in ("model", "auto")
+                 and config.drafts else "")
         return f"target {self.target_path.name}{draft} on {self.placement}, threads {self.threads}" + (
             ", exact mode" if self.opts.exact else "")

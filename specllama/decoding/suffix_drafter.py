@@ -63,6 +63,16 @@ class SuffixProposal(Proposal):
     where: str = ""  # "live", "history" or "corpus": which index matched
 
 
+def read_corpus(path: str | Path) -> str:
+    """The corpus text, or DraftCorpusError in one line (checked before any model loads, too)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DraftCorpusError(f"cannot read draft corpus {path}: not UTF-8 text") from None
+    except OSError as e:
+        raise DraftCorpusError(f"cannot read draft corpus {path}: {e.strerror or e}") from None
+
+
 def match_group(length: int) -> int:
     return 0 if length <= 2 else 1 if length <= 7 else 2 if length <= 15 else 3
 
@@ -156,12 +166,7 @@ class SuffixDrafter:
     def load_corpus(self, path: str | Path, tokenize: Callable[[str], list[int]]) -> int:
         """Index a text file (--draft-corpus) in pieces split at line ends; returns its tokens.
         Beyond corpus_tokens the file's start is dropped (oldest first)."""
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise DraftCorpusError(f"cannot read draft corpus {path}: not UTF-8 text") from None
-        except OSError as e:
-            raise DraftCorpusError(f"cannot read draft corpus {path}: {e.strerror or e}") from None
+        text = read_corpus(path)
         total = 0
         for piece in _pieces(text, CORPUS_CHUNK_CHARS):
             tokens = tokenize(piece)
