@@ -8,13 +8,13 @@ import pytest
 
 from specllama.decoding.adaptive_k import AdaptiveK
 from specllama.decoding.auto_drafter import AutoDrafter
+from specllama.decoding.cost_curve import CostCurve
 from specllama.decoding.draft_length import Calibrator
 from specllama.decoding.drafters import DraftRequest, ModelDrafter, Proposal
 from specllama.decoding.engine import Engine, GenerationConfig, Request
 from specllama.decoding.events import DoneEvent, TokenEvent
 from specllama.decoding.request import drafter_name
 from specllama.decoding.runtime import draft_decision
-from specllama.decoding.cost_curve import CostCurve
 from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter, cautious_ratio
 from tests.fake_llm import VOCAB, FakeContext, counting_rule, noisy_rule
 

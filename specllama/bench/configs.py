@@ -1,7 +1,8 @@
 """Benchmark configurations: "none;model:k=2;suffix:k=auto;auto:k=auto;model:k=4,verify=stairs".
 
 Grammar: configurations separated by `;`, each `DRAFTER[:OPTION=VALUE[,OPTION=VALUE...]]` with
-DRAFTER one of none | auto | suffix | model ("lookup" is read as suffix) and options k (int), verify (causal | stairs), p_min (float).
+DRAFTER one of none | auto | suffix | model ("lookup" is read as suffix) and options k (int),
+verify (causal | stairs), p_min (float).
 Each parses into a small frozen dataclass whose `label` is the canonical spelling, used as the key
 in every table and JSON record.
 """

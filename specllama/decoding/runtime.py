@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
 from specllama.decoding.adaptive_k import AdaptiveK
+from specllama.decoding.auto_drafter import AutoDrafter
 from specllama.decoding.cost_cache import MAX_N, MAX_N_PARALLEL, cache_file, cached_curve, cost_curve_for
 from specllama.decoding.cost_curve import CostCurve
-from specllama.decoding.auto_drafter import AutoDrafter
 from specllama.decoding.drafters import Drafter, ModelDrafter
 from specllama.decoding.engine import Engine, Generation, GenerationConfig, Request
 from specllama.decoding.events import Event
