@@ -30,7 +30,7 @@ from specllama.llama.gguf_meta import check_compatibility
 from specllama.llama.model import GGUFModel
 from specllama.models import store
 from specllama.models.registry import Registry, load_registry
-from specllama.models.resolve import resolve
+from specllama.models.resolve import looks_like_path, resolve
 
 STAIRS_SEQUENCES = 17  # stairs verification decodes K+1 sequences side by side: up to K = 16
 
@@ -115,6 +115,13 @@ class Runtime:
 
     def _load(self, opts: LoadOptions, registry: Registry, progress, status) -> None:
         target_ref, draft_ref = model_refs(opts, registry)
+        if draft_ref and opts.draft_if_pays and not opts.draft and not looks_like_path(draft_ref, registry) \
+                and not store.is_available(registry.model(draft_ref)):
+            # Its cost here cannot have been measured: auto would not load it, so do not fetch it.
+            if status:
+                status(f"auto drafter: not fetching the draft model {draft_ref} (never downloaded, so its cost here "
+                       "was never measured); drafting from the text itself")
+            draft_ref = None
         self.target_path = resolve(target_ref, registry, progress)
         self.draft_path = resolve(draft_ref, registry, progress) if draft_ref else None
         if self.draft_path is not None:
