@@ -331,6 +331,7 @@ def test_stats_show_tokens_per_source_and_the_calibration():
     runtime = SimpleNamespace(describe=lambda config: "target t", suffix=suffix)
     text_out = format_summary(s, runtime, GenerationConfig())
     assert "model 2/2 accepted, suffix 2/4 accepted" in text_out
+    assert "k auto (mean drafted 1.50 a step)" in text_out  # not the cap the engine offered
     assert "suffix calibration" in text_out and "observed 0.67 (n=3)" in text_out
 
 

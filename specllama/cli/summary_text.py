@@ -6,6 +6,7 @@ from specllama.decoding.draft_length import Calibrator
 from specllama.decoding.engine import GenerationConfig, Summary
 from specllama.decoding.runtime import Runtime
 
+SELF_SIZING = ("auto", "suffix")  # drafters that cut their own drafts (sizes_itself)
 MATCH_CLASSES = ("match 1-2", "match 3-7", "match 8-15", "match 16+")  # suffix_drafter.match_group
 
 
@@ -13,7 +14,7 @@ def format_summary(s: Summary, runtime: Runtime, config: GenerationConfig) -> st
     lines = [
         runtime.describe(config),
         f"drafter {s.drafter}, k {config.k if s.drafter != 'none' else 0}"
-        + (f" (mean chosen {s.mean_k:.2f})" if config.k == "auto" and s.drafter != "none" else "") + ", "
+        + (f" ({_auto_k(s)})" if config.k == "auto" and s.drafter != "none" else "") + ", "
         + ("greedy" if config.sampling.greedy else f"temp {config.sampling.temperature}"),
         f"prompt {s.prompt_tokens} tokens ({s.reused_tokens} reused from cache) in {s.t_prompt:.2f} s",
         f"generated {s.tokens} tokens in {s.t_generate:.2f} s: {s.tokens_per_s:.2f} tokens/s "
@@ -35,6 +36,13 @@ def format_summary(s: Summary, runtime: Runtime, config: GenerationConfig) -> st
                      f"({s.t_verify / total:.0%}), python {s.t_python * 1e3:.0f} ms ({s.t_python / total:.1%}); "
                      f"{s.t_python / max(s.steps, 1) * 1e3:.2f} ms python per step")
     return "\n".join(lines)
+
+
+def _auto_k(s: Summary) -> str:
+    # auto and suffix size their own drafts under a cap: what they drafted is the chosen length.
+    if s.drafter in SELF_SIZING:
+        return f"mean drafted {s.drafted / s.steps if s.steps else 0.0:.2f} a step"
+    return f"mean chosen {s.mean_k:.2f}"
 
 
 def calibration_text(calibrator: Calibrator) -> str:
