@@ -4,7 +4,7 @@
 #
 #   ./scripts/bench_default_pair.sh                 # results in bench/results/<host>-<date>.{json,md}
 #   MAX_TOKENS=64 REPEAT=1 ./scripts/bench_default_pair.sh      # quicker, noisier
-#   CONFIGS="none;model:k=3;lookup:k=3" ./scripts/bench_default_pair.sh
+#   CONFIGS="none;model:k=3;auto:k=auto" ./scripts/bench_default_pair.sh
 #   ./scripts/bench_default_pair.sh --threads 1    # extra arguments go to `specllama bench`
 #
 # About 20 minutes on a 2-core CPU with the defaults (12 prompts x 12 configurations x 96 tokens).
@@ -25,7 +25,7 @@ status=0
 "$repo/scripts/setup.sh" start bench \
     --prompts "${PROMPTS:-$repo/bench/prompts.jsonl}" \
     --pair "${PAIR:-qwen2.5-coder}" \
-    --configs "${CONFIGS:-none;model:k=1;model:k=2;model:k=3;model:k=4;model:k=6;lookup:k=2;lookup:k=4;lookup:k=6;model:k=auto;lookup:k=auto;model:k=4,verify=stairs}" \
+    --configs "${CONFIGS:-none;model:k=1;model:k=2;model:k=3;model:k=4;model:k=6;suffix:k=2;suffix:k=4;suffix:k=6;model:k=auto;suffix:k=auto;auto:k=auto;model:k=4,verify=stairs}" \
     --max-tokens "${MAX_TOKENS:-96}" \
     --repeat "${REPEAT:-1}" \
     --json "$stem.json" --markdown "$stem.md" \

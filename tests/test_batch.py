@@ -140,7 +140,7 @@ def test_batch_skips_malformed_lines_writes_the_rest_and_resumes(tmp_path, capsy
                                                           "system": "Be brief."}])
     out = tmp_path / "out.jsonl"
     argv = ["batch", str(path), "-o", str(out), "--target", str(tiny_models["a"]), "--draft",
-            str(tiny_models["a"]), "-k", "3", "--max-tokens", "8", "--ctx", "512"]
+            str(tiny_models["a"]), "--drafter", "model", "-k", "3", "--max-tokens", "8", "--ctx", "512"]
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 1  # a malformed line counts as a failure

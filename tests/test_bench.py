@@ -26,11 +26,11 @@ from specllama.decoding.runtime import LoadOptions, Runtime
 
 
 def test_configs_parse_into_canonical_labels_with_the_baseline_first():
-    configs = parse_configs("model:k=2; lookup:k=3 ;model:k=4,verify=stairs;none;model:p_min=0.3")
-    assert [c.label for c in configs] == ["none", "model:k=2", "lookup:k=3", "model:k=4,verify=stairs",
-                                          "model:k=4,p_min=0.3"]
+    configs = parse_configs("model:k=2; lookup:k=3 ;model:k=4,verify=stairs;none;model:p_min=0.3;auto:k=auto")
+    assert [c.label for c in configs] == ["none", "model:k=2", "suffix:k=3", "model:k=4,verify=stairs",
+                                          "model:k=4,p_min=0.3", "auto:k=auto"]  # lookup is read as suffix
     assert parse_configs("model:k=3")[0].is_baseline  # none added when missing
-    assert parse_config("lookup:k=auto").k == "auto" and parse_config("lookup:k=auto").label == "lookup:k=auto"
+    assert parse_config("suffix:k=auto").k == "auto" and parse_config("suffix:k=auto").label == "suffix:k=auto"
     stairs = parse_config("model:k=4,verify=stairs")
     assert (stairs.drafter, stairs.k, stairs.verify) == ("model", 4, "stairs")
 
@@ -153,7 +153,7 @@ def test_bench_json_schema(tiny_models, tmp_path, capsys, monkeypatch):
     out_json, out_md = tmp_path / "bench.json", tmp_path / "bench.md"
     code = main(["bench", "--prompts", str(_prompts_file(tmp_path)), "--target", str(tiny_models["a"]),
                  "--draft", str(tiny_models["a"]), "--ctx", "512", "--max-tokens", "10", "--repeat", "2",
-                 "--configs", "none;model:k=2;lookup:k=3;model:k=3,verify=stairs;model:k=auto",
+                 "--configs", "none;model:k=2;suffix:k=3;model:k=3,verify=stairs;model:k=auto;auto:k=auto",
                  "--json", str(out_json), "--markdown", str(out_md)])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -171,7 +171,7 @@ def test_bench_json_schema(tiny_models, tmp_path, capsys, monkeypatch):
     assert len(curve["ratios"]) == 16 and curve["ratios"][0] == 1.0 and curve["draft_ratio"] > 0
     assert doc["settings"]["repeat"] == 2 and doc["settings"]["max_tokens"] == 10
 
-    labels = ["none", "model:k=2", "lookup:k=3", "model:k=3,verify=stairs", "model:k=auto"]
+    labels = ["none", "model:k=2", "suffix:k=3", "model:k=3,verify=stairs", "model:k=auto", "auto:k=auto"]
     assert doc["settings"]["configs"] == labels
     results = doc["results"]
     assert [(r["config"], r["prompt_id"]) for r in results] == [(c, p) for c in labels for p in ("code", "emoji")]
@@ -199,6 +199,9 @@ def test_bench_json_schema(tiny_models, tmp_path, capsys, monkeypatch):
         CostCurve(**curve), 2, 1.0), rel_tol=1e-9)
     assert set(k2["time_split"]) == {"draft", "verify", "python"}
     assert summary["model:k=auto"]["predicted_speedup"] is None  # K varies per step: only the per-step model applies
+    # per-source counts: a model config's drafts all come from the model
+    assert set(k2["drafted_by"]) == {"model"} and k2["accepted_by"]["model"] == k2["drafted_by"]["model"] > 0
+    assert set(summary["auto:k=auto"]["drafted_by"]) <= {"suffix", "model"}
     assert "| config |" in out_md.read_text()
 
 

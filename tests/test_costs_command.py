@@ -23,6 +23,6 @@ def test_costs_command_measures_once_then_reads_the_cache(tiny_models, tmp_path,
     assert main(argv) == 0
     out, err = capsys.readouterr()
     assert "measuring this machine's decode costs" in err
-    assert "T(n)/T(1)" in out and "draft model breaks even" in out and "prompt lookup breaks even" in out
+    assert "T(n)/T(1)" in out and "draft model breaks even" in out and "suffix drafter breaks even" in out
     assert main(argv) == 0
     assert "measuring" not in capsys.readouterr().err

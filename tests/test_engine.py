@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specllama.decoding.drafters import DraftRequest, ModelDrafter, PromptLookupDrafter
+from specllama.decoding.drafters import DraftRequest, ModelDrafter
 from specllama.decoding.engine import DoneEvent, Engine, GenerationConfig, StepEvent, TokenEvent
 from specllama.decoding.sampling import SamplingParams
+from specllama.decoding.suffix_drafter import SuffixDrafter
 from specllama.errors import ContextOverflowError, SpecllamaError
 from tests.fake_llm import FakeContext, FakeStairsContext, counting_rule, noisy_rule, random_rule
 
@@ -104,10 +105,10 @@ def test_cancel_stops_after_the_current_step():
     assert len(rest) == 1 and rest[0].summary.finish_reason == "cancelled" and rest[0].summary.tokens == 1
 
 
-def test_prompt_lookup_drafts_what_followed_the_same_ngram():
-    drafter = PromptLookupDrafter(max_ngram=2)
+def test_the_suffix_drafter_drafts_what_followed_the_same_ngram():
+    drafter = SuffixDrafter()
     seq = [1, 2, 3, 4, 9, 9, 1, 2]
-    config = GenerationConfig(drafter="lookup")
+    config = GenerationConfig(drafter="lookup", k=3)  # the old name of the suffix drafter
 
     def ask(committed, k, slot=0):
         return drafter.propose([DraftRequest(slot, committed, k, config, None)])[0].tokens
@@ -119,10 +120,10 @@ def test_prompt_lookup_drafts_what_followed_the_same_ngram():
     assert ask([7, 8], 3) == []  # diverged: re-indexed, no match
 
 
-def test_lookup_drafter_speeds_up_a_repetitive_target_without_changing_it():
+def test_suffix_drafter_speeds_up_a_repetitive_target_without_changing_it():
     period = lambda toks: np.eye(32, dtype=np.float32)[[3, 4, 5, 6][(len(toks)) % 4]] * 5  # noqa: E731
     plain, _, p = generate(FakeContext(period), k=0, max_tokens=24)
-    spec, _, s = generate(FakeContext(period), PromptLookupDrafter(), k=4, max_tokens=24)
+    spec, _, s = generate(FakeContext(period), SuffixDrafter(), k=4, max_tokens=24)
     assert spec == plain and s.steps < p.steps / 2
 
 

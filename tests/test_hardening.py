@@ -252,10 +252,14 @@ def test_a_repeated_key_in_a_bench_config_is_refused():
 
 
 def test_target_alone_decodes_plainly_and_says_so(tiny_models, capsys):
-    code = main(["run", "hi", "--target", str(tiny_models["a"]), "--max-tokens", "4", "--ctx", "256", "--stats"])
+    argv = ["run", "hi", "--target", str(tiny_models["a"]), "--max-tokens", "4", "--ctx", "256", "--stats"]
+    code = main(argv + ["--drafter", "model"])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert out.strip() and "decoding plainly" in err and "drafter none" in err
+    assert main(argv) == 0  # the default, auto: the suffix drafter needs no draft model, nothing to say
+    err = capsys.readouterr().err
+    assert "decoding plainly" not in err and "drafter auto" in err
 
 
 def test_the_prompt_from_a_file_from_stdin_or_not_both(tmp_path, monkeypatch):
@@ -524,6 +528,8 @@ def test_pull_does_not_call_a_same_size_different_file_already_there(small_regis
 def test_chat_settings_follow_the_same_option_rules():
     from specllama.tui.settings import ChatSettings
 
-    settings = ChatSettings.from_args(parse("chat", "--seed", "-1", "--temp", "0.7", "--target", "t.gguf"))
+    settings = ChatSettings.from_args(parse("chat", "--seed", "-1", "--temp", "0.7", "--target", "t.gguf",
+                                            "--drafter", "model"))
     assert settings.seed is not None and settings.seed >= 0 and settings.drafter == "none"
-    assert ChatSettings.from_args(parse("chat", "--target", "t.gguf", "--draft", "d.gguf")).drafter == "model"
+    assert ChatSettings.from_args(parse("chat", "--target", "t.gguf", "--draft", "d.gguf")).drafter == "auto"
+    assert ChatSettings.from_args(parse("chat", "--target", "t.gguf")).drafter == "auto"  # suffix needs no draft

@@ -41,7 +41,7 @@ def test_a_load_that_fails_half_way_frees_the_target(tiny_models, monkeypatch, c
 
 def test_a_runtime_is_a_context_manager(tiny_models, closes):
     with Runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["b"]), n_ctx=256)) as rt:
-        assert rt.drafters == ("model", "lookup", "none") and rt.has_draft_model
+        assert rt.drafters == ("auto", "suffix", "model", "none") and rt.has_draft_model
         assert rt.placement == "CPU"  # this build offloads nothing
     assert sorted(closes) == ["DecodeContext a.gguf", "DecodeContext b.gguf", "GGUFModel a.gguf", "GGUFModel b.gguf"]
 

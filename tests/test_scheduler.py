@@ -8,9 +8,10 @@ import pytest
 
 from specllama.decoding.adaptive_k import AdaptiveK
 from specllama.decoding.batch_plan import LengthChoice, choose_lengths, choose_parallel
-from specllama.decoding.drafters import ModelDrafter, PromptLookupDrafter
+from specllama.decoding.drafters import ModelDrafter
 from specllama.decoding.engine import DoneEvent, Engine, FailedEvent, GenerationConfig, Request, StepEvent, TokenEvent
 from specllama.decoding.sampling import SamplingParams
+from specllama.decoding.suffix_drafter import SuffixDrafter
 from tests.fake_llm import FakeContext, counting_rule, noisy_rule, random_rule
 
 PROMPTS = [[5, 6, 7], [9, 3], [1, 2, 3, 4], [20, 21, 22], [11]]
@@ -121,12 +122,13 @@ def test_a_new_prompt_takes_the_slot_that_already_holds_its_prefix():
 def test_exact_mode_keeps_every_decode_within_its_row_limit():
     target = FakeContext(counting_rule(), n_seq_max=8)
     target.exact = True
-    engine = Engine(target, {"lookup": PromptLookupDrafter()})
+    engine = Engine(target, {"suffix": SuffixDrafter(cost_ratio=lambda n: 1.0)})  # drafts are free
     assert engine.parallelism(8) == 7 and engine.parallelism("auto") == 1  # no curve: one at a time
-    config = GenerationConfig(drafter="lookup", k=4, max_tokens=12)
+    config = GenerationConfig(drafter="suffix", k=4, max_tokens=12)
     periodic = [[3, 4, 5, 3, 4, 5, 3]] * 5
     list(engine.run_many([Request(p, config, i) for i, p in enumerate(periodic)], parallel=5))
-    assert max(target.batch_sizes[5:]) <= 7
+    steps = target.batch_sizes[5:]  # after the five prefills
+    assert max(steps) <= 7 and max(steps) > 5  # drafts were made, never past the limit
 
 
 def test_parallel_with_auto_k_drafts_only_where_the_batch_has_room_for_it():
@@ -135,8 +137,8 @@ def test_parallel_with_auto_k_drafts_only_where_the_batch_has_room_for_it():
     for curve, drafts in ((lambda n: 1.0 if n <= 8 else None, True), (lambda n: float(n), False)):
         target = FakeContext(counting_rule(), n_seq_max=2)
         policy = AdaptiveK(curve, 0.0, k_max=3)
-        engine = Engine(target, {"lookup": PromptLookupDrafter()}, {"lookup": policy}, cost_ratio=curve)
-        config = GenerationConfig(drafter="lookup", k="auto", max_tokens=20)
+        engine = Engine(target, {"suffix": SuffixDrafter(cost_ratio=curve)}, {"suffix": policy}, cost_ratio=curve)
+        config = GenerationConfig(drafter="suffix", k="auto", max_tokens=20)
         repetitive = [[1, 2, 3, 1, 2, 3, 1], [4, 5, 6, 4, 5, 6, 4]]
         steps = [e for _, e in engine.run_many([Request(p, config, i) for i, p in enumerate(repetitive)], 2)
                  if isinstance(e, StepEvent)]

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from specllama.decoding.draft_length import Calibrator
+from specllama.decoding.drafters import DraftRequest
+from specllama.decoding.request import GenerationConfig
 from specllama.decoding.suffix_drafter import SuffixDrafter, match_group, raw_confidence
 from specllama.decoding.suffix_index import MAX_BYTES_PER_POSITION, SuffixIndex
 
@@ -207,12 +209,19 @@ def test_compaction_keeps_answers():
         check_against_brute(idx, kept, ctx)
 
 
-# ---- the drafter ---------------------------------------------------------------------------
+# ---- the drafter (tests/test_suffix_drafter.py has its protocol, history and the engine) -------
+
+FLAT = lambda n: 1.0 if 1 <= n <= 16 else None  # noqa: E731
+
+
+def ask(committed, k, kk="auto", seq=0):
+    return [DraftRequest(seq, list(committed), k, GenerationConfig(k=kk), np.random.default_rng(0))]
+
 
 def test_drafter_proposes_most_frequent_continuation():
-    d = SuffixDrafter()
+    d = SuffixDrafter(cost_ratio=FLAT)
     text = [1, 2, 3, 7] * 3 + [1, 2, 3, 8] + [9, 1, 2, 3]
-    p = d.propose(text, 3, None, None)
+    p = d.propose(ask(text, 3, kk=3))[0]
     # after "... 9 1 2 3" the longest match is "1 2 3" (4 times): 7 three times, 8 once
     assert p.tokens[0] == 7
     assert p.q is None
@@ -221,34 +230,34 @@ def test_drafter_proposes_most_frequent_continuation():
 
 
 def test_drafter_prefers_longer_match_over_frequency():
-    d = SuffixDrafter()
+    d = SuffixDrafter(cost_ratio=FLAT)
     text = [5, 1, 2, 9] + [1, 2, 7] * 4 + [5, 1, 2]
-    assert d.propose(text, 1, None, None).tokens == [9]  # "5 1 2" once beats "1 2" four times
+    assert d.propose(ask(text, 1, kk=1))[0].tokens == [9]  # "5 1 2" once beats "1 2" four times
 
 
 def test_cross_document_drafting_from_an_earlier_job():
-    d = SuffixDrafter()
+    d = SuffixDrafter(cost_ratio=FLAT)
     system = list(range(500, 520))
     answer = [40, 41, 42, 43, 44, 45, 46, 47]
-    d.prefill(system + [1, 2, 3])
-    d.propose(system + [1, 2, 3] + [30, 31] + answer, 4, None, None)
-    d.reset()  # the batch runner between prompts
+    d.prefill(0, system + [1, 2, 3])
+    first = system + [1, 2, 3] + [30, 31] + answer
+    d.propose(ask(first, 4))
+    d.finish(0, first)  # the engine, when the sequence ends
     new = system + [4, 5] + [30, 31]
-    p = d.propose(new, 5, None, None)
+    p = d.propose(ask(new, 5, kk=5))[0]
     assert p.tokens == answer[:5]
-    assert p.match_length == 2
-    kinds = [doc.kind for doc in d.index.documents]
-    assert kinds == ["job", "live"]
+    assert p.match_length == 2 and p.where == "history"
+    assert [doc.kind for doc in d.history.documents] == ["job", "live"]
 
 
-def test_chat_turn_extending_the_live_text_is_not_duplicated():
+def test_a_chat_turn_extending_the_live_text_is_indexed_incrementally():
     d = SuffixDrafter()
     turn1 = [1, 2, 3, 4, 5, 6]
-    d.prefill(turn1)
-    d.prefill(turn1 + [7, 8])  # the next turn's prompt extends the conversation
-    assert [doc.kind for doc in d.index.documents] == ["live"]
-    d.prefill([9, 9])  # an unrelated prompt: the conversation is kept as a turn
-    assert [doc.kind for doc in d.index.documents] == ["turn", "live"]
+    d.prefill(0, turn1)
+    d.prefill(0, turn1 + [7, 8])  # the next turn's prompt extends the conversation
+    assert d.live[0].live_tokens == turn1 + [7, 8] and d.live[0].stored_positions == 8
+    d.prefill(0, [9, 9])  # an unrelated prompt in the same slot replaces the live text
+    assert d.live[0].live_tokens == [9, 9]
 
 
 def test_drafter_cuts_draft_by_cost_and_learns_from_observe():
@@ -257,16 +266,16 @@ def test_drafter_cuts_draft_by_cost_and_learns_from_observe():
     d = SuffixDrafter(calibrator=cal, cost_ratio=steep)
     text = list(range(10, 40)) + list(range(10, 20))
     # one earlier occurrence: raw 0.5 each, so no draft pays when every token costs a decode
-    assert d.propose(text, 8, None, None).tokens == []
-    flat = SuffixDrafter(cost_ratio=lambda n: 1.0 if n <= 16 else None)
-    assert len(flat.propose(text, 8, None, None).tokens) == 8
+    assert d.propose(ask(text, 8))[0].tokens == []
+    flat = SuffixDrafter(cost_ratio=FLAT)
+    assert len(flat.propose(ask(text, 8))[0].tokens) == 8
     # observed acceptance feeds the calibrator: full acceptance raises the 0.5 bin's prediction
-    free = SuffixDrafter(calibrator=cal)
-    group = match_group(free.propose(text, 4, None, None).match_length)
+    free = SuffixDrafter(calibrator=cal, cost_ratio=FLAT)
+    group = match_group(free.propose(ask(text, 4))[0].match_length)
     before = cal.predict(0.5, group=group)
     for _ in range(20):
-        p = free.propose(text, 4, None, None)
-        free.observe(len(p.tokens), len(p.tokens))
+        p = free.propose(ask(text, 4))[0]
+        free.observe(0, p, len(p.tokens))
     assert cal.predict(0.5, group=group) > before + 0.3
 
 
@@ -276,10 +285,10 @@ def test_load_corpus_and_missing_file(tmp_path):
     path.write_text("alpha beta gamma delta\n" * 3, encoding="utf-8")
     words = {}
     tokenize = lambda s: [words.setdefault(w, len(words)) for w in s.split()]
-    d = SuffixDrafter()
+    d = SuffixDrafter(cost_ratio=FLAT)
     assert d.load_corpus(path, tokenize) == 12
     alpha, beta = words["alpha"], words["beta"]
-    p = d.propose([99, alpha, beta], 2, None, None)
+    p = d.propose(ask([99, alpha, beta], 2))[0]
     assert p.tokens == [words["gamma"], words["delta"]]
     with pytest.raises(DraftCorpusError, match="cannot read draft corpus"):
         d.load_corpus(tmp_path / "missing.txt", tokenize)

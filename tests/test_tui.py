@@ -113,7 +113,7 @@ class FakeRuntime:
         self.target_name = "Fake-Coder 1.5B"
         self.draft_name = "Fake-Coder 0.5B" if has_draft else None
         self.has_draft_model = has_draft
-        self.drafters = ("model", "lookup", "none") if has_draft else ("lookup", "none")
+        self.drafters = ("auto", "suffix", "model", "none") if has_draft else ("auto", "suffix", "none")
         self.target_ctx = FakeContext()
         self.engine = FakeEngine(self.target_ctx, script, **engine_options)
         self.threads = 2
@@ -140,6 +140,7 @@ class FakeRuntime:
 
 def chat_app(runtime=None, **settings) -> ChatApp:
     runtime = runtime or FakeRuntime()
+    settings.setdefault("drafter", "model")  # the fake runtime stands for a draft model's answers
     return ChatApp(lambda progress, status: runtime, ChatSettings(**settings), flush_interval=0)
 
 
@@ -199,31 +200,36 @@ def test_stream_reply_batches_text_and_keeps_origins():
 
 
 def test_settings_steps_stay_in_range():
-    s = ChatSettings(k=1, temperature=0.0, p_min=0.95)
+    s = ChatSettings(k=1, temperature=0.0, p_min=0.95, drafter="model")
+    assert ChatSettings().drafter == "auto"  # chat's default, as on the command line
+    assert ChatSettings.from_dict({"drafter": "lookup"}).drafter == "suffix"  # defaults saved before suffix
     assert s.step_k(3).k == 4 and ChatSettings(k=15).step_k(3).k == 16
     assert s.step_k(-1).k == "auto" and s.step_k(-1, auto_available=False).k == 1  # auto sits below 1
     assert ChatSettings(k="auto").step_k(1).k == 1 and ChatSettings(k="auto").step_k(-1).k == "auto"
     assert s.step_temperature(-1).temperature == 0.0 and s.step_temperature(3).temperature == pytest.approx(0.3)
     assert s.step_p_min(1).p_min == 0.95 and s.step_p_min(-1).p_min == pytest.approx(0.9)
-    assert [s.next_drafter().drafter, s.next_drafter().next_drafter().drafter] == ["lookup", "none"]
-    assert ChatSettings(drafter="none").next_drafter(("lookup", "none")).drafter == "lookup"
+    assert [s.next_drafter().drafter, s.next_drafter().next_drafter().drafter] == ["none", "auto"]
+    assert ChatSettings(drafter="none").next_drafter(("suffix", "none")).drafter == "suffix"
     assert ChatSettings(drafter="none", k=4).generation_config().k == 0
     with pytest.raises(SpecllamaError):
         ChatSettings(temperature=-1)
 
 
-def test_chat_command_options_load_the_draft_for_every_drafter():
+def test_chat_command_options_load_the_draft_where_it_pays_or_is_asked_for():
     from specllama.cli.cmd_chat import chat_load_options
     from specllama.cli.main import build_parser
 
     args = build_parser().parse_args(["chat", "-k", "3", "--drafter", "lookup", "--temp", "0.7"])
     settings = ChatSettings.from_args(args)
-    assert (settings.drafter, settings.k, settings.temperature) == ("lookup", 3, 0.7)
-    assert chat_load_options(args).load_draft  # loaded anyway: F2 can switch to it
+    assert (settings.drafter, settings.k, settings.temperature) == ("suffix", 3, 0.7)  # lookup: its old name
+    opts = chat_load_options(args)
+    assert opts.load_draft and opts.draft_if_pays  # auto is on offer: the draft only where it can pay
+    asked = chat_load_options(build_parser().parse_args(["chat", "--drafter", "model"]))
+    assert asked.load_draft and not asked.draft_if_pays  # asked for: loaded, F2 can switch freely
     default = build_parser().parse_args(["chat", "--drafter", "none"])
     assert ChatSettings.from_args(default).k == "auto" and chat_load_options(default).auto_k
     alone = build_parser().parse_args(["chat", "--target", "/models/t.gguf", "--no-draft"])
-    assert chat_load_options(alone).draft is None  # no draft named: lookup / none only
+    assert chat_load_options(alone).draft is None  # no draft named: auto / suffix / none only
     with pytest.raises(SpecllamaError):
         chat_load_options(build_parser().parse_args(["chat", "--pair", "no-such-pair"]))
 
@@ -288,8 +294,7 @@ def test_keys_change_the_engine_settings_without_reloading():
             assert config.k == 5 and config.sampling.temperature == pytest.approx(0.2)
             assert (config.drafter, config.p_min) == ("model", 0.05)
             await pilot.press("f2")
-            assert pilot.app.settings.drafter == "lookup"
-            await pilot.press("f2")
+            assert pilot.app.settings.drafter == "none"
             await send(pilot, "plain now")
             assert runtime.engine.configs[-1].drafter == "none" and runtime.engine.configs[-1].k == 0
             assert "none" in screen_text(pilot.app)
@@ -316,12 +321,12 @@ def test_changes_during_an_answer_apply_from_the_next_one():
             pilot.app.ask("long")
             await wait_until(pilot, lambda: runtime.engine.ks_seen)
             await pilot.press("f4", "f2")
-            assert pilot.app.settings.k == 5 and pilot.app.settings.drafter == "lookup"  # shown...
+            assert pilot.app.settings.k == 5 and pilot.app.settings.drafter == "none"  # shown...
             assert runtime.engine.configs[-1].drafter == "model"  # ...not applied to the running answer
             await wait_until(pilot, lambda: not pilot.app.busy)
             assert set(runtime.engine.ks_seen) == {4}
             await send(pilot, "next")
-            assert runtime.engine.configs[-1].k == 5 and runtime.engine.configs[-1].drafter == "lookup"
+            assert runtime.engine.configs[-1].drafter == "none"
     run(scenario)
 
 
@@ -451,7 +456,7 @@ def test_real_pair_two_turns_reuse_the_cache():
 
     opts = LoadOptions(pair="qwen2.5-coder", n_ctx=1024)
     app = ChatApp(lambda progress, status: Runtime(opts, progress=progress, status=status),
-                  ChatSettings(max_tokens=24, k=4))
+                  ChatSettings(max_tokens=24, k=4, drafter="model"))
 
     async def scenario():
         async with app.run_test(size=SIZE) as pilot:
@@ -462,7 +467,7 @@ def test_real_pair_two_turns_reuse_the_cache():
             first = app.last_summary
             reply = app.query(ChatMessage).last()
             assert first.tokens > 0 and reply.text == first.text
-            assert "draft" in origin_per_char(reply.segments)  # the 0.5B's tokens are accepted
+            assert "model" in origin_per_char(reply.segments)  # the 0.5B's tokens are accepted
             app.query_one("#prompt").value = "Now add a docstring."
             await pilot.press("enter")
             await wait_until(pilot, lambda: not app.busy, timeout=300)

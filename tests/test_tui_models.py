@@ -283,7 +283,7 @@ def test_real_switch_from_the_pair_to_the_small_model_alone(real_model_paths):
             new = app.runtime
             assert closed == [old] and old.target_ctx._ctx is None  # llama.cpp's context freed
             assert not new.has_draft_model and new.target_path.name.startswith("qwen2.5-coder-0.5b")
-            assert app.settings.drafter == "lookup"  # the model drafter left with the draft model
+            assert app.settings.drafter == "auto"  # the model drafter left with the draft model
             assert app.loaded_refs() == ("qwen2.5-coder-0.5b", None)
             app.query_one("#prompt").value = "Say hello."
             await pilot.press("enter")

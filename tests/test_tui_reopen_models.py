@@ -62,7 +62,7 @@ def test_reopen_restores_settings_at_once_and_models_in_the_background(registry,
         return new
 
     async def reopened_with_the_target_alone():
-        app = app_for(registry, path, old, builder, LoadOptions(target="t", load_draft=False), drafter="lookup")
+        app = app_for(registry, path, old, builder, LoadOptions(target="t", load_draft=False), drafter="suffix")
         async with app.run_test(size=SIZE, message_hook=notices_hook(notices)) as pilot:
             await reopen_newest(pilot)
             # Settings now; the models are loading while the old ones stay in place.
@@ -71,7 +71,7 @@ def test_reopen_restores_settings_at_once_and_models_in_the_background(registry,
             await wait_until(pilot, lambda: asked)
             assert (asked[0].target, asked[0].draft, asked[0].load_draft) == ("t", "d", True)
             assert app.runtime is old and not old.closed and app.query("#swap-panel")
-            assert app.settings.drafter == "lookup"  # the model drafter needs the draft still loading
+            assert app.settings.drafter == "auto"  # the model drafter needs the draft still loading (auto: suffix or none)
             said = next(n for n in notices if n.startswith("reopened"))
             assert "loading its models, t ← d" in said and "model drafter comes with them" in said
             await send(pilot, "encore")  # answered by the old models meanwhile

@@ -35,6 +35,8 @@ class PromptResult:
     identical: str | None  # identical | near_tie | different (worst over repeats); None: not checked
     divergence: dict | None
     finish_reason: str
+    drafted_by: dict = field(default_factory=dict)  # per source (suffix, model): drafts verified, all repeats
+    accepted_by: dict = field(default_factory=dict)  # ... and accepted
 
 
 @dataclass
@@ -56,6 +58,8 @@ class ConfigSummary:
     predicted_from_steps: float | None = None  # cost model over the steps as they happened (see below)
     identical: dict | None = None  # counts of identical / near_tie / different runs; None when sampling
     peak_rss_bytes: int | None = None
+    drafted_by: dict = field(default_factory=dict)  # per source (suffix, model): drafts verified, all runs
+    accepted_by: dict = field(default_factory=dict)  # ... and accepted
     failed: str | None = None
 
 
@@ -93,7 +97,8 @@ def prompt_results(runs: list[RunRecord], verdicts: list[Comparison | None]) -> 
             acceptance=stats.acceptance, mean_accepted=stats.mean_accepted,
             identical=worst.verdict if worst else None,
             divergence=comparison_dict(worst) if worst and not worst.identical else None,
-            finish_reason=group[0][0].summary.finish_reason))
+            finish_reason=group[0][0].summary.finish_reason,
+            drafted_by=dict(stats.drafted_by), accepted_by=dict(stats.accepted_by)))
     return results
 
 
@@ -120,6 +125,7 @@ def _fill(summary: ConfigSummary, config: BenchConfig, mine: list[tuple[RunRecor
     summary.min_speedup = min(speedups, default=None)
     summary.max_speedup = max(speedups, default=None)
     summary.acceptance = stats.acceptance
+    summary.drafted_by, summary.accepted_by = dict(stats.drafted_by), dict(stats.accepted_by)
     summary.mean_accepted = stats.mean_accepted
     summary.per_position = stats.per_position
     spent = stats.t_draft + stats.t_verify + stats.t_python
@@ -132,7 +138,9 @@ def _fill(summary: ConfigSummary, config: BenchConfig, mine: list[tuple[RunRecor
     rss = [r.rss_bytes for r, _ in mine if r.rss_bytes]
     summary.peak_rss_bytes = max(rss) if rss else None
     if curve is not None:
-        draft_ratio = 0.0 if config.drafter == "lookup" else None  # a lookup costs next to nothing
+        # A suffix draft costs next to nothing; auto's steps are costed as free when the model drafted none.
+        free = config.drafter == "suffix" or (config.drafter == "auto" and not stats.drafted_by.get("model"))
+        draft_ratio = 0.0 if free else None
         alpha = stats.acceptance if not config.is_baseline else 0.0
         # Stairs decode (K+1)(K+2)/2 tokens per step; timed as one causal batch of that size, an
         # approximation (their attention spans differ), so read that prediction as a rough one.

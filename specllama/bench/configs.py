@@ -1,7 +1,8 @@
-"""Benchmark configurations: "none;model:k=2;lookup:k=3;model:k=4,verify=stairs".
+"""Benchmark configurations: "none;model:k=2;suffix:k=auto;auto:k=auto;model:k=4,verify=stairs".
 
 Grammar: configurations separated by `;`, each `DRAFTER[:OPTION=VALUE[,OPTION=VALUE...]]` with
-DRAFTER one of none | model | lookup and options k (int), verify (causal | stairs), p_min (float).
+DRAFTER one of none | auto | suffix | model ("lookup" is read as suffix) and options k (int),
+verify (causal | stairs), p_min (float).
 Each parses into a small frozen dataclass whose `label` is the canonical spelling, used as the key
 in every table and JSON record.
 """
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specllama.decoding.request import drafter_name
 from specllama.errors import SpecllamaError
 
-DEFAULT_CONFIGS = "none;model:k=2;model:k=3;model:k=4;lookup:k=3;model:k=4,verify=stairs"
-DRAFTER_KINDS = ("none", "model", "lookup")
+DEFAULT_CONFIGS = "none;auto:k=auto;suffix:k=auto;model:k=2;model:k=4;model:k=4,verify=stairs"
+DRAFTER_KINDS = ("none", "auto", "suffix", "model")
 VERIFY_MODES = ("causal", "stairs")
 
 
@@ -63,7 +65,7 @@ def parse_configs(text: str) -> list[BenchConfig]:
 def parse_config(text: str) -> BenchConfig:
     spec = text.strip()
     drafter, _, options = spec.partition(":")
-    drafter = drafter.strip()
+    drafter = drafter_name(drafter.strip())
     if drafter not in DRAFTER_KINDS:
         raise BenchConfigError(f"config '{spec}': unknown drafter '{drafter}' (choose {', '.join(DRAFTER_KINDS)})")
     values: dict[str, str] = {}

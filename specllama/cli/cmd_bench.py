@@ -32,6 +32,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parallel", metavar="N,N,...",
                    help="instead of --configs: a batch job's throughput with N prompts per decode, e.g. 1,2,4,auto "
                         "(plain decoding; --repeat rounds, interleaved; N = 1 is the baseline)")
+    p.add_argument("--draft-corpus", metavar="FILE", help="a UTF-8 text file the suffix drafter also drafts from")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -62,9 +63,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from specllama.cli.cmd_bench_parallel import cmd_bench_parallel
         return cmd_bench_parallel(args, prompt_file.items)
 
-    needs_draft = any(c.drafter == "model" for c in configs)
-    # stairs needs a multi-sequence target context; all configs then share it alike.
-    opts = load_options(args, drafters=("model",) if needs_draft else ("lookup",),
+    # The draft model is loaded for a model config, and for auto only where it can pay (the runtime
+    # decides); stairs needs a multi-sequence target context; all configs then share it alike.
+    opts = load_options(args, drafters=tuple(dict.fromkeys(c.drafter for c in configs)),
                         stairs=any(c.verify == "stairs" for c in configs),
                         auto_k=any(c.k == "auto" for c in configs))
     with download_bar() as fetch:

@@ -26,7 +26,7 @@ def describe(curve: CostCurve, draft_name: str | None) -> list[str]:
     lines = [f"target: one token takes {curve.t1_s * 1e3:.1f} ms ({1 / curve.t1_s:.1f} tok/s); "
              f"verifying n tokens in one batch costs T(n)/T(1):",
              "  " + "  ".join(f"n={n}: {r:.2f}" for n, r in enumerate(curve.ratios[:K_SHOWN + 1], start=1))]
-    drafters = [("prompt lookup", 0.0)]
+    drafters = [("suffix drafter", 0.0)]
     if curve.draft_ratio is not None:
         lines.append(f"draft {draft_name}: one token costs {curve.draft_ratio:.2f} of a target token")
         drafters.insert(0, ("draft model", curve.draft_ratio))

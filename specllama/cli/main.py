@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from specllama.cli.version import VersionAction
-from specllama.decoding.request import DRAFTERS, K_MAX, PARALLEL_AUTO_MAX, PARALLEL_MAX, VERIFY_MODES
+from specllama.decoding.request import DRAFTERS, K_MAX, PARALLEL_AUTO_MAX, PARALLEL_MAX, VERIFY_MODES, drafter_name
 from specllama.errors import SpecllamaError
 
 DEFAULT_PROMPT = "Write a Python function that tells whether a number is prime, with a short docstring."
@@ -96,8 +96,13 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("speculation and sampling")
-    g.add_argument("--drafter", choices=DRAFTERS, default="model",
-                   help="where drafts come from: the draft model, prompt lookup, or none (plain decoding)")
+    g.add_argument("--drafter", choices=DRAFTERS, type=drafter_name, default="auto",
+                   help="where drafts come from: auto (default: per step, the suffix drafter or the draft model, "
+                        "whichever this machine's costs say pays, else none; the draft model is loaded only where "
+                        "it can pay), suffix (earlier text: prompt, output, earlier prompts of the session, "
+                        "--draft-corpus; 'lookup' is an alias), model (the draft model), none (plain decoding)")
+    g.add_argument("--draft-corpus", metavar="FILE",
+                   help="a UTF-8 text file the suffix drafter also drafts from (e.g. the code a question is about)")
     g.add_argument("--no-draft", action="store_true", help="plain decoding (same as --drafter none)")
     g.add_argument("-k", type=draft_length, default="auto", dest="k",
                    help="draft tokens per step, or 'auto' (default): chosen each step from this machine's "
@@ -156,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     costs = sub.add_parser("costs", help="this machine's measured costs: why speculation is or is not faster")
     costs.add_argument("--remeasure", action="store_true", help="measure again even if a cached curve exists")
-    costs.add_argument("--drafter", choices=("model", "lookup"), default="model")
+    costs.add_argument("--drafter", choices=("model", "suffix"), type=drafter_name, default="model",
+                       help="model or suffix ('lookup' is an alias of suffix)")
     costs.add_argument("--parallel", action="store_const", const="auto", default=1,
                        help="also measure large batches (to 64 tokens) and show how many prompts to decode together")
     add_model_options(costs)

@@ -17,7 +17,8 @@ from specllama.decoding.sampling import SamplingParams
 
 def no_draft_named(args: argparse.Namespace) -> bool:
     """`--target X` alone, with the model drafter: no pair is consulted (an explicit target replaces
-    it), so there is no draft model. That is a plain run the user asked for, not a mistake."""
+    it), so there is no draft model. That is a plain run the user asked for, not a mistake. (With
+    auto, the suffix drafter still drafts: nothing to say.)"""
     return (getattr(args, "drafter", "none") == "model" and not getattr(args, "no_draft", False)
             and bool(args.target) and not args.draft and not args.pair)
 
@@ -36,7 +37,15 @@ def load_options(args: argparse.Namespace, *, drafters: tuple[str, ...] | None =
         print("specllama: no draft model (--target without --draft or --pair): decoding plainly; "
               "pass --draft NAME|PATH to speculate", file=sys.stderr)
     drafters = drafters or (drafter_choice(args),)
-    return LoadOptions(pair=args.pair, target=args.target, draft=args.draft, load_draft="model" in drafters,
+    corpus = getattr(args, "draft_corpus", None)
+    if corpus:
+        from specllama.decoding.suffix_drafter import read_corpus
+        read_corpus(corpus)  # an unreadable corpus fails in one line before minutes of model loading
+    # auto loads the draft only where it can pay (the runtime decides from the cost curve).
+    return LoadOptions(pair=args.pair, target=args.target, draft=args.draft,
+                       load_draft="model" in drafters or "auto" in drafters,
+                       draft_if_pays="model" not in drafters and "auto" in drafters,
+                       draft_corpus=corpus,
                        n_ctx=args.n_ctx, threads=args.threads, threads_batch=args.threads_batch,
                        gpu_layers=args.gpu_layers, exact=getattr(args, "exact", False),
                        parallel=parallel_option(args),

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from specllama.decoding.draft_length import Calibrator
 from specllama.decoding.engine import GenerationConfig, Summary
 from specllama.decoding.runtime import Runtime
+
+SELF_SIZING = ("auto", "suffix")  # drafters that cut their own drafts (sizes_itself)
+MATCH_CLASSES = ("match 1-2", "match 3-7", "match 8-15", "match 16+")  # suffix_drafter.match_group
 
 
 def format_summary(s: Summary, runtime: Runtime, config: GenerationConfig) -> str:
     lines = [
         runtime.describe(config),
         f"drafter {s.drafter}, k {config.k if s.drafter != 'none' else 0}"
-        + (f" (mean chosen {s.mean_k:.2f})" if config.k == "auto" and s.drafter != "none" else "") + ", "
+        + (f" ({_auto_k(s)})" if config.k == "auto" and s.drafter != "none" else "") + ", "
         + ("greedy" if config.sampling.greedy else f"temp {config.sampling.temperature}"),
         f"prompt {s.prompt_tokens} tokens ({s.reused_tokens} reused from cache) in {s.t_prompt:.2f} s",
         f"generated {s.tokens} tokens in {s.t_generate:.2f} s: {s.tokens_per_s:.2f} tokens/s "
@@ -20,9 +24,34 @@ def format_summary(s: Summary, runtime: Runtime, config: GenerationConfig) -> st
         per_pos = " ".join(f"{p:.2f}" for p in s.per_position)
         lines.append(f"acceptance {s.acceptance:.1%} ({s.accepted}/{s.drafted}), mean accepted length "
                      f"{s.mean_accepted:.2f} tokens/step over {s.steps} steps; per position: {per_pos}")
+    if s.drafted_by:
+        lines.append("drafts by source: " + ", ".join(
+            f"{source} {s.accepted_by.get(source, 0)}/{n} accepted" for source, n in sorted(s.drafted_by.items())))
+    suffix = getattr(runtime, "suffix", None)
+    if suffix is not None and s.drafted_by.get("suffix"):
+        lines.append(calibration_text(suffix.calibrator))
     total = s.t_draft + s.t_verify + s.t_python
     if total > 0:
         lines.append(f"time: draft {s.t_draft:.2f} s ({s.t_draft / total:.0%}), verify {s.t_verify:.2f} s "
                      f"({s.t_verify / total:.0%}), python {s.t_python * 1e3:.0f} ms ({s.t_python / total:.1%}); "
                      f"{s.t_python / max(s.steps, 1) * 1e3:.2f} ms python per step")
     return "\n".join(lines)
+
+
+def _auto_k(s: Summary) -> str:
+    # auto and suffix size their own drafts under a cap: what they drafted is the chosen length.
+    if s.drafter in SELF_SIZING:
+        return f"mean drafted {s.drafted / s.steps if s.steps else 0.0:.2f} a step"
+    return f"mean chosen {s.mean_k:.2f}"
+
+
+def calibration_text(calibrator: Calibrator) -> str:
+    """The suffix drafter's confidence calibration, bins with evidence only: raw confidence range ->
+    the acceptance it now predicts / the acceptance observed (judged drafts)."""
+    rows = [r for r in calibrator.report() if r.count]
+    if not rows:
+        return "suffix calibration: no drafts judged yet"
+    parts = [f"{MATCH_CLASSES[r.group] if r.group < len(MATCH_CLASSES) else r.group} "
+             f"raw {r.low:.1f}-{r.high:.1f}: predicted {r.predicted:.2f} / observed {r.observed:.2f} (n={r.count})"
+             for r in rows]
+    return "suffix calibration (predicted / observed acceptance):\n  " + "\n  ".join(parts)

@@ -34,6 +34,10 @@ def _file_identity(path: Path | None) -> dict | None:
 
 
 def cache_key(target: DecodeContext, draft: DecodeContext | None, max_n: int = MAX_N) -> dict:
+    return _key(target, draft.model.path if draft is not None else None, max_n)
+
+
+def _key(target: DecodeContext, draft_path: Path | None, max_n: int) -> dict:
     return {
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
@@ -41,9 +45,19 @@ def cache_key(target: DecodeContext, draft: DecodeContext | None, max_n: int = M
         "threads_batch": target.n_threads_batch,
         "llama_cpp_python": library_version(),
         "target": _file_identity(target.model.path),
-        "draft": _file_identity(draft.model.path) if draft is not None else None,
+        "draft": _file_identity(draft_path),
         "max_n": max_n,
     }
+
+
+def cached_curve(target: DecodeContext, draft_path: Path | None) -> CostCurve | None:
+    """The curve cached for the target with this draft file, without loading the draft (the auto
+    drafter decides from it whether the draft is worth loading at all); None when never measured."""
+    for max_n in (MAX_N_PARALLEL, MAX_N):
+        curve = load_cached(_key(target, draft_path, max_n))
+        if curve is not None:
+            return curve
+    return None
 
 
 def _entry_path(key: dict) -> Path:

@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 
-DRAFTERS = ("model", "lookup", "none")  # where drafts come from; "none" is plain decoding
+# Where drafts come from: "auto" picks per step between the suffix drafter and the draft model
+# (auto_drafter.py), "suffix" looks the text's end up in what was seen before, "none" is plain decoding.
+DRAFTERS = ("auto", "suffix", "model", "none")
+DRAFTER_ALIASES = {"lookup": "suffix"}  # prompt lookup was absorbed by the suffix drafter
 VERIFY_MODES = ("causal", "stairs")
 K_MAX = 16  # the longest draft a user may ask for (a batch of 17 is the largest cost-curve point)
 K_AUTO_MAX = 8  # the longest draft -k auto considers: acceptance that far out rarely pays for itself
@@ -30,13 +33,14 @@ PARALLEL_AUTO_MAX = 16
 class GenerationConfig:
     max_tokens: int = 512
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    drafter: str = "model"
+    drafter: str = "auto"
     k: int | str = AUTO  # draft length, or "auto": chosen each step from the machine's costs
     p_min: float = 0.0  # the model drafter stops a draft when its top probability falls below this
     stop: tuple[str, ...] = ()
     verify: str = "causal"
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "drafter", drafter_name(self.drafter))  # old names (chat.toml, scripts) still work
         if self.drafter not in DRAFTERS:
             raise SpecllamaError(f"unknown drafter '{self.drafter}': choose one of {', '.join(DRAFTERS)}")
         if self.verify not in VERIFY_MODES:
@@ -52,3 +56,8 @@ class GenerationConfig:
     def drafts(self) -> bool:
         """Whether this request drafts at all (plain decoding is the drafter none, or K = 0)."""
         return self.drafter != "none" and self.k != 0
+
+
+def drafter_name(name: str) -> str:
+    """The drafter a name means: itself, or what an old name became ("lookup" -> "suffix")."""
+    return DRAFTER_ALIASES.get(name, name)

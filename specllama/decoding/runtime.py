@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
 from specllama.decoding.adaptive_k import AdaptiveK
-from specllama.decoding.cost_cache import MAX_N, MAX_N_PARALLEL, cache_file, cost_curve_for
+from specllama.decoding.auto_drafter import AutoDrafter
+from specllama.decoding.cost_cache import MAX_N, MAX_N_PARALLEL, cache_file, cached_curve, cost_curve_for
 from specllama.decoding.cost_curve import CostCurve
-from specllama.decoding.drafters import Drafter, ModelDrafter, PromptLookupDrafter
+from specllama.decoding.drafters import Drafter, ModelDrafter
 from specllama.decoding.engine import Engine, Generation, GenerationConfig, Request
 from specllama.decoding.events import Event
 from specllama.decoding.request import AUTO, DRAFTERS, K_AUTO_MAX, PARALLEL_AUTO_MAX, PARALLEL_MAX
+from specllama.decoding.suffix_drafter import SuffixDrafter
 from specllama.errors import IncompatiblePairError, SpecllamaError
 from specllama.llama.backend import default_threads, gpu_offload_supported
 from specllama.llama.context import DecodeContext
@@ -28,7 +30,7 @@ from specllama.llama.gguf_meta import check_compatibility
 from specllama.llama.model import GGUFModel
 from specllama.models import store
 from specllama.models.registry import Registry, load_registry
-from specllama.models.resolve import resolve
+from specllama.models.resolve import looks_like_path, resolve
 
 STAIRS_SEQUENCES = 17  # stairs verification decodes K+1 sequences side by side: up to K = 16
 
@@ -49,7 +51,11 @@ class LoadOptions:
     pair: str | None = None
     target: str | None = None  # a registry name or a path; overrides the pair's
     draft: str | None = None
-    load_draft: bool = True  # False: do not load the pair's draft model (plain decoding or lookup only)
+    load_draft: bool = True  # False: do not load the pair's draft model (plain decoding or suffix only)
+    # True (--drafter auto): load the draft only when this machine's cached cost curve says it can
+    # pay, or when the user named it with --draft. See draft_decision().
+    draft_if_pays: bool = False
+    draft_corpus: str | None = None  # --draft-corpus FILE: text the suffix drafter also drafts from
     n_ctx: int = 4096
     threads: int | None = None
     threads_batch: int | None = None
@@ -76,6 +82,22 @@ def context_note(asked: int, got: int, trained: int) -> str:
     return f"context: {got} tokens, not the {asked} asked for ({why})"
 
 
+def draft_decision(curve: CostCurve | None, draft_name: str) -> tuple[bool, str]:
+    """Whether `--drafter auto` loads the draft model, and the status line that says why: only
+    when this machine's measured curve (with this draft's cost) says it could pay at 100 %
+    acceptance. Without a measured curve it is not loaded: on CPUs a draft model rarely pays
+    (design.md: the 2-core machine never), and loading it costs memory and seconds."""
+    if curve is None or curve.draft_ratio is None:
+        return False, (f"auto drafter: not loading the draft model {draft_name}: its cost on this machine "
+                       "was never measured (run `specllama costs` once to measure it, or pass --drafter model "
+                       "or --draft to use it anyway); drafting from the text itself")
+    best = AdaptiveK(curve.ratio, curve.draft_ratio, k_max=min(K_AUTO_MAX, curve.max_n - 1)).best_possible_rate()
+    if best > 1.0:
+        return True, f"auto drafter: loading the draft model {draft_name} (it can pay here: up to {best:.2f}x)"
+    return False, (f"auto drafter: not loading the draft model {draft_name}: it cannot pay on this machine "
+                   f"(at most {best:.2f}x even at 100 % acceptance); drafting from the text itself")
+
+
 class Runtime:
     """Loaded models and contexts, the drafters a request may name, and the engine."""
 
@@ -84,6 +106,7 @@ class Runtime:
         self.opts = opts
         self.target_model = self.draft_model = None
         self.target_ctx = self.draft_ctx = None
+        self.suffix: SuffixDrafter | None = None
         try:
             self._load(opts, registry or load_registry(), progress, status)
         except BaseException:
@@ -92,6 +115,13 @@ class Runtime:
 
     def _load(self, opts: LoadOptions, registry: Registry, progress, status) -> None:
         target_ref, draft_ref = model_refs(opts, registry)
+        if draft_ref and opts.draft_if_pays and not opts.draft and not looks_like_path(draft_ref, registry) \
+                and not store.is_available(registry.model(draft_ref)):
+            # Its cost here cannot have been measured: auto would not load it, so do not fetch it.
+            if status:
+                status(f"auto drafter: not fetching the draft model {draft_ref} (never downloaded, so its cost here "
+                       "was never measured); drafting from the text itself")
+            draft_ref = None
         self.target_path = resolve(target_ref, registry, progress)
         self.draft_path = resolve(draft_ref, registry, progress) if draft_ref else None
         if self.draft_path is not None:
@@ -114,7 +144,13 @@ class Runtime:
                    "one token's, so it verifies one token at a time: this is plain decoding")
         if status and opts.n_ctx > 0 and self.target_ctx.n_ctx != opts.n_ctx:
             status(context_note(opts.n_ctx, self.target_ctx.n_ctx, self.target_model.n_ctx_train))
-        drafters: dict[str, Drafter] = {"lookup": PromptLookupDrafter()}
+        if self.draft_path is not None and opts.draft_if_pays and not opts.draft:
+            load, why = draft_decision(cached_curve(self.target_ctx, self.draft_path), self.draft_path.name)
+            if status:
+                status(why)
+            if not load:
+                self.draft_path = None
+        drafters: dict[str, Drafter] = {}
         if self.draft_path is not None:
             self.draft_model = GGUFModel(self.draft_path, n_gpu_layers=self.gpu_layers)
             self.draft_ctx = DecodeContext(self.draft_model, n_ctx=n_ctx, n_threads=threads,
@@ -130,17 +166,24 @@ class Runtime:
             self.cost_curve, _ = cost_curve_for(self.target_ctx, self.draft_ctx, remeasure=opts.remeasure_costs,
                                                 on_measure=announce, max_n=max_n)
         ratio = self.cost_curve.ratio if self.cost_curve else None
-        self.engine = Engine(self.target_ctx, drafters, self._policies(drafters) if opts.auto_k else {}, ratio)
+        # The suffix drafter sizes its drafts on this machine's curve (a cautious fixed rule without
+        # one, see suffix_drafter.py); it costs microseconds of Python per step, no decode.
+        self.suffix = SuffixDrafter(cost_ratio=ratio)
+        if opts.draft_corpus:
+            self.suffix.load_corpus(opts.draft_corpus, lambda text: self.target_model.tokenize(
+                text, add_special=False, parse_special=False))
+        policies = self._policies(drafters)
+        drafters["suffix"] = self.suffix
+        drafters["auto"] = AutoDrafter(self.suffix, drafters.get("model"), policies.get("model"), ratio)
+        self.engine = Engine(self.target_ctx, drafters, policies if opts.auto_k else {}, ratio)
 
     def _policies(self, drafters: dict[str, Drafter]) -> dict[str, AdaptiveK]:
-        """Each drafter's -k auto chooser, kept across generations so it remembers its record."""
+        """The model drafter's -k auto chooser, kept across generations so it remembers its record
+        (the suffix and auto drafters size their own drafts)."""
         curve = self.cost_curve
-        if curve is None:
+        if curve is None or "model" not in drafters:
             return {}
-        # Prompt lookup costs microseconds of Python: free next to a target decode.
-        costs = {"model": curve.draft_ratio or 0.0, "lookup": 0.0}
-        return {name: AdaptiveK(curve.ratio, costs[name], k_max=min(K_AUTO_MAX, curve.max_n - 1))
-                for name in drafters if name in costs}
+        return {"model": AdaptiveK(curve.ratio, curve.draft_ratio or 0.0, k_max=min(K_AUTO_MAX, curve.max_n - 1))}
 
     # --- context manager ---------------------------------------------------------------------
 
@@ -224,6 +267,7 @@ class Runtime:
 
     def describe(self, config: GenerationConfig) -> str:
         """One line: models, placement, threads (for --stats and the benchmark's record)."""
-        draft = f", draft {self.draft_path.name}" if self.draft_path and config.drafter == "model" and config.drafts else ""
+        draft = (f", draft {self.draft_path.name}" if self.draft_path and config.drafter in ("model", "auto")
+                 and config.drafts else "")
         return f"target {self.target_path.name}{draft} on {self.placement}, threads {self.threads}" + (
             ", exact mode" if self.opts.exact else "")

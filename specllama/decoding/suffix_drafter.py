@@ -1,11 +1,30 @@
 """Suffix drafting (after SuffixDecoding, arXiv 2411.04975): draft from the longest earlier match of
-the text's end, in the prompt, the output so far, earlier turns and earlier prompts and outputs of a
-batch, or a user corpus, following the continuation most occurrences took. Costs no model decode,
-and says how sure it is per token, so the draft length can follow the evidence.
+the text's end, in the prompt, the output so far, earlier texts of the same session (chat turns,
+earlier prompts and outputs of a batch) or a user corpus, following the continuation most
+occurrences took. Costs no model decode, and says how sure it is per token, so the draft length
+follows the evidence (sizes_itself: under -k auto the engine gives a cap, the drafter cuts).
 
-Fits the engine's Drafter protocol (name, propose, prefill, reset). The proposal is deterministic
-(q = None) and carries a confidence per token: calibrated acceptance when a Calibrator is given,
-else the raw count ratio.
+Three kinds of index, queried together; the longest match wins (ties: the live text, then the
+session's history, then the corpus, the nearer text being the better guess):
+  - live, one per engine slot: that sequence's prompt + output, kept in step with its committed
+    tokens (append / truncate), so sequences decoded together never see each other's drafts;
+  - history, shared: every finished sequence's text (`finish`) as a "job" document, so the later
+    prompts of a batch draft from the earlier ones' outputs;
+  - corpus, shared: `--draft-corpus FILE`, static.
+
+Memory bound: history <= HISTORY_TOKENS tokens and corpus <= CORPUS_TOKENS tokens (oldest documents
+dropped first; SuffixIndex's bound of 176 bytes per stored position, stored <= 2x retained), and
+each slot's live index holds at most its context (n_ctx tokens). With the defaults and 8 slots of
+4096 tokens: (2^18 + 2^19 + 8 x 4096) x 2 x 176 B < 0.3 GB worst case, about 60 MB measured with
+a 1 MB corpus. `reset()` (the engine's "forget every cache", e.g. between benchmark runs) drops the
+live texts and the history, never the corpus: no benchmark run drafts from another's output.
+
+Confidence: per token, count(continuation) / (count(context) + 1), calibrated against the
+acceptance observed so far (draft_length.Calibrator, per match-length class); the draft is cut
+where expected tokens per unit of verify time peak (choose_draft_length) on the machine's cost
+ratio T(n)/T(1). Without a measured curve it assumes CAUTIOUS_RATIO: every token beyond the first
+costs 0.7 of a decode (worse than the 0.54-0.57 measured on the 2-core machine), so a lone earlier
+occurrence (raw 0.5) drafts nothing until acceptance has been observed to be high.
 """
 
 from __future__ import annotations
@@ -14,14 +33,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-import numpy as np
-
-from specllama.decoding.draft_length import Calibrator, choose_draft_length
-from specllama.decoding.suffix_index import SuffixIndex
+from specllama.decoding.draft_length import Calibrator, choose_draft_length, expected_tokens
+from specllama.decoding.drafters import DraftRequest, Proposal
+from specllama.decoding.request import AUTO
+from specllama.decoding.suffix_index import Match, SuffixIndex
 from specllama.errors import SpecllamaError
 
 CORPUS_CHUNK_CHARS = 1 << 16  # the corpus is tokenized and indexed in pieces of about this size
 MATCH_GROUPS = 4  # calibration classes by match length: 1-2, 3-7, 8-15, 16+
+HISTORY_TOKENS = 1 << 18  # finished texts of this session kept to draft from (~1 MB of text)
+CORPUS_TOKENS = 1 << 19  # --draft-corpus tokens kept (a 1 MB file is ~360k)
+CAUTIOUS_STEP = 0.7  # without a cost curve: each verified token beyond the first costs this much
+
+
+def cautious_ratio(n: int) -> float | None:
+    """T(n)/T(1) assumed when the machine's curve was not measured."""
+    return 1.0 + CAUTIOUS_STEP * (n - 1) if 1 <= n <= 16 else None
 
 
 class DraftCorpusError(SpecllamaError):
@@ -29,13 +56,21 @@ class DraftCorpusError(SpecllamaError):
 
 
 @dataclass
-class SuffixProposal:
-    """Duck-compatible with drafters.Proposal (tokens, q) plus what a length policy needs."""
-    tokens: list[int]
-    q: np.ndarray | None = None  # always None: the draft is looked up, not sampled
-    confidence: list[float] = field(default_factory=list)  # per token: calibrated, or raw
+class SuffixProposal(Proposal):
+    """A Proposal plus what observe() needs to feed the calibrator."""
     raw_confidence: list[float] = field(default_factory=list)  # count / (occurrences + 1)
     match_length: int = 0
+    where: str = ""  # "live", "history" or "corpus": which index matched
+
+
+def read_corpus(path: str | Path) -> str:
+    """The corpus text, or DraftCorpusError in one line (checked before any model loads, too)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DraftCorpusError(f"cannot read draft corpus {path}: not UTF-8 text") from None
+    except OSError as e:
+        raise DraftCorpusError(f"cannot read draft corpus {path}: {e.strerror or e}") from None
 
 
 def match_group(length: int) -> int:
@@ -48,97 +83,103 @@ def raw_confidence(counts: Sequence[int], totals: Sequence[int]) -> list[float]:
     return [c / (t + 1) for c, t in zip(counts, totals)]
 
 
+def proposal_rate(proposal: Proposal, ratio: Callable[[int], float | None]) -> float:
+    """Expected tokens per unit of target time if this (deterministic, free) proposal is verified:
+    E(n) / (T(n+1)/T(1)); 1.0 for an empty one (plain decoding)."""
+    n = len(proposal.tokens)
+    if n == 0 or not proposal.confidence:
+        return 1.0
+    cost = ratio(n + 1)
+    return expected_tokens(proposal.confidence[:n])[n] / cost if cost else 1.0
+
+
 class SuffixDrafter:
     name = "suffix"
+    sizes_itself = True
 
-    def __init__(self, index: SuffixIndex | None = None, *, min_match: int = 1,
-                 calibrator: Calibrator | None = None,
-                 cost_ratio: Callable[[int], float | None] | None = None,
-                 min_confidence: float = 0.0):
-        self.index = index or SuffixIndex()
+    def __init__(self, *, cost_ratio: Callable[[int], float | None] | None = None,
+                 calibrator: Calibrator | None = None, min_match: int = 1,
+                 history_tokens: int = HISTORY_TOKENS, corpus_tokens: int = CORPUS_TOKENS):
+        self.cost_ratio = cost_ratio or cautious_ratio  # n -> T(n)/T(1) of this machine
+        self.calibrator = calibrator or Calibrator(groups=MATCH_GROUPS)
         self.min_match = min_match  # shorter matches draft nothing
-        self.calibrator = calibrator  # None: confidences are the raw ratios
-        self.cost_ratio = cost_ratio  # n -> T(n)/T(1); given, the draft is cut to the best length
-        self.min_confidence = min_confidence  # stop the draft at the first token below this
-        self.last: SuffixProposal | None = None  # what observe() will judge
+        self.history = SuffixIndex(token_budget=history_tokens)
+        self.corpus = SuffixIndex(token_budget=corpus_tokens)
+        self.live: dict[int, SuffixIndex] = {}  # engine slot -> that sequence's text
 
     # ---- the Drafter protocol ----------------------------------------------------------------
-    def propose(self, committed: Sequence[int], k: int, params=None, rng=None) -> SuffixProposal:
-        self.last = None
-        if k <= 0 or len(committed) == 0:
-            return SuffixProposal([])
-        self._sync(committed)
-        match = self.index.query(self.index.live_tokens, k)
-        if match.length < self.min_match or not match.tokens:
-            return SuffixProposal([], match_length=match.length)
-        raw = raw_confidence(match.counts, match.totals)
-        group = match_group(match.length)
-        conf = self.calibrator.calibrate(raw, group) if self.calibrator else list(raw)
-        n = len(conf)
-        for i, c in enumerate(conf):
-            if c < self.min_confidence:
-                n = i
-                break
-        if self.cost_ratio is not None:
-            n = choose_draft_length(conf[:n], self.cost_ratio)
-        proposal = SuffixProposal(match.tokens[:n], None, conf[:n], raw[:n], match.length)
-        self.last = proposal
-        return proposal
+    def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
+        return [self._propose_one(r) for r in requests]
 
-    def prefill(self, prompt: Sequence[int]) -> None:
-        self._sync(prompt)
+    def _propose_one(self, r: DraftRequest) -> SuffixProposal:
+        if r.k <= 0 or len(r.committed) == 0:
+            return SuffixProposal([], source=self.name)
+        live = self._live(r.seq)
+        live.sync_live(r.committed)
+        context = live.live_tokens
+        match, where = Match(0, 0), ""
+        for name, index in (("live", live), ("history", self.history), ("corpus", self.corpus)):
+            if index.stored_positions == 0:
+                continue
+            found = index.query(context, r.k)
+            if found.length > match.length and found.tokens:
+                match, where = found, name
+        if match.length < self.min_match or not match.tokens:
+            return SuffixProposal([], source=self.name, match_length=match.length)
+        raw = raw_confidence(match.counts, match.totals)
+        conf = self.calibrator.calibrate(raw, match_group(match.length))
+        # Under -k auto the draft is cut where it pays; a fixed K sends what matched, up to K.
+        n = choose_draft_length(conf, self.cost_ratio) if r.config.k == AUTO else len(conf)
+        return SuffixProposal(match.tokens[:n], None, conf[:n], self.name, raw[:n], match.length, where)
+
+    def prefill(self, seq: int, prompt: Sequence[int]) -> None:
+        self._live(seq).sync_live(prompt)
+
+    def rollback(self, seq: int, n_tokens: int) -> None:
+        # Nothing drafted enters the live index before it is committed; a cut (a failed decode
+        # rolls a slot back to 0) truncates it.
+        live = self.live.get(seq)
+        if live is not None and n_tokens < len(live.live_tokens):
+            live.truncate_live(n_tokens)
+
+    def observe(self, seq: int, proposal: Proposal, n_accepted: int) -> None:
+        """Feed the verification of a proposal to the calibrator (what was sent: the engine may
+        have cut it to its K)."""
+        if isinstance(proposal, SuffixProposal) and proposal.tokens:
+            self.calibrator.observe(proposal.raw_confidence, len(proposal.tokens), n_accepted,
+                                    match_group(proposal.match_length))
+
+    def finish(self, seq: int, committed: Sequence[int]) -> None:
+        """The sequence's text joins the history; its slot's live index is kept (the next prompt
+        there, e.g. a chat's next turn, usually extends it: only the difference is indexed)."""
+        self.history.add_document(list(committed), "job")
 
     def reset(self) -> None:
-        """The generation is over: its prompt and output stay as an earlier document (the batch
-        runner resets between prompts, so later prompts draft from earlier outputs)."""
-        self.index.freeze_live("job")
-        self.last = None
+        self.live.clear()
+        self.history.clear()
 
     # ---- beyond the protocol -----------------------------------------------------------------
-    def observe(self, n_sent: int, n_accepted: int) -> None:
-        """Feed the verification of the last proposal to the calibrator."""
-        if self.calibrator is not None and self.last is not None:
-            self.calibrator.observe(self.last.raw_confidence, n_sent, n_accepted,
-                                    match_group(self.last.match_length))
-        self.last = None
-
     def add_document(self, tokens: Sequence[int], kind: str = "turn") -> None:
-        """An earlier text to draft from: "turn", "job" or "corpus"."""
-        self.index.add_document(tokens, kind)
+        """An earlier text to draft from ("turn" or "job")."""
+        self.history.add_document(tokens, kind)
 
     def load_corpus(self, path: str | Path, tokenize: Callable[[str], list[int]]) -> int:
         """Index a text file (--draft-corpus) in pieces split at line ends; returns its tokens.
-        Oldest-first dropping applies to it like any document once the budget is full."""
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise DraftCorpusError(f"cannot read draft corpus {path}: {e}") from None
+        Beyond corpus_tokens the file's start is dropped (oldest first)."""
+        text = read_corpus(path)
         total = 0
         for piece in _pieces(text, CORPUS_CHUNK_CHARS):
             tokens = tokenize(piece)
             total += len(tokens)
-            self.index.add_document(tokens, "corpus")
+            self.corpus.add_document(tokens, "corpus")
         return total
 
-    def forget(self) -> None:
-        """Drop every document, corpus included."""
-        self.index.clear()
-        self.last = None
-
-    def _sync(self, committed: Sequence[int]) -> None:
-        """Within a generation the committed text only grows: append. A text that leaves the live
-        document (a new prompt) keeps the old one as an earlier document and starts afresh; one
-        that only cuts it short (a prefix) truncates."""
-        tokens = committed if isinstance(committed, list) else list(committed)
-        live = self.index.live_tokens
-        m = len(live)
-        if len(tokens) >= m and tokens[:m] == live:
-            self.index.append(tokens[m:])
-        elif len(tokens) < m and live[:len(tokens)] == tokens:
-            self.index.truncate_live(len(tokens))
-        else:
-            self.index.freeze_live("turn")
-            self.index.append(tokens)
+    def _live(self, seq: int) -> SuffixIndex:
+        index = self.live.get(seq)
+        if index is None:
+            # A live document is never dropped, so no budget applies: it is bounded by the context.
+            index = self.live[seq] = SuffixIndex(token_budget=1 << 30)
+        return index
 
 
 def _pieces(text: str, size: int):

@@ -63,7 +63,7 @@ class ChatApp(ModelSwitching, App[None]):
         Binding("f12", "models", "models", tooltip="pick models; they load while these answer"),
         Binding("f11,ctrl+t", "settings", "settings", tooltip="settings: prompt, sampling, K; save defaults"),
         Binding("f9", "toggle_panel", "panel", show=False, tooltip="side panel on / off (off below 80 columns)"),
-        Binding("f2", "next_drafter", "drafter", tooltip="drafter: model → lookup → none"),
+        Binding("f2", "next_drafter", "drafter", tooltip="drafter: auto → suffix → model → none"),
         Binding("f3", "step_k(-1)", "K −", show=False, tooltip="K − 1: fewer drafts per step (below 1: auto)"),
         Binding("f4", "step_k(1)", "K +", show=False, tooltip="K + 1: more drafts per step"),
         Binding("f5", "step_temperature(-1)", "temp −", show=False, tooltip="temperature − 0.1 (0 = greedy)"),

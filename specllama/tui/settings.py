@@ -11,7 +11,7 @@ import argparse
 from dataclasses import dataclass, field, replace
 
 from specllama.decoding.engine import GenerationConfig
-from specllama.decoding.request import DRAFTERS, K_MAX
+from specllama.decoding.request import DRAFTERS, K_MAX, drafter_name
 from specllama.decoding.sampling import SamplingParams
 
 TEMPERATURE_STEP, TEMPERATURE_MAX = 0.1, 2.0
@@ -22,7 +22,7 @@ SAVED_FIELDS = ("system", "drafter", "k", "temperature", "top_k", "top_p", "min_
 
 @dataclass(frozen=True)
 class ChatSettings:
-    drafter: str = "model"
+    drafter: str = "auto"
     k: int | str = "auto"  # draft length, or "auto": the engine picks K at every step
     temperature: float = 0.0
     p_min: float = 0.0
@@ -61,6 +61,8 @@ class ChatSettings:
         """`base` with the known fields of `values` (unknown ones, from a newer version, ignored).
         Raises SpecllamaError for a value out of range, like the command line does."""
         known = {name: values[name] for name in SAVED_FIELDS if name in values}
+        if "drafter" in known:  # defaults saved before 'lookup' became the suffix drafter
+            known["drafter"] = drafter_name(known["drafter"])
         if "stop" in known:
             known["stop"] = tuple(known["stop"])
         return replace(base or cls(), **known)

@@ -20,7 +20,15 @@ from textual.message import Message
 
 from specllama.decoding.events import AcceptanceRates, DoneEvent, Event, Summary, TokenEvent
 
-Segment = tuple[str, str]  # (text, origin)
+Segment = tuple[str, str]  # (text, origin; an accepted draft's origin is its source: suffix, model)
+
+
+def token_origin(origin: str, source: str) -> str:
+    """A segment's colour key (widgets/chat_message.py ORIGIN_STYLES): a draft's source when it
+    has a colour of its own, so suffix- and model-drafted tokens look different."""
+    if origin == "draft":
+        return source if source in ("suffix", "model") else "draft"
+    return origin
 
 
 @dataclass(frozen=True)
@@ -91,7 +99,7 @@ def stream_reply(reply_id: int, events: Iterable[Event], post: Callable[[Message
             continue
         if isinstance(event, TokenEvent):
             if event.text:
-                pending.add_text(event.text, event.origin)
+                pending.add_text(event.text, token_origin(event.origin, event.source))
             tokens += 1
             step_tokens += 1
             continue

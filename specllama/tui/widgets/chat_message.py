@@ -27,12 +27,17 @@ from textual.widgets.markdown import MarkdownFence, MarkdownStream
 from specllama.tui.streaming import Segment, plain_text
 
 # Theme variables, so the colours follow the light and dark themes.
+# An accepted draft is coloured by its source (TokenEvent.source): the suffix drafter's (earlier
+# text) and the draft model's differ; "draft" is any other drafter's.
 ORIGIN_STYLES = {
-    "draft": "$text-success",  # proposed by the drafter and accepted by the target
+    "suffix": "$text-success",  # proposed by the suffix drafter and accepted by the target
+    "model": "$text-accent",  # proposed by the draft model and accepted by the target
+    "draft": "$text-success",  # proposed by another drafter and accepted
     "target": "$text-warning",  # the target's own token where it rejected a draft (or nothing was drafted)
     "bonus": "$text-primary",  # the extra token the target adds when all K drafts were accepted
 }
-ORIGIN_LABELS = {"draft": "accepted draft", "target": "target (its own pick)", "bonus": "bonus (all K accepted)"}
+ORIGIN_LABELS = {"suffix": "suffix draft", "model": "model draft",  # accepted drafts, by source
+                 "target": "target (its own pick)", "bonus": "bonus (all K accepted)"}
 
 
 def code_blocks(markdown: str) -> list[str]:

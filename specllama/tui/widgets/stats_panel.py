@@ -149,6 +149,7 @@ class StatsPanel(VerticalScroll, can_focus=False):
     def show_legend(self, on: bool) -> None:
         parts: list[tuple[str, str] | str] = []
         for origin, label in ORIGIN_LABELS.items():
-            parts += [("■ ", ORIGIN_STYLES[origin] if on else "$text-muted"), f"{label}\n"]
+            end = "  " if origin == "suffix" else "\n"  # the two draft sources share a line
+            parts += [("■ ", ORIGIN_STYLES[origin] if on else "$text-muted"), f"{label}{end}"]
         parts.append(("colours on · ctrl+o: rendered" if on else "colours off (rendered) · ctrl+o", "$text-muted"))
         self.query_one("#legend", Static).update(Content.assemble(*parts))

@@ -1,0 +1,354 @@
+"""The suffix drafter on the engine's protocol, the auto drafter's choice, and their CLI wiring.
+Pure Python: the engine runs on tests/fake_llm.py's FakeContext."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specllama.decoding.adaptive_k import AdaptiveK
+from specllama.decoding.auto_drafter import AutoDrafter
+from specllama.decoding.cost_curve import CostCurve
+from specllama.decoding.draft_length import Calibrator
+from specllama.decoding.drafters import DraftRequest, ModelDrafter, Proposal
+from specllama.decoding.engine import Engine, GenerationConfig, Request
+from specllama.decoding.events import DoneEvent, TokenEvent
+from specllama.decoding.request import drafter_name
+from specllama.decoding.runtime import draft_decision
+from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter, cautious_ratio
+from tests.fake_llm import VOCAB, FakeContext, counting_rule, noisy_rule
+
+FLAT = lambda n: 1.0 if 1 <= n <= 16 else None  # noqa: E731  verifying is free: any likely draft pays
+STEEP = lambda n: 1 + 0.8 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731  each extra verified token: 0.8
+
+
+def ask(seq, committed, k=8, kk="auto"):
+    return DraftRequest(seq, list(committed), k, GenerationConfig(k=kk), np.random.default_rng(0))
+
+
+# ---- the suffix drafter -------------------------------------------------------------------
+
+def test_each_sequence_drafts_from_its_own_text_only():
+    d = SuffixDrafter(cost_ratio=FLAT)
+    a = [1, 2, 3, 4, 5, 9, 1, 2, 3]
+    b = [1, 2, 3, 7, 8, 9, 1, 2, 3]
+    d.prefill(0, a)
+    d.prefill(1, b)
+    pa, pb = d.propose([ask(0, a, 2), ask(1, b, 2)])
+    assert pa.tokens == [4, 5] and pb.tokens == [7, 8]
+    assert pa.source == pb.source == "suffix" and pa.q is None
+    assert len(pa.confidence) == 2 and all(0 < c < 1 for c in pa.confidence)
+
+
+def test_a_finished_sequence_is_drafted_from_by_later_prompts():
+    d = SuffixDrafter(cost_ratio=FLAT)
+    answer = [40, 41, 42, 43, 44, 45]
+    first = [20, 21, 22] + [30, 31] + answer
+    d.prefill(0, first[:5])
+    d.propose([ask(0, first)])
+    d.finish(0, first)
+    later = [25, 26, 30, 31]  # another prompt in another slot, same lead-in
+    p = d.propose([ask(1, later, 5)])[0]
+    assert p.tokens == answer[:5] and p.where == "history"
+    d.reset()  # the engine's "forget everything" (between benchmark runs): no history any more
+    assert d.propose([ask(1, later, 5)])[0].tokens == []
+
+
+def test_history_is_bounded_and_drops_the_oldest_first():
+    d = SuffixDrafter(cost_ratio=FLAT, history_tokens=300)
+    for i in range(10):
+        d.finish(0, [100 + i] * 3 + list(range(i * 50, i * 50 + 50)))
+    assert d.history.retained_tokens <= 300
+    assert d.propose([ask(1, [100, 0, 1, 2], 3)])[0].tokens == []  # the first job is gone
+    assert d.propose([ask(1, [100, 450, 451], 3)])[0].tokens == [452, 453, 454]  # the last is kept
+
+
+def test_observe_feeds_the_calibrator_and_raises_the_draft_length():
+    cal = Calibrator(groups=MATCH_GROUPS, prior_weight=1.0)
+    d = SuffixDrafter(cost_ratio=STEEP, calibrator=cal)
+    text = list(range(10, 30)) + list(range(10, 14))  # one earlier occurrence: raw confidence 0.5
+    assert d.propose([ask(0, text)])[0].tokens == []  # at 0.5 nothing pays at 0.8 a token
+    flat = SuffixDrafter(cost_ratio=FLAT, calibrator=cal)
+    for _ in range(30):
+        p = flat.propose([ask(0, text)])[0]
+        assert p.tokens
+        flat.observe(0, p, len(p.tokens))  # all accepted
+    assert sum(r.count for r in cal.report()) >= 30
+    assert d.propose([ask(0, text)])[0].tokens  # now the calibrated confidence says it pays
+
+
+def test_a_fixed_k_sends_what_matched_and_auto_cuts_it():
+    d = SuffixDrafter()  # no curve: the cautious rule
+    text = list(range(10, 30)) + list(range(10, 14))
+    assert len(d.propose([ask(0, text, 4, kk=4)])[0].tokens) == 4
+    assert d.propose([ask(0, text, 4)])[0].tokens == []  # 0.5 a token does not pay at 0.7 per token
+    assert cautious_ratio(2) == pytest.approx(1.7) and cautious_ratio(17) is None
+
+
+def test_a_corpus_is_drafted_from_and_survives_reset(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("alpha beta gamma delta\n" * 3, encoding="utf-8")
+    words: dict[str, int] = {}
+    d = SuffixDrafter(cost_ratio=FLAT)
+    assert d.load_corpus(path, lambda s: [words.setdefault(w, len(words)) for w in s.split()]) == 12
+    d.reset()
+    p = d.propose([ask(0, [99, words["alpha"], words["beta"]], 2)])[0]
+    assert p.tokens == [words["gamma"], words["delta"]] and p.where == "corpus"
+
+
+def test_an_unreadable_corpus_is_one_clear_line(tmp_path):
+    from specllama.decoding.suffix_drafter import DraftCorpusError
+    with pytest.raises(DraftCorpusError, match=r"cannot read draft corpus .*missing\.txt") as e:
+        SuffixDrafter().load_corpus(tmp_path / "missing.txt", str.split)
+    assert "\n" not in str(e.value)
+    binary = tmp_path / "bin.txt"
+    binary.write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(DraftCorpusError, match="not UTF-8"):
+        SuffixDrafter().load_corpus(binary, str.split)
+
+
+# ---- in the engine: output unchanged --------------------------------------------------------
+
+def periodic_rule(period=(3, 9, 4, 17, 5, 11, 8)):
+    """Greedy next token: the one after the last in a fixed cycle, so the text repeats itself."""
+    def rule(tokens):
+        row = np.zeros(VOCAB, dtype=np.float32)
+        last = tokens[-1]
+        row[period[(period.index(last) + 1) % len(period)] if last in period else period[0]] = 5.0
+        return row
+    return rule
+
+
+def run(target, drafter_name_, drafters, prompt, k="auto", max_tokens=40):
+    engine = Engine(target, drafters)
+    events = list(engine.generate(prompt, GenerationConfig(drafter=drafter_name_, k=k, max_tokens=max_tokens)))
+    return [e.id for e in events if isinstance(e, TokenEvent)], events[-1].summary, events
+
+
+@pytest.mark.parametrize("rule", [periodic_rule(), noisy_rule(3), counting_rule()])
+@pytest.mark.parametrize("name", ["suffix", "auto"])
+def test_greedy_text_is_plain_decodings(rule, name):
+    prompt = [3, 9, 4, 17, 5, 11, 8, 3, 9]
+    plain, _, _ = run(FakeContext(rule), "none", {}, prompt, k=0)
+    suffix = SuffixDrafter(cost_ratio=FLAT)
+    drafters = {"suffix": suffix, "auto": AutoDrafter(suffix, cost_ratio=FLAT)}
+    ids, summary, events = run(FakeContext(rule), name, drafters, prompt)
+    assert ids == plain
+    if rule.__qualname__.startswith("periodic"):  # the text repeats: the suffix drafter pays
+        assert summary.drafted_by.get("suffix", 0) > 0 and summary.accepted_by["suffix"] > 10
+        assert {e.source for e in events if isinstance(e, TokenEvent) and e.origin == "draft"} == {"suffix"}
+        assert summary.steps < len(ids)
+
+
+def test_several_sequences_at_once_keep_plain_text_and_share_history():
+    rule = periodic_rule()
+    prompts = [[3, 9, 4], [17, 5, 11], [8, 3, 9], [4, 17, 5]]
+    plain = [run(FakeContext(rule), "none", {}, p, k=0, max_tokens=20)[0] for p in prompts]
+    suffix = SuffixDrafter(cost_ratio=FLAT)
+    engine = Engine(FakeContext(rule, n_seq_max=2), {"suffix": suffix})
+    config = GenerationConfig(drafter="suffix", max_tokens=20)
+    got: dict[int, list[int]] = {i: [] for i in range(len(prompts))}
+    for tag, event in engine.run_many([Request(p, config, i) for i, p in enumerate(prompts)], parallel=2):
+        if isinstance(event, TokenEvent):
+            got[tag].append(event.id)
+    assert [got[i] for i in range(len(prompts))] == plain
+    assert len(suffix.history.documents) - 1 == len(prompts)  # each finished text joined the history
+
+
+# ---- the auto drafter's choice ----------------------------------------------------------------
+
+class ScriptedDrafter:
+    """A model drafter stand-in that proposes a fixed token and counts its calls."""
+    name = "model"
+    sizes_itself = False
+
+    def __init__(self):
+        self.calls = 0
+
+    def propose(self, requests):
+        self.calls += 1
+        return [Proposal([1] * r.k) for r in requests]
+
+    def prefill(self, seq, prompt): pass
+    def rollback(self, seq, n): pass
+    def observe(self, seq, proposal, n): pass
+    def finish(self, seq, committed): pass
+    def reset(self): pass
+
+
+def auto_with(ratio, draft_cost, prior=0.9):
+    suffix = SuffixDrafter(cost_ratio=ratio)
+    policy = AdaptiveK(ratio, draft_cost, k_max=8, prior=prior)
+    model = ScriptedDrafter()
+    return AutoDrafter(suffix, model, policy, ratio), model
+
+
+REPEATED = [5, 6, 7, 8, 9, 10] * 6 + [5, 6]  # a long, frequent match: the suffix drafter is sure
+FRESH = list(range(1, 30))  # nothing repeats: no suffix draft
+
+
+def test_auto_takes_the_suffix_draft_when_it_beats_the_model():
+    auto, model = auto_with(FLAT, draft_cost=0.5)
+    p = auto.propose([ask(0, REPEATED)])[0]
+    assert p.source == "suffix" and p.tokens[:2] == [7, 8] and model.calls == 0
+
+
+def test_auto_uses_the_model_where_it_pays_and_nothing_matched():
+    auto, model = auto_with(FLAT, draft_cost=0.05)
+    p = auto.propose([ask(0, FRESH)])[0]
+    assert p.source == "model" and p.tokens and model.calls == 1
+
+
+def test_auto_proposes_nothing_where_neither_pays():
+    steep_model = lambda n: 1.0 + 0.6 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731
+    auto, model = auto_with(steep_model, draft_cost=0.5)  # the 2-core machine: the draft never pays
+    p = auto.propose([ask(0, FRESH)])[0]
+    assert p.tokens == [] and model.calls == 0 and auto.chosen["none"] == 1
+
+
+def test_auto_without_a_model_uses_the_suffix_drafter_alone():
+    auto = AutoDrafter(SuffixDrafter(cost_ratio=FLAT))
+    assert auto.propose([ask(0, REPEATED)])[0].source == "suffix"
+    assert auto.propose([ask(0, FRESH)])[0].tokens == []
+
+
+def test_auto_feeds_each_source_back_to_its_own_estimate():
+    auto, _ = auto_with(FLAT, draft_cost=0.05)
+    p = auto.propose([ask(0, FRESH)])[0]
+    before = list(auto.views[0].fast)
+    auto.observe(0, p, 0)  # the model's first draft was rejected
+    assert auto.views[0].fast[0] < before[0]
+    auto, _ = auto_with(FLAT, draft_cost=0.5)  # a dearer draft: the sure suffix draft wins
+    s = auto.propose([ask(1, REPEATED)])[0]
+    assert s.source == "suffix"
+    auto.observe(1, s, len(s.tokens))
+    assert sum(r.count for r in auto.suffix.calibrator.report()) == len(s.tokens)
+    assert auto.views[1].fast == auto.model_policy.for_text().fast  # the model's view saw no judgement
+
+
+def test_auto_with_a_real_model_drafter_keeps_greedy_text():
+    rule = noisy_rule(5)
+    prompt = [5, 6, 7]
+    plain, _, _ = run(FakeContext(rule), "none", {}, prompt, k=0)
+    suffix = SuffixDrafter(cost_ratio=FLAT)
+    model = ModelDrafter(FakeContext(counting_rule()))
+    auto = AutoDrafter(suffix, model, AdaptiveK(FLAT, 0.05, k_max=4), FLAT)
+    ids, summary, _ = run(FakeContext(rule), "auto", {"suffix": suffix, "model": model, "auto": auto}, prompt)
+    assert ids == plain and summary.drafted_by.get("model", 0) > 0
+
+
+# ---- loading the draft under auto ------------------------------------------------------------
+
+def curve(ratios, draft):
+    return CostCurve(t1_s=0.05, ratios=ratios, draft_ratio=draft, n_past=0, reps=1)
+
+
+def test_the_draft_is_loaded_for_auto_only_where_it_can_pay():
+    two_core = curve([1.0, 1.54, 2.1, 2.72, 3.3, 3.9, 4.5, 5.1, 5.7], 0.54)
+    load, why = draft_decision(two_core, "draft.gguf")
+    assert not load and "cannot pay" in why and "draft.gguf" in why
+    gpu = curve([1.0] * 9, 0.1)
+    assert draft_decision(gpu, "d")[0]
+    load, why = draft_decision(None, "d")
+    assert not load and "never measured" in why and "\n" not in why
+
+
+# ---- the command line ----------------------------------------------------------------------
+
+def parse(*argv):
+    from specllama.cli.main import build_parser
+    return build_parser().parse_args(list(argv))
+
+
+def test_cli_drafter_names_and_the_lookup_alias():
+    assert parse("run", "x").drafter == "auto"
+    assert parse("batch", "f", "-o", "o.jsonl").drafter == "auto"
+    assert parse("run", "--drafter", "suffix", "x").drafter == "suffix"
+    assert parse("run", "--drafter", "lookup", "x").drafter == "suffix"
+    assert drafter_name("lookup") == "suffix" and GenerationConfig(drafter="lookup").drafter == "suffix"
+    with pytest.raises(SystemExit):
+        parse("run", "--drafter", "ngram", "x")
+
+
+def test_cli_load_options_for_auto_and_corpus(tmp_path):
+    from specllama.cli.options import load_options
+    from specllama.decoding.suffix_drafter import DraftCorpusError
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("some code\n", encoding="utf-8")
+    opts = load_options(parse("run", "--draft-corpus", str(corpus), "x"))
+    assert opts.load_draft and opts.draft_if_pays and opts.draft_corpus == str(corpus)
+    with pytest.raises(DraftCorpusError):  # before any model is loaded
+        load_options(parse("batch", "f", "-o", "o", "--draft-corpus", str(tmp_path / "none.txt")))
+    assert parse("bench", "--prompts", "p", "--draft-corpus", "c").draft_corpus == "c"
+    opts = load_options(parse("run", "--drafter", "model", "x"))
+    assert opts.load_draft and not opts.draft_if_pays
+    assert not load_options(parse("run", "--drafter", "suffix", "x")).load_draft
+
+
+def test_help_says_lookup_is_an_alias(capsys):
+    with pytest.raises(SystemExit):
+        parse("run", "--help")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "'lookup' is an alias" in out and "--draft-corpus" in out
+
+
+def test_a_missing_corpus_is_one_error_line_before_any_model(tmp_path, capsys, monkeypatch):
+    """The corpus is checked before the models load; the CLI says what is wrong in one line."""
+    from specllama.cli import main as cli_main
+    from specllama.decoding import runtime as runtime_module
+
+    def load(self, opts, *a):  # must not be reached: the corpus is checked first
+        raise AssertionError("models loaded before the corpus was checked")
+
+    monkeypatch.setattr(runtime_module.Runtime, "_load", load)
+    code = cli_main.main(["run", "--draft-corpus", str(tmp_path / "nope.txt"), "hi"])
+    err = capsys.readouterr().err
+    assert code != 0 and err.startswith("specllama: error: cannot read draft corpus") and err.count("\n") == 1
+
+
+def test_the_tui_colours_suffix_and_model_drafts_differently():
+    from specllama.tui.streaming import token_origin
+    from specllama.tui.widgets.chat_message import ORIGIN_LABELS, ORIGIN_STYLES
+
+    suffix, model = token_origin("draft", "suffix"), token_origin("draft", "model")
+    assert ORIGIN_STYLES[suffix] != ORIGIN_STYLES[model]
+    assert token_origin("target", "") == "target" and token_origin("draft", "other") == "draft"
+    assert {"suffix", "model"} <= ORIGIN_LABELS.keys() and ORIGIN_LABELS.keys() <= ORIGIN_STYLES.keys()
+
+
+def test_stats_show_tokens_per_source_and_the_calibration():
+    from types import SimpleNamespace
+
+    from specllama.cli.summary_text import format_summary
+    from specllama.decoding.events import Summary
+
+    suffix = SuffixDrafter(cost_ratio=FLAT)
+    text = list(range(10, 30)) + list(range(10, 14))
+    p = suffix.propose([ask(0, text, 4)])[0]
+    suffix.observe(0, p, 2)
+    s = Summary(drafter="auto", tokens=10, steps=4, drafted=6, accepted=4,
+                drafted_by={"suffix": 4, "model": 2}, accepted_by={"suffix": 2, "model": 2})
+    runtime = SimpleNamespace(describe=lambda config: "target t", suffix=suffix)
+    text_out = format_summary(s, runtime, GenerationConfig())
+    assert "model 2/2 accepted, suffix 2/4 accepted" in text_out
+    assert "k auto (mean drafted 1.50 a step)" in text_out  # not the cap the engine offered
+    assert "suffix calibration" in text_out and "observed 0.67 (n=3)" in text_out
+
+
+def test_a_batch_drafts_later_prompts_from_earlier_answers():
+    """Every answer is the same (as extraction prompts over similar records are): the first is
+    decoded plainly, the later ones are drafted from it (cross-request drafting)."""
+    def rule(tokens):
+        row = np.zeros(VOCAB, dtype=np.float32)
+        last = tokens[-1]
+        row[0 if last == 28 else last + 1 if 20 <= last < 28 else 20] = 5.0  # 20..28, then the end
+        return row
+    suffix = SuffixDrafter(cost_ratio=FLAT)
+    engine = Engine(FakeContext(rule, n_seq_max=1), {"suffix": suffix})
+    config = GenerationConfig(drafter="suffix", max_tokens=20)
+    prompts = [[1, 2], [3, 4], [5, 6]]
+    done = {tag: e.summary for tag, e in engine.run_many([Request(p, config, i) for i, p in enumerate(prompts)], 1)
+            if isinstance(e, DoneEvent)}
+    assert [done[i].text for i in range(3)] == ["".join(f"<{t}>" for t in range(20, 29))] * 3
+    assert done[0].drafted == 0 and done[0].steps == 10  # nothing to draft from yet
+    assert done[1].accepted_by["suffix"] == 8 and done[1].steps < 4  # the first answer, drafted
