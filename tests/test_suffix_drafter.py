@@ -9,7 +9,7 @@ import pytest
 from specllama.decoding.adaptive_k import AdaptiveK
 from specllama.decoding.auto_drafter import AutoDrafter
 from specllama.decoding.cost_curve import CostCurve
-from specllama.decoding.draft_length import Calibrator
+from specllama.decoding.draft_length import Calibrator, TextFit, choose_draft_length
 from specllama.decoding.drafters import DraftRequest, ModelDrafter, Proposal
 from specllama.decoding.engine import Engine, GenerationConfig, Request
 from specllama.decoding.events import DoneEvent, TokenEvent
@@ -75,6 +75,34 @@ def test_observe_feeds_the_calibrator_and_raises_the_draft_length():
         flat.observe(0, p, len(p.tokens))  # all accepted
     assert sum(r.count for r in cal.report()) >= 30
     assert d.propose([ask(0, text)])[0].tokens  # now the calibrated confidence says it pays
+
+
+def test_a_text_whose_drafts_fail_stops_drafting_and_a_new_text_starts_afresh():
+    """The calibrator is shared by all texts; TextFit scales it by how this text's drafts fare."""
+    cal = Calibrator(groups=MATCH_GROUPS, prior_weight=1000.0)  # stuck at its prior: only the fit moves
+    d = SuffixDrafter(cost_ratio=lambda n: 1 + 0.3 * (n - 1) if 1 <= n <= 16 else None, calibrator=cal)
+    text = list(range(10, 30)) + list(range(10, 14))  # raw 0.5: pays at 0.3 a token, until refuted
+    d.prefill(0, text)
+    sent = []
+    for _ in range(8):
+        p = d.propose([ask(0, text)])[0]
+        sent.append(len(p.tokens))
+        d.observe(0, p, 0)  # every draft rejected
+    assert sent[0] > 0 and sent[-1] == 0 and d.fits[0].factor < 0.7
+    for _ in range(60):  # steps without drafts: the record fades, the text gets another try
+        d.propose([ask(0, text)])
+    assert d.propose([ask(0, text)])[0].tokens
+    d.prefill(0, text)  # a new prompt in the slot: its own record
+    assert d.fits[0].factor == 1.0
+
+
+def test_text_fit_raises_confidence_on_texts_that_beat_the_prediction():
+    fit = TextFit()
+    for _ in range(10):
+        fit.observe([0.5, 0.5, 0.5], 3, 3)  # all accepted where 0.5 was predicted
+    assert fit.factor > 1.5 and fit.apply([0.5, 0.9]) == [pytest.approx(0.5 * fit.factor), 0.99]
+    assert choose_draft_length([0.3], lambda n: 1 + 0.25 * (n - 1)) == 1  # 1.3 / 1.25 = 1.04x
+    assert choose_draft_length([0.3], lambda n: 1 + 0.25 * (n - 1), min_gain=1.05) == 0  # not enough
 
 
 def test_a_fixed_k_sends_what_matched_and_auto_cuts_it():

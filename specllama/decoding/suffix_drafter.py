@@ -20,9 +20,10 @@ a 1 MB corpus. `reset()` (the engine's "forget every cache", e.g. between benchm
 live texts and the history, never the corpus: no benchmark run drafts from another's output.
 
 Confidence: per token, count(continuation) / (count(context) + 1), calibrated against the
-acceptance observed so far (draft_length.Calibrator, per match-length class); the draft is cut
-where expected tokens per unit of verify time peak (choose_draft_length) on the machine's cost
-ratio T(n)/T(1). Without a measured curve it assumes CAUTIOUS_RATIO: every token beyond the first
+acceptance observed so far (draft_length.Calibrator, per match-length class, shared by all texts)
+and scaled by how this text's drafts fared against those predictions (draft_length.TextFit, per
+slot, restarted with each prompt); the draft is cut where expected tokens per unit of verify time
+peak (choose_draft_length) on the machine's cost ratio T(n)/T(1), if that promises MIN_GAIN. Without a measured curve it assumes CAUTIOUS_RATIO: every token beyond the first
 costs 0.7 of a decode (worse than the 0.54-0.57 measured on the 2-core machine), so a lone earlier
 occurrence (raw 0.5) drafts nothing until acceptance has been observed to be high.
 """
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from specllama.decoding.draft_length import Calibrator, choose_draft_length, expected_tokens
+from specllama.decoding.draft_length import Calibrator, TextFit, choose_draft_length, expected_tokens
 from specllama.decoding.drafters import DraftRequest, Proposal
 from specllama.decoding.request import AUTO
 from specllama.decoding.suffix_index import Match, SuffixIndex
@@ -44,6 +45,11 @@ MATCH_GROUPS = 4  # calibration classes by match length: 1-2, 3-7, 8-15, 16+
 HISTORY_TOKENS = 1 << 18  # finished texts of this session kept to draft from (~1 MB of text)
 CORPUS_TOKENS = 1 << 19  # --draft-corpus tokens kept (a 1 MB file is ~360k)
 CAUTIOUS_STEP = 0.7  # without a cost curve: each verified token beyond the first costs this much
+# A draft is sent under -k auto only when it promises this much over plain decoding: the curve is
+# measured at one context depth on a shared machine, and bench/prompts.jsonl showed predictions
+# ~5 % above what was measured (vm-20261122-0615: 1.09x predicted, 1.04x measured), so a draft
+# that promises less is as likely a loss as a gain.
+MIN_GAIN = 1.05
 
 
 def cautious_ratio(n: int) -> float | None:
@@ -106,6 +112,7 @@ class SuffixDrafter:
         self.history = SuffixIndex(token_budget=history_tokens)
         self.corpus = SuffixIndex(token_budget=corpus_tokens)
         self.live: dict[int, SuffixIndex] = {}  # engine slot -> that sequence's text
+        self.fits: dict[int, TextFit] = {}  # engine slot -> how that text's drafts fare vs calibrated
 
     # ---- the Drafter protocol ----------------------------------------------------------------
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
@@ -125,15 +132,19 @@ class SuffixDrafter:
             if found.length > match.length and found.tokens:
                 match, where = found, name
         if match.length < self.min_match or not match.tokens:
+            self._fit(r.seq).idle()
             return SuffixProposal([], source=self.name, match_length=match.length)
         raw = raw_confidence(match.counts, match.totals)
-        conf = self.calibrator.calibrate(raw, match_group(match.length))
+        conf = self._fit(r.seq).apply(self.calibrator.calibrate(raw, match_group(match.length)))
         # Under -k auto the draft is cut where it pays; a fixed K sends what matched, up to K.
-        n = choose_draft_length(conf, self.cost_ratio) if r.config.k == AUTO else len(conf)
+        n = choose_draft_length(conf, self.cost_ratio, min_gain=MIN_GAIN) if r.config.k == AUTO else len(conf)
+        if n == 0:
+            self._fit(r.seq).idle()
         return SuffixProposal(match.tokens[:n], None, conf[:n], self.name, raw[:n], match.length, where)
 
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:
         self._live(seq).sync_live(prompt)
+        self.fits[seq] = TextFit()  # a new text (or turn): its own record starts afresh
 
     def rollback(self, seq: int, n_tokens: int) -> None:
         # Nothing drafted enters the live index before it is committed; a cut (a failed decode
@@ -148,6 +159,7 @@ class SuffixDrafter:
         if isinstance(proposal, SuffixProposal) and proposal.tokens:
             self.calibrator.observe(proposal.raw_confidence, len(proposal.tokens), n_accepted,
                                     match_group(proposal.match_length))
+            self._fit(seq).observe(proposal.confidence, len(proposal.tokens), n_accepted)
 
     def finish(self, seq: int, committed: Sequence[int]) -> None:
         """The sequence's text joins the history; its slot's live index is kept (the next prompt
@@ -157,6 +169,7 @@ class SuffixDrafter:
     def reset(self) -> None:
         self.live.clear()
         self.history.clear()
+        self.fits.clear()
 
     # ---- beyond the protocol -----------------------------------------------------------------
     def add_document(self, tokens: Sequence[int], kind: str = "turn") -> None:
@@ -173,6 +186,12 @@ class SuffixDrafter:
             total += len(tokens)
             self.corpus.add_document(tokens, "corpus")
         return total
+
+    def _fit(self, seq: int) -> TextFit:
+        fit = self.fits.get(seq)
+        if fit is None:
+            fit = self.fits[seq] = TextFit()
+        return fit
 
     def _live(self, seq: int) -> SuffixIndex:
         index = self.live.get(seq)
