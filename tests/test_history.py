@@ -255,3 +255,21 @@ def test_history_locked_mid_session_is_said_once(tmp_path):
             assert app.history is None and app.last_summary.text == ANSWER
             assert len([n for n in notices if "locked" in n.message]) == 1
     run(scenario)
+
+
+def test_a_turn_on_other_models_renames_the_conversations_models(tmp_path):
+    from specllama.tui.recorder import ConversationRecorder
+
+    warnings: list[str] = []
+    recorder = ConversationRecorder(tmp_path / "chats.sqlite3", warnings.append)
+    recorder.open()
+    recorder.save_question("hello", "Small 1.5B", "Draft 0.5B", {"models": {"target": "s", "draft": "d"}})
+    recorder.save_answer("hi", complete=True)
+    recorder.save_question("and now?", "Big 7B", None, {"models": {"target": "b", "draft": None}})
+    recorder.save_answer("still here", complete=True)
+    [info] = recorder.history.conversations()
+    assert (info.target, info.draft) == ("Big 7B", None)  # the list shows what it runs on now
+    assert info.settings["models"] == {"target": "b", "draft": None} and info.messages == 4
+    assert "Big 7B" in recorder.history.export_markdown(info.id, tmp_path / "c.md").read_text()
+    recorder.close()
+    assert warnings == []

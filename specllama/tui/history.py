@@ -187,8 +187,11 @@ class History:
     def delete_message(self, message: int) -> None:
         self._run("DELETE FROM messages WHERE id = ?", (message,))
 
-    def set_settings(self, conversation: int, settings: dict) -> None:
-        self._run("UPDATE conversations SET settings = ? WHERE id = ?", (json.dumps(settings), conversation))
+    def set_settings(self, conversation: int, settings: dict, target: str | None, draft: str | None) -> None:
+        """The settings and models of the latest turn: after a model switch the list, the export
+        and a reopen name the models the conversation now runs on."""
+        self._run("UPDATE conversations SET settings = ?, target = ?, draft = ? WHERE id = ?",
+                  (json.dumps(settings), target, draft, conversation))
 
     # --- the history screen --------------------------------------------------------------------
 

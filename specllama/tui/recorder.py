@@ -41,7 +41,7 @@ class ConversationRecorder:
             if self.conversation_id is None:
                 self.conversation_id = history.new_conversation(title_for(text), target, draft, settings)
             else:
-                history.set_settings(self.conversation_id, settings)
+                history.set_settings(self.conversation_id, settings, target, draft)
             self._question_row = history.add_message(self.conversation_id, "user", text)
             self._answer_row = history.add_message(self.conversation_id, "assistant", "", complete=False)
         self._write(write)
