@@ -150,6 +150,7 @@ def test_batch_skips_malformed_lines_writes_the_rest_and_resumes(tmp_path, capsy
     for r in records:
         assert {"id", "prompt", "text", "tokens", "tokens_per_s", "acceptance", "finish_reason"} <= r.keys()
         assert r["tokens"] == 8 and r["finish_reason"] == "length" and r["acceptance"] == 1.0
+        assert r["drafted_by"] == r["accepted_by"] == {"model": r["drafted"]} and r["accepted"] == r["drafted"] > 0
     assert records[1]["prompt"] == "Écris un haïku 🌸"
 
     code = main(argv)  # nothing left to do: no model load, same file

@@ -15,6 +15,7 @@ from specllama.decoding.engine import Engine, GenerationConfig, Request
 from specllama.decoding.events import DoneEvent, TokenEvent
 from specllama.decoding.request import drafter_name
 from specllama.decoding.runtime import draft_decision
+from specllama.decoding.sampling import SamplingParams
 from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter, cautious_ratio
 from tests.fake_llm import VOCAB, FakeContext, counting_rule, noisy_rule
 
@@ -181,6 +182,36 @@ def test_several_sequences_at_once_keep_plain_text_and_share_history():
             got[tag].append(event.id)
     assert [got[i] for i in range(len(prompts))] == plain
     assert len(suffix.history.documents) - 1 == len(prompts)  # each finished text joined the history
+
+
+def test_sampled_text_under_auto_follows_the_target_distribution():
+    """Sampling stays exact with suffix drafts (deterministic proposals, q = None): over many seeds
+    the first three tokens' joint frequencies match the target's own Markov chain (chi-square at
+    alpha = 1e-3, as tests/test_verify.py), while most tokens come from accepted drafts."""
+    from tests.test_verify import follows
+    cycle = {1: 2, 2: 3, 3: 1}
+
+    def markov(tokens):  # next token: the cycle's with p ~ 0.79, the two others ~ 0.105 each
+        row = np.full(VOCAB, -np.inf, dtype=np.float32)
+        row[[1, 2, 3]] = 0.0
+        row[cycle.get(tokens[-1], 1)] = 2.0
+        return row
+    p_next = {t: np.exp(markov([t])[[1, 2, 3]]) / np.exp(markov([t])[[1, 2, 3]]).sum() for t in (1, 2, 3)}
+    prompt = [1, 2, 3] * 4  # the cycle, so the suffix drafter drafts it
+    suffix = SuffixDrafter(cost_ratio=FLAT)
+    engine = Engine(FakeContext(markov), {"auto": AutoDrafter(suffix, cost_ratio=FLAT)})
+    counts, drafted, accepted = np.zeros(27, np.int64), 0, 0
+    for seed in range(1500):
+        config = GenerationConfig(drafter="auto", k="auto", max_tokens=3,
+                                  sampling=SamplingParams(temperature=1.0, seed=seed))
+        events = list(engine.generate(prompt, config))
+        a, b, c = [e.id - 1 for e in events if isinstance(e, TokenEvent)][:3]
+        counts[a * 9 + b * 3 + c] += 1
+        drafted, accepted = drafted + events[-1].summary.drafted, accepted + events[-1].summary.accepted
+    expected = [p_next[3][a] * p_next[a + 1][b] * p_next[b + 1][c] for a in range(3) for b in range(3) for c in range(3)]
+    ok, statistic, df = follows(counts, expected)
+    assert ok, (statistic, df)
+    assert accepted > 1500 and drafted > accepted  # drafts were made, accepted and rejected
 
 
 # ---- the auto drafter's choice ----------------------------------------------------------------

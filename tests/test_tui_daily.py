@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import time
 
 import pytest
 from textual import events
@@ -99,6 +100,32 @@ def test_markdown_streams_while_the_answer_is_generated():
         run(scenario)
     finally:
         script.gate.set()
+
+
+def test_markdown_takes_text_at_most_every_interval_and_all_of_it_at_the_end(monkeypatch):
+    from textual.widgets.markdown import MarkdownStream
+
+    from specllama.tui.widgets.chat_message import MARKDOWN_INTERVAL
+    writes = []
+    real_write = MarkdownStream.write
+
+    async def counted(self, fragment):
+        writes.append(time.monotonic())
+        await real_write(self, fragment)
+    monkeypatch.setattr(MarkdownStream, "write", counted)
+
+    async def scenario():
+        runtime = FakeRuntime(MD_SCRIPT * 8, step_delay=0.02)  # 40 chunks in about a second
+        async with chat_app(runtime).run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: pilot.app.runtime is not None)
+            pilot.app.ask("square?")
+            await wait_until(pilot, lambda: not pilot.app.busy)
+            reply = pilot.app.query(ChatMessage).last()
+            await wait_until(pilot, lambda: reply.markdown.source == MD_ANSWER * 8)
+        gaps = [b - a for a, b in zip(writes, writes[1:])]
+        assert 2 <= len(writes) < 40  # batched, not one update per chunk
+        assert all(g >= MARKDOWN_INTERVAL * 0.9 for g in gaps[:-1])  # the last one is the answer's end
+    run(scenario)
 
 
 def test_origin_view_catches_the_markdown_up_when_switched_back():

@@ -25,6 +25,11 @@ def make_record(item: PromptItem, summary: Summary) -> dict:
         "tokens_per_s": round(summary.tokens_per_s, 3),
         "acceptance": summary.acceptance,
         "mean_accepted": round(summary.mean_accepted, 3),
+        "drafted": summary.drafted,  # as batch --server's records, so acceptance compares
+        "accepted": summary.accepted,
+        # per source (suffix, model): under --drafter auto, where the accepted drafts came from
+        "drafted_by": dict(summary.drafted_by),
+        "accepted_by": dict(summary.accepted_by),
         "finish_reason": summary.finish_reason,
         "prompt_tokens": summary.prompt_tokens,
         "seconds": round(summary.t_prompt + summary.t_generate, 3),
