@@ -23,8 +23,9 @@ Confidence: per token, count(continuation) / (count(context) + 1), calibrated ag
 acceptance observed so far (draft_length.Calibrator, per match-length class, shared by all texts)
 and scaled by how this text's drafts fared against those predictions (draft_length.TextFit, per
 slot, restarted with each prompt); the draft is cut where expected tokens per unit of verify time
-peak (choose_draft_length) on the machine's cost ratio T(n)/T(1), if that promises MIN_GAIN. Without a measured curve it assumes CAUTIOUS_RATIO: every token beyond the first
-costs 0.7 of a decode (worse than the 0.54-0.57 measured on the 2-core machine), so a lone earlier
+peak (choose_draft_length) on the machine's cost ratio T(n)/T(1), if that promises MIN_GAIN.
+Without a measured curve it assumes CAUTIOUS_RATIO: every token beyond the first costs 0.7 of a
+decode (worse than the 0.54-0.57 measured on the 2-core machine), so a lone earlier
 occurrence (raw 0.5) drafts nothing until acceptance has been observed to be high.
 """
 
