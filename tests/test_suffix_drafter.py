@@ -81,8 +81,8 @@ def test_observe_feeds_the_calibrator_and_raises_the_draft_length():
 def test_a_text_whose_drafts_fail_stops_drafting_and_a_new_text_starts_afresh():
     """The calibrator is shared by all texts; TextFit scales it by how this text's drafts fare."""
     cal = Calibrator(groups=MATCH_GROUPS, prior_weight=1000.0)  # stuck at its prior: only the fit moves
-    d = SuffixDrafter(cost_ratio=lambda n: 1 + 0.3 * (n - 1) if 1 <= n <= 16 else None, calibrator=cal)
-    text = list(range(10, 30)) + list(range(10, 14))  # raw 0.5: pays at 0.3 a token, until refuted
+    d = SuffixDrafter(cost_ratio=lambda n: 1 + 0.2 * (n - 1) if 1 <= n <= 16 else None, calibrator=cal)
+    text = list(range(10, 30)) + list(range(10, 14))  # raw 0.5: pays at 0.2 a token, until refuted
     d.prefill(0, text)
     sent = []
     for _ in range(8):

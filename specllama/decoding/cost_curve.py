@@ -93,6 +93,9 @@ def break_even_acceptance(curve: CostCurve, k: int, draft_cost: float) -> float 
     return hi
 
 
+SMALL_N, SMALL_N_REPEATS = 4, 3  # batches of up to 4 tokens are timed 3x per round (see below)
+
+
 def measured_sizes(max_n: int) -> list[int]:
     """The batch sizes timed for a curve to max_n: every n up to 17 (where the kernels' steps
     decide K), then every 4th to 32 and every 8th beyond (where only N's choice looks, and the
@@ -121,7 +124,7 @@ def measure_cost_curve(target_ctx: DecodeContext, draft_ctx: DecodeContext | Non
     asks) at a cache fill of n_past, for the sizes of measured_sizes(max_n), and the draft's
     one-token decode at the same fill.
 
-    Medians of `reps` timings after one warm-up round; the n values are interleaved within each
+    Medians of `reps` timings (SMALL_N_REPEATS x reps for n <= SMALL_N) after one warm-up round; the n values are interleaved within each
     round so a slow moment of a shared machine lands on all of them alike. Both caches are
     cleared before and after (callers must not rely on what they held).
     """
@@ -144,9 +147,12 @@ def measure_cost_curve(target_ctx: DecodeContext, draft_ctx: DecodeContext | Non
         draft_times: list[float] = []
         for rep in range(reps + 1):  # round 0 is the warm-up and is discarded
             for n in sizes:
-                elapsed = _time_decode(target_ctx, batch[:n], "all")
-                if rep:
-                    target_times[n].append(elapsed)
+                # The short batches decide whether a draft of a token or two pays (a free drafter
+                # breaks even at acceptance T(2)/T(1) - 1): they are cheap, so timed more often.
+                for _ in range(SMALL_N_REPEATS if n <= SMALL_N else 1):
+                    elapsed = _time_decode(target_ctx, batch[:n], "all")
+                    if rep:
+                        target_times[n].append(elapsed)
             if draft_ctx is not None:
                 # The drafter decodes one token at a time with one row of logits: time exactly that.
                 for _ in range(3):
