@@ -146,7 +146,7 @@ def main() -> None:
     p.add_argument("--prompt", default=DEFAULT_PROMPT)
     p.add_argument("-k", default="4", help="draft length or 'auto' (default 4)")
     p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--drafter", default="model", choices=("model", "lookup", "none"))
+    p.add_argument("--drafter", default="model", choices=("auto", "suffix", "model", "none", "lookup"))
     p.add_argument("--headless", action="store_true", help="App.run_test() instead of a pseudo-terminal")
     p.add_argument("--show-screen", action="store_true", help="print the app's last screen as text")
     p.add_argument("--child", help=argparse.SUPPRESS)
