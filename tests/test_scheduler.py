@@ -145,6 +145,25 @@ def test_parallel_with_auto_k_drafts_only_where_the_batch_has_room_for_it():
         assert any(s.drafted for s in steps) == drafts
 
 
+def test_self_sized_drafts_are_cut_on_the_batch_curve_when_prompts_share_a_decode():
+    """The suffix drafter sizes drafts as if alone (here: verifying is free, so it drafts all it
+    matched); with two prompts in a batch whose every row costs a full decode, a draft row delays
+    the other prompt's token by as much as it could gain: the engine cuts them all."""
+    linear = lambda n: float(n) if 1 <= n <= 64 else None  # noqa: E731
+    periodic = [[3, 4, 5, 3, 4, 5, 3], [6, 7, 8, 6, 7, 8, 6]]
+    config = GenerationConfig(drafter="suffix", k="auto", max_tokens=12)
+
+    def drafted(curve, prompts):
+        engine = Engine(FakeContext(counting_rule(), n_seq_max=2),
+                        {"suffix": SuffixDrafter(cost_ratio=lambda n: 1.0)}, cost_ratio=curve)
+        steps = [e for _, e in engine.run_many([Request(p, config, i) for i, p in enumerate(prompts)], 2)
+                 if isinstance(e, StepEvent)]
+        return sum(s.drafted for s in steps)
+    assert drafted(linear, periodic) == 0  # two prompts: no draft row pays
+    assert drafted(linear, periodic[:1]) > 0  # alone: the drafter's own choice stands
+    assert drafted(lambda n: 1.0 if n <= 64 else None, periodic) > 0  # a free batch keeps them
+
+
 # --- the cost model ----------------------------------------------------------------------------
 
 Q4_K_M = [1, 1.54, 2.13, 2.72, 3.31, 4.42, 5.54, 6.65]  # T(n)/T(1) measured here (n = 1..5, 8; 6, 7 interpolated)
