@@ -124,8 +124,9 @@ def measure_cost_curve(target_ctx: DecodeContext, draft_ctx: DecodeContext | Non
     asks) at a cache fill of n_past, for the sizes of measured_sizes(max_n), and the draft's
     one-token decode at the same fill.
 
-    Medians of `reps` timings (SMALL_N_REPEATS x reps for n <= SMALL_N) after one warm-up round; the n values are interleaved within each
-    round so a slow moment of a shared machine lands on all of them alike. Both caches are
+    Medians of `reps` timings (SMALL_N_REPEATS x reps for n <= SMALL_N) after one warm-up round;
+    the n values are interleaved within each round so a slow moment of a shared machine lands on
+    all of them alike. Both caches are
     cleared before and after (callers must not rely on what they held).
     """
     if max_n < 1 or reps < 1:
