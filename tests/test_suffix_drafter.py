@@ -256,6 +256,8 @@ def test_auto_uses_the_model_where_it_pays_and_nothing_matched():
     auto, model = auto_with(FLAT, draft_cost=0.05)
     p = auto.propose([ask(0, FRESH)])[0]
     assert p.source == "model" and p.tokens and model.calls == 1
+    # The text's per-position acceptance rides along: the engine cuts drafts by it in a batch.
+    assert len(p.confidence) == len(p.tokens) and all(0 < c <= 1 for c in p.confidence)
 
 
 def test_auto_proposes_nothing_where_neither_pays():

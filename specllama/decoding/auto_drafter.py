@@ -54,8 +54,12 @@ class AutoDrafter:
                 if choice == "model":
                     for_model.append((i, DraftRequest(r.seq, r.committed, k, r.config, r.rng)))
         if for_model:  # every sequence the model drafts for, in one lockstep call
-            for (i, _), p in zip(for_model, self.model.propose([r for _, r in for_model])):
+            for (i, r), p in zip(for_model, self.model.propose([r for _, r in for_model])):
                 p.source = p.source or self.model.name
+                view = self._view(r.seq)
+                if p.confidence is None and view is not None:
+                    # This text's per-position acceptance: what the engine cuts by in a batch.
+                    p.confidence = list(view.fast[:len(p.tokens)])
                 out[i] = p
         return out
 

@@ -340,9 +340,10 @@ class Engine:
         for seq in running:
             proposal = proposals[seq.slot]
             n = len(proposal.tokens)
-            trimmable = (seq.config.k == AUTO and getattr(seq.drafter, "sizes_itself", False)
-                         and len(proposal.confidence or []) >= n > 0)
-            choices.append(LengthChoice(list(proposal.confidence[:n]) if trimmable else [], 0.0, n))
+            known = list(proposal.confidence or (seq.policy.fast if seq.policy else []))[:n]
+            trimmable = seq.config.k == AUTO and getattr(seq.drafter, "sizes_itself", False) and len(known) == n > 0
+            # A fixed draft's tokens count with what is known of them (an unknown one: not at all).
+            choices.append(LengthChoice(known + [0.0] * (n - len(known)), 0.0, n))
             fixed.append(None if trimmable else n)
         if all(f is not None for f in fixed):
             return
