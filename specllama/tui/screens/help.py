@@ -6,9 +6,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from specllama.tui.screens.dialog import Dialog
 from specllama.tui.widgets.chat_message import ORIGIN_LABELS, ORIGIN_STYLES
 
 ABOUT = ("The draft proposes K tokens, the target checks them in one decode and keeps the longest "
@@ -19,18 +19,15 @@ def key_label(key: str) -> str:
     return " / ".join(k.strip().replace("escape", "esc") for k in key.split(","))
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Dialog[None]):
     BINDINGS = [Binding("escape,f1,q,question_mark", "dismiss", "close help")]
 
     DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
         width: 72;
         height: auto;
         max-height: 90%;
         padding: 0 2;
-        border: round $accent;
-        background: $surface;
     }
     HelpScreen .heading { color: $text-accent; text-style: bold; margin-top: 1; }
     HelpScreen .closing { color: $text-muted; }

@@ -14,16 +14,16 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from specllama.tui.history import History, HistoryUnavailable, safe_file_name
+from specllama.tui.screens.dialog import Dialog
 
 KEYS_HINT = "enter open · / search · r rename · e export · d delete (twice) · esc close"
 
 
-class HistoryScreen(ModalScreen[int | None]):
+class HistoryScreen(Dialog[int | None]):
     BINDINGS = [
         Binding("escape", "close", "close"),
         Binding("slash", "search", "search"),
@@ -33,14 +33,10 @@ class HistoryScreen(ModalScreen[int | None]):
     ]
 
     DEFAULT_CSS = """
-    HistoryScreen { align: center middle; }
     HistoryScreen > Vertical {
         width: 90%;
         max-width: 110;
         height: 90%;
-        padding: 0 1;
-        border: round $accent;
-        background: $surface;
     }
     HistoryScreen OptionList { height: 1fr; border: none; }
     HistoryScreen Input { margin: 0 0 0 0; }

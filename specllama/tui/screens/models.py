@@ -11,29 +11,25 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
 from specllama.models.registry import Registry
 from specllama.tui.model_choice import Choice, model_rows, pair_choices, precheck, size_text
+from specllama.tui.screens.dialog import Dialog
 
 NO_DRAFT = "-"  # the draft Select's value for "no draft model"
 
 
-class ModelPickerScreen(ModalScreen[Choice | None]):
+class ModelPickerScreen(Dialog[Choice | None]):
     BINDINGS = [Binding("escape", "dismiss_none", "cancel"), Binding("ctrl+s", "load", "load")]
 
     DEFAULT_CSS = """
-    ModelPickerScreen { align: center middle; }
     ModelPickerScreen > VerticalScroll {
         width: 110;
         max-width: 98%;
         height: auto;
         max-height: 95%;
-        padding: 0 1;
-        border: round $accent;
-        background: $surface;
     }
     ModelPickerScreen DataTable { height: auto; max-height: 12; }
     ModelPickerScreen OptionList { height: auto; max-height: 8; }

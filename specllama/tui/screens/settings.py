@@ -14,30 +14,26 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from specllama.decoding.request import DRAFTERS
 from specllama.errors import SpecllamaError
 from specllama.tui import user_defaults
+from specllama.tui.screens.dialog import Dialog
 from specllama.tui.settings import ChatSettings
 
 NUMBER_FIELDS = ("temperature", "top_p", "max_tokens", "k", "p_min")
 
 
-class SettingsScreen(ModalScreen[tuple[ChatSettings, Path | None] | None]):
+class SettingsScreen(Dialog[tuple[ChatSettings, Path | None] | None]):
     BINDINGS = [Binding("escape", "dismiss_none", "cancel"), Binding("ctrl+s", "apply(False)", "apply")]
 
     DEFAULT_CSS = """
-    SettingsScreen { align: center middle; }
     SettingsScreen > VerticalScroll {
         width: 80;
         max-width: 95%;
         height: auto;
         max-height: 95%;
-        padding: 0 1;
-        border: round $accent;
-        background: $surface;
     }
     SettingsScreen Grid { grid-size: 2; grid-columns: 14 1fr; grid-rows: 3; height: auto; }
     SettingsScreen Label { padding: 1 0 0 0; }
