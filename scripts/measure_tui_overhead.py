@@ -88,6 +88,17 @@ def _run_in_pty(cmd: list[str], columns: int, lines: int) -> None:
     print(f"    (the app wrote {painted[0] / 1e3:.0f} kB of terminal output)", file=sys.stderr)
 
 
+def thread_cpu(native_id: int | None) -> float:
+    """CPU seconds of one thread of this process (Linux), 0 when there is no such thread."""
+    if native_id is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/self/task/{native_id}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def child(args) -> None:
     """Inside the measured process: the real ChatApp with the real runtime, one question."""
     from specllama.decoding.runtime import LoadOptions, Runtime
@@ -100,8 +111,14 @@ def child(args) -> None:
         def on_runtime_ready(self, message) -> None:
             self.call_later(self._start)
 
+        def _writer_id(self) -> int | None:
+            # Textual's Linux driver hands each frame's escape sequences to a writer thread.
+            writer = getattr(self._driver, "_writer_thread", None)
+            return getattr(writer, "native_id", None)
+
         def _start(self) -> None:
             self.ui_cpu = time.thread_time()  # CPU of the UI thread alone (handlers run on it)
+            self.writer_cpu = thread_cpu(self._writer_id())
             self.ask(args.prompt)
 
         def on_reply_done(self, message) -> None:
@@ -109,7 +126,9 @@ def child(args) -> None:
             Path(args.child).write_text(json.dumps({
                 "tokens_per_s": s.tokens_per_s, "tokens": s.tokens, "finish": s.finish_reason,
                 "acceptance": s.acceptance, "t_generate": s.t_generate,
-                "ui_cpu_s": time.thread_time() - self.ui_cpu, "screen": None}))
+                "ui_cpu_s": time.thread_time() - self.ui_cpu,
+                "writer_cpu_s": thread_cpu(self._writer_id()) - self.writer_cpu,
+                "paint_gap_s": self._live.gap, "screen": None}))
             self.call_after_refresh(self._finish)  # capture the screen once it shows the summary
 
         def _finish(self) -> None:
@@ -154,7 +173,7 @@ def main() -> None:
     if args.child:
         return child(args)
 
-    runs, chats, screen = [], [], ""
+    runs, chats, screen, ui_shares = [], [], "", []
     for i in range(args.rounds):
         order = ("run", "chat") if i % 2 == 0 else ("chat", "run")
         for side in order:
@@ -166,8 +185,10 @@ def main() -> None:
                 chats.append(result["tokens_per_s"])
                 screen = result["screen"] or screen
                 ui_share = result["ui_cpu_s"] / result["t_generate"]
+                ui_shares.append(ui_share)
                 print(f"round {i + 1}: chat {chats[-1]:6.2f} tokens/s ({result['tokens']} tokens, "
-                      f"{result['finish']}; UI thread CPU {result['ui_cpu_s']:.2f} s = {ui_share:.1%} of one core)",
+                      f"{result['finish']}; UI thread CPU {result['ui_cpu_s']:.2f} s = {ui_share:.1%} of one core, "
+                      f"writer thread {result['writer_cpu_s']:.2f} s; paints every {result['paint_gap_s']:.2f} s at the end)",
                       file=sys.stderr)
     run_median, chat_median = statistics.median(runs), statistics.median(chats)
     # Each round's two runs ran back to back, so their ratio cancels most of a neighbour's load.
@@ -177,6 +198,7 @@ def main() -> None:
     print(f"chat median {chat_median:.2f} tokens/s  " + " ".join(f"{x:.2f}" for x in chats) + f"  ({mode})")
     print(f"chat / run: ratio of medians {chat_median / run_median:.1%}, median of per-round ratios "
           f"{statistics.median(paired):.1%} (" + " ".join(f"{x:.0%}" for x in paired) + ")  goal >= 95%")
+    print(f"UI thread: median {statistics.median(ui_shares):.1%} of one core while the answer streamed")
     if args.show_screen:
         print(screen)
 

@@ -11,6 +11,7 @@ import time
 import pytest
 from textual import events
 from textual.notifications import Notify
+from textual.widgets import Markdown
 from textual.widgets.markdown import MarkdownFence
 
 from specllama.errors import ModelFileError
@@ -102,17 +103,20 @@ def test_markdown_streams_while_the_answer_is_generated():
         script.gate.set()
 
 
-def test_markdown_takes_text_at_most_every_interval_and_all_of_it_at_the_end(monkeypatch):
-    from textual.widgets.markdown import MarkdownStream
+def test_answer_and_panel_are_painted_together_at_most_every_interval_and_all_at_the_end(monkeypatch):
+    from specllama.tui.app import LIVE_INTERVAL
+    paints = []  # (what, when)
+    real_append, real_live = Markdown.append, StatsPanel.show_live
 
-    from specllama.tui.widgets.chat_message import MARKDOWN_INTERVAL
-    writes = []
-    real_write = MarkdownStream.write
+    def counted_append(self, fragment):
+        paints.append(("answer", time.monotonic()))
+        return real_append(self, fragment)
 
-    async def counted(self, fragment):
-        writes.append(time.monotonic())
-        await real_write(self, fragment)
-    monkeypatch.setattr(MarkdownStream, "write", counted)
+    def counted_live(self, stats, context):
+        paints.append(("panel", time.monotonic()))
+        real_live(self, stats, context)
+    monkeypatch.setattr(Markdown, "append", counted_append)
+    monkeypatch.setattr(StatsPanel, "show_live", counted_live)
 
     async def scenario():
         runtime = FakeRuntime(MD_SCRIPT * 8, step_delay=0.02)  # 40 chunks in about a second
@@ -122,9 +126,12 @@ def test_markdown_takes_text_at_most_every_interval_and_all_of_it_at_the_end(mon
             await wait_until(pilot, lambda: not pilot.app.busy)
             reply = pilot.app.query(ChatMessage).last()
             await wait_until(pilot, lambda: reply.markdown.source == MD_ANSWER * 8)
-        gaps = [b - a for a, b in zip(writes, writes[1:])]
-        assert 2 <= len(writes) < 40  # batched, not one update per chunk
-        assert all(g >= MARKDOWN_INTERVAL * 0.9 for g in gaps[:-1])  # the last one is the answer's end
+        # Each live paint is the answer then the panel, in one go; the end may add the answer's rest.
+        live = paints[:-1] if len(paints) % 2 else paints
+        assert [what for what, _ in live] == ["answer", "panel"] * (len(live) // 2)
+        starts = [when for what, when in live if what == "answer"]
+        assert 2 <= len(starts) < 40  # batched, not one paint per chunk
+        assert all(b - a >= LIVE_INTERVAL * 0.9 for a, b in zip(starts, starts[1:]))
     run(scenario)
 
 
@@ -371,7 +378,7 @@ def test_clicking_a_code_block_copies_it(no_clipboard_tool):
     run(scenario)
 
 
-def test_new_chat_while_streaming_leaves_no_stream_behind():
+def test_new_chat_while_streaming_leaves_no_paint_behind():
     script = GatedScript(MD_SCRIPT * 2, gate_at=len(MD_SCRIPT))
 
     async def scenario():
@@ -380,10 +387,10 @@ def test_new_chat_while_streaming_leaves_no_stream_behind():
             pilot.app.ask("square?")
             reply = pilot.app.query(ChatMessage).last()
             await wait_until(pilot, lambda: reply.query(MarkdownFence))
-            stream = reply._stream
             await pilot.press("ctrl+n")
+            assert pilot.app._live._timer is None  # no paint pending for the removed answer
             script.gate.set()
-            await wait_until(pilot, lambda: not pilot.app.busy and stream._task is None)
+            await wait_until(pilot, lambda: not pilot.app.busy)
             await send(pilot, "next")
             assert pilot.app.conversation.last_answer == MD_ANSWER * 2
     try:

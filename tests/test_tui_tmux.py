@@ -59,6 +59,7 @@ def test_a_code_answer_shows_highlighted_code_in_a_real_terminal():
     tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "36", command)
     try:
         wait_for(session, "Ask something")
+        wait_for(session, "Fake-Coder 1.5B")  # loaded: the title names the models (a question before is refused)
         tmux("send-keys", "-t", session, "-l", "square a number?")
         tmux("send-keys", "-t", session, "Enter")
         shown = wait_for(session, " tokens · ")  # the answer's status line: it ended

@@ -23,6 +23,7 @@ from textual.widgets import Static
 from specllama.decoding.engine import Summary
 from specllama.decoding.request import DRAFTERS
 from specllama.errors import ContextOverflowError, SpecllamaError
+from specllama.tui.cadence import Cadence, spare_core
 from specllama.tui.clipboard import copy_text
 from specllama.tui.conversation import Conversation
 from specllama.tui.explain import why_no_drafts
@@ -32,9 +33,15 @@ from specllama.tui.model_swap import ModelSwitching, RuntimeBuilder, real_runtim
 from specllama.tui.recorder import ConversationRecorder
 from specllama.tui.screens import HelpScreen, SettingsScreen
 from specllama.tui.settings import ChatSettings
-from specllama.tui.streaming import ReplyChunk, ReplyDone, stream_reply
+from specllama.tui.streaming import LiveStats, ReplyChunk, ReplyDone, stream_reply
 from specllama.tui.widgets import ChatMessage, KeyBar, LoadingPanel, PromptInput, StatsPanel, TitleBar
+from specllama.tui.widgets.chat_message import warm_highlighter
 
+# Repaints of a streaming answer and the panel: at most 4 a second and, when the UI shares its
+# cores with llama.cpp's threads, fewer while the UI thread would use more than UI_BUDGET of a core;
+# each costs two layouts and a compositor pass (cadence.py; README, "What the UI costs").
+LIVE_INTERVAL = 0.25
+UI_BUDGET = 0.05
 CONTEXT_FULL = "context full: ctrl+n starts a new chat"
 NARROW_WIDTH = 80  # below this many columns the side panel starts hidden (F9 shows it)
 FINISH_NOTES = {"cancelled": "stopped", "length": "max tokens reached", "context": CONTEXT_FULL,
@@ -78,6 +85,7 @@ class ChatApp(SavedConversations, ModelSwitching, App[None]):
 
     def __init__(self, load_runtime: RuntimeFactory, settings: ChatSettings | None = None,
                  flush_interval: float = 0.1,  # see streaming.py for why 100 ms
+                 live_interval: float = LIVE_INTERVAL, ui_budget: float | None = UI_BUDGET,
                  history_path: Path | None = None,  # None: no history (tests); `specllama chat` passes one
                  build_runtime: RuntimeBuilder = real_runtime,  # for the model picker (F12): tests pass a fake
                  load_options=None,  # the LoadOptions of the first load, kept by a switch (context, threads, K auto)
@@ -89,6 +97,9 @@ class ChatApp(SavedConversations, ModelSwitching, App[None]):
         self._model_registry = registry
         self.settings = settings or ChatSettings()
         self.flush_interval = flush_interval
+        self._live = Cadence(self, live_interval, self._paint_live, ui_budget)  # repaints of a streaming answer
+        self._ui_budget = ui_budget
+        self._live_stats = LiveStats()
         self.runtime: Any = None
         self.conversation = Conversation(system=self.settings.system)
         self.busy = False  # an answer is being generated (the engine runs one at a time)
@@ -131,6 +142,7 @@ class ChatApp(SavedConversations, ModelSwitching, App[None]):
 
     @work(thread=True, exit_on_error=False, group="load")
     def _load(self) -> None:
+        warm_highlighter()  # ~0.15 s before the load rather than during the first answer
         load_runtime(self._load_runtime, self.post_message)
 
     def on_load_progress(self, message: LoadProgress) -> None:
@@ -158,6 +170,7 @@ class ChatApp(SavedConversations, ModelSwitching, App[None]):
         draft = runtime.draft_name
         self.query_one(TitleBar).show(self.TITLE, runtime.target_name + (f" ← {draft}" if draft else ""))
         self.query_one(StatsPanel).show_models(runtime.target_name, draft, runtime.threads)
+        self._live.budget = None if spare_core(runtime.threads) else self._ui_budget
         self._show_context()
         self._sync_drafter()
 
@@ -194,6 +207,8 @@ class ChatApp(SavedConversations, ModelSwitching, App[None]):
         self._reply_id += 1
         self._stop_requested = False
         self.busy = True
+        # A blinking cursor is a frame every 0.5 s; while the answer streams it stays solid.
+        self.query_one("#prompt", PromptInput).cursor_blink = False
         self._idle.clear()
         self._generate(self._reply_id, prompt, self.settings.generation_config())
 
@@ -215,10 +230,20 @@ class ChatApp(SavedConversations, ModelSwitching, App[None]):
             return  # an answer from a conversation that has since been cleared
         if self._stop_requested:
             self.runtime.cancel()  # esc came before the engine started (it clears the flag)
-        await self._reply.append(message.segments)
+        self._reply.add(message.segments)
         # A kill loses at most this flush; the origins go with the text so a reopened answer keeps its colours.
         self.recorder.save_answer(self._reply.text, complete=False, segments=self._reply.segments)
-        self.query_one(StatsPanel).show_live(message.stats, self.runtime.context_use())
+        self.query_one(StatsPanel).add_rates(message.stats.step_rates)
+        self._live_stats = message.stats
+        await self._live.changed()
+
+    async def _paint_live(self) -> None:
+        """The streaming answer and the panel's live numbers, in one frame (cadence.py says why)."""
+        if self._reply is None:
+            return
+        with self.batch_update():
+            await self._reply.show_new()
+            self.query_one(StatsPanel).show_live(self._live_stats, self.runtime.context_use())
 
     async def on_reply_done(self, message: ReplyDone) -> None:
         await self._reply_done(message)
@@ -226,11 +251,13 @@ class ChatApp(SavedConversations, ModelSwitching, App[None]):
 
     async def _reply_done(self, message: ReplyDone) -> None:
         self.busy = False
+        self.query_one("#prompt", PromptInput).cursor_blink = True
         self._told_pending = False
         self._sync_drafter()  # changes made while it ran
         if message.reply_id != self._reply_id or self._reply is None:
             return
         reply, self._reply = self._reply, None
+        self._live.cancel()
         await reply.finish()
         if message.error is not None:
             self._answer_failed(reply, message.error)
@@ -278,6 +305,7 @@ class ChatApp(SavedConversations, ModelSwitching, App[None]):
             self.runtime.cancel()
             self._reply_id += 1  # its last messages will be ignored
         self._reply = None
+        self._live.cancel()
         self._wanted_drafter = None
         self.recorder.start()
         self.conversation.clear()

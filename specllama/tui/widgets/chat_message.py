@@ -9,16 +9,14 @@ An answer has two views of the same text, one shown at a time (ctrl+o switches e
 Only the visible view does rendering work while tokens stream: the origin text is kept (cheap,
 incremental) and the Markdown catches up with what it missed when it is shown again.
 
-The Markdown view takes new text at most every MARKDOWN_INTERVAL seconds while an answer streams
-(a timer brings in what arrived in between; the end of the answer is shown at once). Each update
-re-parses the last block and, in a code block, re-highlights all of it: measured with
-scripts/measure_tui_overhead.py, the UI thread used 8 % of a core at the 100 ms flush, and on two
-cores every bit of it comes out of llama.cpp's time.
+While an answer streams, `add` only keeps the new text; `show_new` paints it, called by the app at
+the cadence that also repaints the side panel (cadence.py says why). The Markdown view appends to
+the Markdown widget (Textual's streaming API: only the last block is parsed again) and, in a code
+block, re-highlights that block.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
@@ -26,14 +24,13 @@ from textual import events
 from textual.containers import Vertical
 from textual.content import Content
 from textual.geometry import Region
+from textual.highlight import highlight
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Markdown
-from textual.widgets.markdown import MarkdownFence, MarkdownStream
+from textual.widgets.markdown import MarkdownFence
 
 from specllama.tui.streaming import Segment, plain_text
-
-MARKDOWN_INTERVAL = 0.3  # seconds between Markdown updates of a streaming answer (see above)
 
 # Theme variables, so the colours follow the light and dark themes.
 # An accepted draft is coloured by its source (TokenEvent.source): the suffix drafter's (earlier
@@ -47,6 +44,19 @@ ORIGIN_STYLES = {
 }
 ORIGIN_LABELS = {"suffix": "suffix draft", "model": "model draft",  # accepted drafts, by source
                  "target": "target (its own pick)", "bonus": "bonus (all K accepted)"}
+
+
+# The languages local code models answer in most. pygments builds a lexer's tables the first time
+# its language is highlighted (python 35 ms here, these 15 in all ~140 ms).
+WARM_LANGUAGES = ("python", "bash", "javascript", "typescript", "json", "c", "cpp", "rust", "go", "java", "sql",
+                  "html", "yaml", "toml", "text")
+
+
+def warm_highlighter() -> None:
+    """Builds those tables before the first answer streams (called by the loading thread, before the
+    models load), so the first code block does not take them out of llama.cpp's time."""
+    for language in WARM_LANGUAGES:
+        highlight("x = 1\n", language=language)
 
 
 def code_blocks(markdown: str) -> list[str]:
@@ -65,6 +75,8 @@ class OriginText(Widget):
         self.segments = segments
         self.coloured = coloured
         self._content = self._styled(segments)
+        self._unshown = False  # text appended but not painted yet
+        self._shown_lines = 0  # the height painted last (0: not painted, or a full layout is due)
 
     def _styled(self, segments: list[Segment]) -> Content:
         if not self.coloured:
@@ -80,22 +92,28 @@ class OriginText(Widget):
 
     def rebuild(self) -> None:
         self._content = self._styled(self.segments)
+        self._unshown, self._shown_lines = False, 0
         self.refresh(layout=True)
 
     def appended(self, segments: list[Segment]) -> None:
-        """New pieces (already in self.segments) styled once and added, not the whole text restyled.
-        Appended text changes only the last line unless it wraps onto new ones, so only that line
-        is repainted; a new line needs a layout. On two cores shared with llama.cpp this halves
-        what an update costs the UI thread."""
-        was_empty = len(self.segments) == len(segments)
+        """New pieces (already in self.segments) styled once and added, not the whole text restyled."""
         self._content = self._content + self._styled(segments)
-        if not self.display:
+        self._unshown = True
+
+    def show_new(self) -> None:
+        """Paint what `appended` added. Appended text changes only the last line unless it wraps
+        onto new ones, so only that line is repainted; new lines need a layout. On two cores shared
+        with llama.cpp this halves what an update costs the UI thread."""
+        if not self._unshown or not self.display:
             return
-        width, lines_before = self.content_region.width, self.content_region.height
-        if was_empty or not width or self._content.get_height(self.styles, width) != lines_before:
+        self._unshown = False
+        width = self.content_region.width
+        lines = self._content.get_height(self.styles, width) if width else 0
+        if not self._shown_lines or lines != self._shown_lines:
+            self._shown_lines = lines
             self.refresh(layout=True)
         else:
-            self.refresh(Region(0, lines_before - 1, width, 1))
+            self.refresh(Region(0, lines - 1, width, 1))
 
 
 class ChatMessage(Vertical):
@@ -130,10 +148,7 @@ class ChatMessage(Vertical):
         self._show_origins = show_origins or role != "assistant"
         self._origins = OriginText(self.segments, coloured=role == "assistant")
         self._markdown: Markdown | None = Markdown(text) if role == "assistant" else None
-        self._stream: MarkdownStream | None = None
         self._rendered_chars = len(text)  # how much of the text the Markdown view has been given
-        self._markdown_at = float("-inf")  # when the Markdown view last took text (time.monotonic)
-        self._catch_up_timer = None  # a pending catch-up for text that arrived too soon after one
 
     def compose(self):
         if self._markdown is not None:
@@ -163,23 +178,17 @@ class ChatMessage(Vertical):
     def code_blocks(self) -> list[str]:
         return code_blocks(self.text)
 
-    async def append(self, segments: list[Segment]) -> None:
-        """New pieces of a streaming answer."""
-        if not segments:
-            return
-        self.segments.extend(segments)
-        self._origins.appended(segments)
-        if self._show_origins or self._catch_up_timer is not None:
-            return
-        wait = self._markdown_at + MARKDOWN_INTERVAL - time.monotonic()
-        if wait > 0:
-            self._catch_up_timer = self.set_timer(wait, self._timed_catch_up)
-        else:
-            await self._catch_up_markdown()
+    def add(self, segments: list[Segment]) -> None:
+        """New pieces of a streaming answer, kept; `show_new` paints them."""
+        if segments:
+            self.segments.extend(segments)
+            self._origins.appended(segments)
 
-    async def _timed_catch_up(self) -> None:
-        self._catch_up_timer = None
-        if not self._show_origins:
+    async def show_new(self) -> None:
+        """Paint what `add` brought, in the view that is shown (the other catches up when shown)."""
+        if self._show_origins:
+            self._origins.show_new()
+        else:
             await self._catch_up_markdown()
 
     async def _catch_up_markdown(self) -> None:
@@ -188,24 +197,13 @@ class ChatMessage(Vertical):
         text = self.text
         if len(text) <= self._rendered_chars:
             return
-        # The stream batches fragments that arrive faster than the widget can take them, and the
-        # widget parses only from its last complete block: no re-render of the whole answer.
-        if self._stream is None:
-            self._stream = Markdown.get_stream(self._markdown)
+        # The widget parses only from its last complete block: no re-render of the whole answer.
         fragment, self._rendered_chars = text[self._rendered_chars:], len(text)
-        self._markdown_at = time.monotonic()
-        await self._stream.write(fragment)
+        await self._markdown.append(fragment)
 
     async def finish(self) -> None:
-        """The answer ended: the Markdown takes what is still waiting or queued."""
-        if self._catch_up_timer is not None:
-            self._catch_up_timer.stop()
-            self._catch_up_timer = None
-        if not self._show_origins:
-            await self._catch_up_markdown()
-        if self._stream is not None:
-            stream, self._stream = self._stream, None
-            await stream.stop()
+        """The answer ended: paint what is still waiting."""
+        await self.show_new()
 
     async def set_show_origins(self, show: bool) -> None:
         if self.role != "assistant" or show == self._show_origins:
@@ -213,7 +211,7 @@ class ChatMessage(Vertical):
         self._show_origins = show
         self._show_view()
         if show:
-            self._origins.rebuild()
+            self._origins.rebuild()  # everything appended so far, painted in one layout
         else:
             await self._catch_up_markdown()
 
@@ -235,14 +233,6 @@ class ChatMessage(Vertical):
     class CopyRequested(Message):
         text: str
         what: str
-
-    def on_unmount(self) -> None:
-        # Removed while streaming (ctrl+n, a reopened conversation): end the Markdown stream's task.
-        if self._catch_up_timer is not None:
-            self._catch_up_timer.stop()
-        if self._stream is not None:
-            stream, self._stream = self._stream, None
-            self.app.run_worker(stream.stop(), exit_on_error=False)
 
     def set_status(self, status: str, *, failed: bool = False) -> None:
         """A short line under the message: speed and finish, or why it failed."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import deque
 
 from textual.app import ComposeResult
@@ -16,7 +15,6 @@ from specllama.tui.streaming import LiveStats
 from specllama.tui.widgets.chat_message import ORIGIN_LABELS, ORIGIN_STYLES
 
 SPARK_POINTS = 40  # steps shown: about the panel's width
-LIVE_REFRESH_S = 0.25
 LABEL_WIDTH, VALUE_WIDTH = 12, 22  # what fits beside a label in the panel
 
 
@@ -54,7 +52,6 @@ class StatsPanel(VerticalScroll, can_focus=False):
         self._model_names: tuple[str, str | None, int] = ("loading…", None, 0)
         self._context_used = (0, 0)  # (tokens in the target's cache, its size)
         self._lines: dict[str, int] = {}  # selector -> line count of what it shows
-        self._shown_at = 0.0  # when live numbers were last repainted
 
     def compose(self) -> ComposeResult:
         # Few widgets on purpose: every layout while an answer streams repaints each of them.
@@ -79,14 +76,12 @@ class StatsPanel(VerticalScroll, can_focus=False):
         used, total = self._context_used
         self.show_context(0, total)
 
+    def add_rates(self, step_rates: tuple[float, ...]) -> None:
+        """Every step's speed joins the sparkline, shown at the next repaint."""
+        self._rates.extend(step_rates)
+
     def show_live(self, stats: LiveStats, context: tuple[int, int]) -> None:
-        """Every step's speed joins the sparkline, but the panel repaints at most a few times a
-        second: numbers changing faster cannot be read, and each repaint takes CPU from llama.cpp."""
-        self._rates.extend(stats.step_rates)
-        now = time.monotonic()
-        if now - self._shown_at < LIVE_REFRESH_S:
-            return
-        self._shown_at = now
+        """The live numbers, painted at the app's cadence with the answer (tui/cadence.py)."""
         self.show_context(*context)
         self.query_one("#rates", Sparkline).data = list(self._rates)
         self.query_one("#speed", Digits).update(f"{stats.tokens_per_s:.1f}")
@@ -94,7 +89,6 @@ class StatsPanel(VerticalScroll, can_focus=False):
 
     def show_summary(self, summary: Summary, why: str | None = None) -> None:
         """At the end of an answer: the engine's own totals replace the live estimate."""
-        self._shown_at = 0.0
         self.query_one("#rates", Sparkline).data = list(self._rates)
         self.query_one("#speed", Digits).update(f"{summary.tokens_per_s:.1f}")
         stats = LiveStats(summary.tokens, summary.tokens_per_s, summary.steps, summary.drafted, summary.accepted,
