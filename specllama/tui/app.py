@@ -8,7 +8,6 @@ function that builds the runtime, so tests inject a scripted fake exactly where 
 from __future__ import annotations
 
 import traceback
-from dataclasses import replace
 from pathlib import Path
 from threading import Event
 from typing import Any
@@ -21,7 +20,6 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from specllama.decoding.engine import Summary
-from specllama.decoding.request import DRAFTERS
 from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.tui.cadence import Cadence, spare_core
 from specllama.tui.clipboard import copy_text
@@ -31,8 +29,9 @@ from specllama.tui.history_actions import SavedConversations
 from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
 from specllama.tui.model_swap import ModelSwitching, RuntimeBuilder, real_runtime
 from specllama.tui.recorder import ConversationRecorder
-from specllama.tui.screens import HelpScreen, SettingsScreen
+from specllama.tui.screens import HelpScreen
 from specllama.tui.settings import ChatSettings
+from specllama.tui.settings_actions import SettingsControls
 from specllama.tui.streaming import LiveStats, ReplyChunk, ReplyDone, stream_reply
 from specllama.tui.widgets import ChatMessage, KeyBar, LoadingPanel, PromptInput, StatsPanel, TitleBar
 from specllama.tui.widgets.chat_message import warm_highlighter
@@ -48,7 +47,7 @@ FINISH_NOTES = {"cancelled": "stopped", "length": "max tokens reached", "context
                 "stop_string": "stop string"}
 
 
-class ChatApp(SavedConversations, ModelSwitching, App[None]):
+class ChatApp(SettingsControls, SavedConversations, ModelSwitching, App[None]):
     # Layout only (each widget's look lives beside it). Kept inline rather than in app.tcss so a
     # wheel needs no package data and subclasses elsewhere (scripts/) find it.
     CSS = """
@@ -365,77 +364,6 @@ class ChatApp(SavedConversations, ModelSwitching, App[None]):
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
-
-    def action_settings(self) -> None:
-        if isinstance(self.screen, SettingsScreen):
-            return
-        n_ctx = self.runtime.context_use()[1] if self.runtime is not None else None
-        self.push_screen(SettingsScreen(self.settings, n_ctx=n_ctx,
-                                        threads=self.runtime.threads if self.runtime is not None else None,
-                                        drafters=self._drafters_available()), self._settings_done)
-
-    def _settings_done(self, result) -> None:
-        if result is None:
-            return
-        settings, saved = result
-        if settings.system != self.conversation.system:
-            # The new system prompt applies to this conversation from its next answer (the model
-            # re-reads the conversation from the start: no KV cache reuse for that one turn).
-            self.conversation.system = settings.system
-        self._wanted_drafter = None  # the user's choice now
-        self._apply_settings(settings)
-        self.notify(f"saved as your defaults: {saved}" if saved else "settings applied")
-
-    def _drafters_available(self) -> tuple[str, ...]:
-        return self.runtime.drafters if self.runtime is not None else DRAFTERS
-
-    def action_next_drafter(self) -> None:
-        self._wanted_drafter = None
-        self._apply_settings(self.settings.next_drafter(self._drafters_available()))
-
-    def action_step_k(self, delta: int) -> None:
-        # K auto needs the machine's cost curve, measured at load time when K auto was asked for.
-        auto = self.runtime is None or getattr(self.runtime, "cost_curve", None) is not None
-        self._apply_settings(self.settings.step_k(delta, auto_available=auto))
-
-    def action_step_temperature(self, steps: int) -> None:
-        self._apply_settings(self.settings.step_temperature(steps))
-
-    def action_step_p_min(self, steps: int) -> None:
-        self._apply_settings(self.settings.step_p_min(steps))
-
-    def _apply_settings(self, new: ChatSettings) -> None:
-        """Settings change at once on screen and reach the engine with the next answer: the engine
-        fixes K, the drafter's role and sampling when an answer starts, so a change in the middle
-        would half apply. No model is reloaded either way."""
-        self.settings = new
-        self.query_one(StatsPanel).show_settings(new)
-        if not self.busy:
-            self._sync_drafter()
-        elif not self._told_pending:
-            self._told_pending = True
-            self.notify("changes apply from the next answer")
-
-    def _sync_drafter(self) -> None:
-        """The drafter travels with each request; this only keeps the choice to one the loaded
-        models offer (the model drafter needs a draft model), saying so when it cannot."""
-        if self.runtime is None:
-            return
-        if self._wanted_drafter is not None and self._wanted_drafter in self.runtime.drafters:
-            # The models a reopened conversation was held with are in: its drafter comes back.
-            self.settings, self._wanted_drafter = replace(self.settings, drafter=self._wanted_drafter), None
-            self.query_one(StatsPanel).show_settings(self.settings)
-            return
-        if self.settings.drafter in self.runtime.drafters:
-            return
-        wanted = self.settings.drafter
-        self.settings = replace(self.settings, drafter=self.runtime.drafters[0])
-        if self._wanted_drafter is not None:  # its models are loading; the reopen notice said so
-            self.query_one(StatsPanel).show_settings(self.settings)
-            return
-        self.notify(f"the {wanted} drafter is not available (no draft model loaded): "
-                    f"using {self.settings.drafter}", title="drafter unchanged", severity="error")
-        self.query_one(StatsPanel).show_settings(self.settings)
 
     # --- shutting down -------------------------------------------------------------------------
 
