@@ -123,12 +123,15 @@ class Engine:
             raise SpecllamaError("-k auto needs this machine's cost curve: load the runtime with auto_k")
         return policy
 
+    def _exact_rows(self) -> int | None:
+        """How many rows one decode may hold in exact mode (verifiers.exact_batch_limit); None otherwise."""
+        return exact_batch_limit(self.target) if getattr(self.target, "exact", False) else None
+
     def parallelism(self, parallel: int | str) -> int:
         """How many sequences to run at once: a number, or "auto": the N that makes the most
         tokens per second on the measured cost curve (capped by the slots and exact mode)."""
-        most = self.slots
-        if getattr(self.target, "exact", False):
-            most = min(most, exact_batch_limit(self.target))
+        exact_rows = self._exact_rows()
+        most = self.slots if exact_rows is None else min(self.slots, exact_rows)
         if parallel == AUTO:
             return choose_parallel(self.cost_ratio, most) if self.cost_ratio else 1
         return max(1, min(int(parallel), most))
@@ -317,7 +320,7 @@ class Engine:
                 most = seq.policy.k_max if seq.policy else K_AUTO_MAX if seq.config.k == AUTO else int(seq.config.k)
                 cap = max(0, min(cap, most))
             caps.append(cap)
-        exact_rows = exact_batch_limit(target) if getattr(target, "exact", False) else None
+        exact_rows = self._exact_rows()
         if not any(seq.policy for seq in running):
             return _fit_rows(caps, exact_rows)
         if len(running) == 1:  # -k auto on its own: its chooser knows stairs' costs too
@@ -347,8 +350,7 @@ class Engine:
             fixed.append(None if trimmable else n)
         if all(f is not None for f in fixed):
             return
-        exact_rows = exact_batch_limit(self.target) if getattr(self.target, "exact", False) else None
-        for seq, k in zip(running, choose_lengths(choices, self.cost_ratio, max_tokens=exact_rows, fixed=fixed)):
+        for seq, k in zip(running, choose_lengths(choices, self.cost_ratio, max_tokens=self._exact_rows(), fixed=fixed)):
             proposals[seq.slot].tokens = proposals[seq.slot].tokens[:k]
 
     def _emit(self, seq: _Sequence, draft: list[int], verdict: Verdict, source: str) -> list[TokenEvent]:

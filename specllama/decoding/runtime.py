@@ -82,6 +82,11 @@ def context_note(asked: int, got: int, trained: int) -> str:
     return f"context: {got} tokens, not the {asked} asked for ({why})"
 
 
+def model_k_chooser(curve: CostCurve) -> AdaptiveK:
+    """The model drafter's -k auto chooser on this machine's measured curve."""
+    return AdaptiveK(curve.ratio, curve.draft_ratio or 0.0, k_max=min(K_AUTO_MAX, curve.max_n - 1))
+
+
 def draft_decision(curve: CostCurve | None, draft_name: str) -> tuple[bool, str]:
     """Whether `--drafter auto` loads the draft model, and the status line that says why: only
     when this machine's measured curve (with this draft's cost) says it could pay at 100 %
@@ -91,7 +96,7 @@ def draft_decision(curve: CostCurve | None, draft_name: str) -> tuple[bool, str]
         return False, (f"auto drafter: not loading the draft model {draft_name}: its cost on this machine "
                        "was never measured (run `specllama costs` once to measure it, or pass --drafter model "
                        "or --draft to use it anyway); drafting from the text itself")
-    best = AdaptiveK(curve.ratio, curve.draft_ratio, k_max=min(K_AUTO_MAX, curve.max_n - 1)).best_possible_rate()
+    best = model_k_chooser(curve).best_possible_rate()
     if best > 1.0:
         return True, f"auto drafter: loading the draft model {draft_name} (it can pay here: up to {best:.2f}x)"
     return False, (f"auto drafter: not loading the draft model {draft_name}: it cannot pay on this machine "
@@ -183,7 +188,7 @@ class Runtime:
         curve = self.cost_curve
         if curve is None or "model" not in drafters:
             return {}
-        return {"model": AdaptiveK(curve.ratio, curve.draft_ratio or 0.0, k_max=min(K_AUTO_MAX, curve.max_n - 1))}
+        return {"model": model_k_chooser(curve)}
 
     # --- context manager ---------------------------------------------------------------------
 
