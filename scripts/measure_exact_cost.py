@@ -5,7 +5,7 @@ Usage: python scripts/measure_exact_cost.py (loads the default pair's target twi
 import statistics
 
 from specllama.decoding.engine import GenerationConfig
-from specllama.decoding.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, Runtime
 
 rts = {m: Runtime(LoadOptions(exact=m == "exact", n_ctx=1024, load_draft=False)) for m in ("default", "exact")}
 rates = {m: [] for m in rts}

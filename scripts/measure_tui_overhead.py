@@ -101,7 +101,7 @@ def thread_cpu(native_id: int | None) -> float:
 
 def child(args) -> None:
     """Inside the measured process: the real ChatApp with the real runtime, one question."""
-    from specllama.decoding.runtime import LoadOptions, Runtime
+    from specllama.runtime import LoadOptions, Runtime
     from specllama.tui import ChatApp, ChatSettings
     from specllama.tui.capture import screen_text
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from specllama.decoding import runtime as runtime_module
+from specllama import runtime as runtime_module
 from specllama.decoding.cost_curve import CostCurve
 from specllama.decoding.engine import GenerationConfig
-from specllama.decoding.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, Runtime
 
 TWO_CORE = CostCurve(t1_s=0.05, ratios=[1.0, 1.54, 2.1, 2.72] + [3.3 + 0.6 * i for i in range(12)],
                      draft_ratio=0.54, n_past=256, reps=3)

@@ -20,7 +20,7 @@ from specllama.bench.runner import BenchPrompt, RunRecord
 from specllama.cli.main import main
 from specllama.decoding.cost_curve import CostCurve, expected_tokens_per_step, measure_cost_curve, predicted_speedup
 from specllama.decoding.engine import Summary
-from specllama.decoding.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, Runtime
 
 # --- configs --------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import pytest
 from gguf import GGML_QUANT_SIZES, GGUFWriter
 from gguf import GGMLQuantizationType as T
 
-from specllama.decoding.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, Runtime
 from specllama.decoding.verifiers import CausalVerifier, exact_limit
 from specllama.llama.context import EXACT_MAX_BATCH
 from specllama.llama.exact_rows import matrix_types

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from specllama.decoding.engine import GenerationConfig, Request, TokenEvent
-from specllama.decoding.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, Runtime
 from specllama.errors import SpecllamaError
 
 pytestmark = pytest.mark.real_models

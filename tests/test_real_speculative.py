@@ -14,7 +14,7 @@ import pytest
 
 from specllama.decoding.engine import GenerationConfig, StepEvent, TokenEvent
 from specllama.decoding.exactness import NEAR_TIE_LOGITS, compare_greedy
-from specllama.decoding.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, Runtime
 from specllama.decoding.sampling import SamplingParams
 from specllama.llama.context import DecodeContext
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specllama.decoding.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, Runtime
 from specllama.errors import ModelFileError
 from specllama.llama.context import DecodeContext
 from specllama.llama.model import GGUFModel

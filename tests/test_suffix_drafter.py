@@ -14,7 +14,7 @@ from specllama.decoding.drafters import DraftRequest, ModelDrafter, Proposal
 from specllama.decoding.engine import Engine, GenerationConfig, Request
 from specllama.decoding.events import DoneEvent, TokenEvent
 from specllama.decoding.request import drafter_name
-from specllama.decoding.runtime import draft_decision
+from specllama.runtime import draft_decision
 from specllama.decoding.sampling import SamplingParams
 from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter, cautious_ratio
 from tests.fake_llm import VOCAB, FakeContext, counting_rule, noisy_rule
@@ -356,7 +356,7 @@ def test_help_says_lookup_is_an_alias(capsys):
 def test_a_missing_corpus_is_one_error_line_before_any_model(tmp_path, capsys, monkeypatch):
     """The corpus is checked before the models load; the CLI says what is wrong in one line."""
     from specllama.cli import main as cli_main
-    from specllama.decoding import runtime as runtime_module
+    from specllama import runtime as runtime_module
 
     def load(self, opts, *a):  # must not be reached: the corpus is checked first
         raise AssertionError("models loaded before the corpus was checked")

@@ -40,7 +40,7 @@ SCRIPT = [
 ANSWER = "def is_prime(n):\n    return n > 1"
 
 
-# --- a fake runtime shaped like specllama.decoding.runtime.Runtime --------------------------------------
+# --- a fake runtime shaped like specllama.runtime.Runtime --------------------------------------
 
 class FakeModel:
     def __init__(self, name: str):
@@ -107,7 +107,7 @@ class FakeEngine:
 
 
 class FakeRuntime:
-    """The public surface of specllama.decoding.runtime.Runtime that the app uses, and no more."""
+    """The public surface of specllama.runtime.Runtime that the app uses, and no more."""
 
     def __init__(self, script=SCRIPT, *, has_draft: bool = True, cost_curve=None, **engine_options):
         self.target_name = "Fake-Coder 1.5B"
@@ -452,7 +452,7 @@ def test_snapshot_loading_with_download_progress():
 
 @pytest.mark.real_models
 def test_real_pair_two_turns_reuse_the_cache():
-    from specllama.decoding.runtime import LoadOptions, Runtime
+    from specllama.runtime import LoadOptions, Runtime
 
     opts = LoadOptions(pair="qwen2.5-coder", n_ctx=1024)
     app = ChatApp(lambda progress, status: Runtime(opts, progress=progress, status=status),

@@ -8,7 +8,7 @@ import threading
 
 from textual.notifications import Notify
 
-from specllama.decoding.runtime import LoadOptions
+from specllama.runtime import LoadOptions
 from specllama.tui import ChatApp, ChatSettings
 from specllama.tui.history import History
 from specllama.tui.screens import HistoryScreen

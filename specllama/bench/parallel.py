@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 from specllama.decoding.cost_curve import CostCurve
 from specllama.decoding.engine import DoneEvent, FailedEvent, GenerationConfig, Request, StepEvent
-from specllama.decoding.runtime import Runtime
+from specllama.runtime import Runtime
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 from specllama.bench.configs import BenchConfig
 from specllama.decoding.engine import GenerationConfig, Summary
-from specllama.decoding.runtime import Runtime
+from specllama.runtime import Runtime
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.llama.machine import current_rss_bytes

@@ -51,7 +51,7 @@ def _run_locked(args: argparse.Namespace, prompts, config) -> int:
     from specllama.batch.local import run_batch
     from specllama.cli.options import load_options
     from specllama.cli.progress import download_bar
-    from specllama.decoding.runtime import Runtime
+    from specllama.runtime import Runtime
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     state, nothing_to_do = open_batch_output(args, prompts, err)

@@ -40,7 +40,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from specllama.bench.report import markdown, terminal_table, write_json, write_text
     from specllama.cli.options import load_options
     from specllama.cli.progress import download_bar
-    from specllama.decoding.runtime import Runtime
+    from specllama.runtime import Runtime
 
     # Everything the user typed is checked before minutes of model loading.
     configs = parse_configs(args.configs)

@@ -39,7 +39,7 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
     from specllama.cli.progress import download_bar
     from specllama.decoding.engine import GenerationConfig
     from specllama.decoding.request import PARALLEL_AUTO_MAX
-    from specllama.decoding.runtime import Runtime
+    from specllama.runtime import Runtime
     from specllama.decoding.sampling import SamplingParams
     from specllama.llama.machine import machine_info
 

@@ -7,7 +7,7 @@ import sys
 
 from specllama.cli.options import load_options
 from specllama.decoding.request import DRAFTERS
-from specllama.decoding.runtime import LoadOptions, Runtime, model_refs
+from specllama.runtime import LoadOptions, Runtime, model_refs
 from specllama.errors import SpecllamaError
 from specllama.models.registry import load_registry
 

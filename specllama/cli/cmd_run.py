@@ -10,7 +10,7 @@ from specllama.cli.options import generation_config, load_options
 from specllama.cli.progress import download_bar
 from specllama.cli.summary_text import format_summary
 from specllama.decoding.events import DoneEvent, TokenEvent
-from specllama.decoding.runtime import Runtime
+from specllama.runtime import Runtime
 from specllama.errors import SpecllamaError
 
 

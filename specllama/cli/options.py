@@ -11,7 +11,7 @@ import random
 import sys
 
 from specllama.decoding.request import GenerationConfig
-from specllama.decoding.runtime import LoadOptions
+from specllama.runtime import LoadOptions
 from specllama.decoding.sampling import SamplingParams
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from specllama.decoding.draft_length import Calibrator
 from specllama.decoding.engine import GenerationConfig, Summary
-from specllama.decoding.runtime import Runtime
+from specllama.runtime import Runtime
 
 SELF_SIZING = ("auto", "suffix")  # drafters that cut their own drafts (sizes_itself)
 MATCH_CLASSES = ("match 1-2", "match 3-7", "match 8-15", "match 16+")  # suffix_drafter.match_group

@@ -36,7 +36,7 @@ RuntimeBuilder = Callable[[Any, Progress, Status], Any]  # (LoadOptions, progres
 
 
 def real_runtime(opts, progress: Progress, status: Status):
-    from specllama.decoding.runtime import Runtime  # loads llama.cpp: only when a real runtime is wanted
+    from specllama.runtime import Runtime  # loads llama.cpp: only when a real runtime is wanted
 
     return Runtime(opts, progress=progress, status=status)
 
@@ -44,7 +44,7 @@ def real_runtime(opts, progress: Progress, status: Status):
 def options_for(current, choice: Choice):
     """The current load options (context size, threads, K auto...) with the chosen models."""
     if current is None:
-        from specllama.decoding.runtime import LoadOptions
+        from specllama.runtime import LoadOptions
 
         current = LoadOptions()
     return replace(current, pair=None, target=choice.target, draft=choice.draft, load_draft=choice.draft is not None)
@@ -106,7 +106,7 @@ class ModelSwitching:
         conversation keeps to be restored; None when the app was not told how it loaded them."""
         if self.load_options is None:
             return None
-        from specllama.decoding.runtime import model_refs
+        from specllama.runtime import model_refs
 
         try:
             return model_refs(self.load_options, self.registry())
