@@ -30,6 +30,7 @@ from specllama.decoding.batch_plan import LengthChoice, Ratio, choose_lengths, c
 from specllama.decoding.drafters import Drafter, DraftRequest, NoDrafter, Proposal
 from specllama.decoding.events import DoneEvent, Event, FailedEvent, Generation, Origin, StepEvent, Summary, TokenEvent
 from specllama.decoding.request import AUTO, K_AUTO_MAX, GenerationConfig
+from specllama.decoding.request_queue import CLOSED, RequestQueue
 from specllama.decoding.sampling import probabilities
 from specllama.decoding.stop import StopMatcher
 from specllama.decoding.verifiers import VERIFIERS, Verifier, exact_batch_limit
@@ -157,11 +158,13 @@ class Engine:
         self._cancel, self._cancel_tags = False, set()
         return Generation(event for _, event in self._schedule(iter([request]), 1, isolate=False))
 
-    def run_many(self, requests: Iterable[Request], parallel: int | str = AUTO) -> Iterator[tuple[Hashable, Event]]:
+    def run_many(self, requests: Iterable[Request] | RequestQueue, parallel: int | str = AUTO) -> Iterator[tuple[Hashable, Event]]:
         """Every request, up to `parallel` at once, as (tag, event) pairs; each request ends with
-        a DoneEvent or, when it could not run, a FailedEvent (the others go on)."""
+        a DoneEvent or, when it could not run, a FailedEvent (the others go on). A RequestQueue
+        feeds requests that arrive while it runs (a server): they join between steps."""
         self._cancel, self._cancel_tags = False, set()
-        return self._schedule(iter(requests), self.parallelism(parallel), isolate=True)
+        source = requests if hasattr(requests, "poll") else iter(requests)
+        return self._schedule(source, self.parallelism(parallel), isolate=True)
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -171,9 +174,11 @@ class Engine:
         pending = True
         while True:
             while pending and len(active) < n_parallel and not self._cancel:
-                request = next(requests, None)
-                if request is None:
+                request = _next_request(requests, idle=not active)
+                if request is CLOSED:
                     pending = False
+                    break
+                if request is None:  # a live source (RequestQueue) with nothing waiting now
                     break
                 try:
                     self.check(request)
@@ -183,6 +188,8 @@ class Engine:
                         raise
                     yield request.tag, FailedEvent(str(e))
             if not active:
+                if pending and not self._cancel:
+                    continue
                 return
             try:
                 yield from self._step(active)
@@ -374,6 +381,15 @@ class Engine:
             if seq.finish:
                 break
         return events
+
+
+def _next_request(requests, idle: bool):
+    """The next request, None when a live source has none waiting, CLOSED at the end. A live source
+    (RequestQueue) blocks only while the engine is idle; an iterator's end is the job's end."""
+    poll = getattr(requests, "poll", None)
+    if poll is not None:
+        return poll(block=idle)
+    return next(requests, CLOSED)
 
 
 def _fit_rows(ks: list[int], limit: int | None) -> list[int]:
