@@ -29,8 +29,8 @@ from specllama.batch.local import run_batch  # noqa: E402
 from specllama.batch.prompts_file import read_prompts  # noqa: E402
 from specllama.cli.main import main  # noqa: E402
 from specllama.decoding.engine import GenerationConfig  # noqa: E402
-from specllama.runtime import LoadOptions, Runtime  # noqa: E402
 from specllama.llama.machine import cpu_model  # noqa: E402
+from specllama.runtime import LoadOptions, Runtime  # noqa: E402
 
 
 def free_port() -> int:

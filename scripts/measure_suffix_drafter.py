@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specllama.decoding.draft_length import Calibrator
+from specllama.decoding.acceptance import Calibrator
 from specllama.decoding.drafters import DraftRequest
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter

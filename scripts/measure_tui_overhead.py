@@ -140,8 +140,8 @@ def child(args) -> None:
 
     k = args.k if args.k == "auto" else int(args.k)
     settings = ChatSettings(drafter=args.drafter, k=k, max_tokens=args.max_tokens)
-    # As `specllama run` loads: the draft only for the model drafter, the cost curve only for K auto.
-    opts = LoadOptions(load_draft=args.drafter == "model", auto_k=k == "auto" and args.drafter != "none")
+    # As `specllama run` loads: the draft only for the model drafter.
+    opts = LoadOptions(load_draft=args.drafter == "model")
     app = MeasuredChat(lambda progress, status: Runtime(opts, progress=progress, status=status), settings)
     app.finished = False
     try:

@@ -14,14 +14,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
-from specllama.decoding.adaptive_k import AdaptiveK
+from specllama.decoding.acceptance import PositionAcceptance
 from specllama.decoding.auto_drafter import AutoDrafter
-from specllama.decoding.cost_cache import MAX_N, MAX_N_PARALLEL, cache_file, cached_curve, cost_curve_for
-from specllama.decoding.cost_curve import CostCurve
+from specllama.decoding.cost.cache import (
+    MAX_N,
+    MAX_N_PARALLEL,
+    cache_file,
+    cached_curve,
+    cost_curve_for,
+    learned_key,
+    load_learned,
+    save_learned,
+)
+from specllama.decoding.cost.curve import CostCurve
+from specllama.decoding.cost.model import best_possible_rate
+from specllama.decoding.cost.online import Prior, StepCosts, prior_from_snapshot
 from specllama.decoding.drafters import Drafter, ModelDrafter
 from specllama.decoding.engine import Engine, Generation, GenerationConfig, Request
 from specllama.decoding.events import Event
 from specllama.decoding.request import AUTO, DRAFTERS, K_AUTO_MAX, PARALLEL_AUTO_MAX, PARALLEL_MAX
+from specllama.decoding.request_queue import RequestQueue
 from specllama.decoding.suffix_drafter import SuffixDrafter
 from specllama.errors import IncompatiblePairError, SpecllamaError
 from specllama.llama.backend import default_threads, gpu_offload_supported
@@ -62,9 +74,7 @@ class LoadOptions:
     gpu_layers: int | None = None  # None: every layer where llama.cpp can offload (Metal, CUDA), else 0
     stairs: bool = False  # a target context with sequences to spare, for stairs verification
     exact: bool = False  # greedy output independent of the batch shape (see llama/context.py)
-    auto_k: bool = False  # measure (or load) this machine's cost curve so -k auto can choose K
-    parallel: int | str = 1  # the most prompts decoded together (batch, bench), or "auto": chosen from the curve
-    remeasure_costs: bool = False  # measure it even when a cached curve exists (it was taken on a busy machine)
+    parallel: int | str = 1  # the most prompts decoded together (batch, bench), or "auto": chosen from the costs
 
 
 def model_refs(opts: LoadOptions, registry: Registry) -> tuple[str, str | None]:
@@ -82,21 +92,33 @@ def context_note(asked: int, got: int, trained: int) -> str:
     return f"context: {got} tokens, not the {asked} asked for ({why})"
 
 
-def model_k_chooser(curve: CostCurve) -> AdaptiveK:
-    """The model drafter's -k auto chooser on this machine's measured curve."""
-    return AdaptiveK(curve.ratio, curve.draft_ratio or 0.0, k_max=min(K_AUTO_MAX, curve.max_n - 1))
+def model_acceptance(costs: StepCosts) -> PositionAcceptance:
+    """The draft model's long-run acceptance record, priced on the live costs."""
+    return PositionAcceptance(costs.ratio, costs.draft_ratio, k_max=K_AUTO_MAX)
 
 
-def draft_decision(curve: CostCurve | None, draft_name: str) -> tuple[bool, str]:
+def starting_prior(curve: CostCurve | None, learned: dict | None, draft_size_ratio: float | None) -> Prior:
+    """What costs are believed before the first step: what an earlier run on this machine learnt,
+    else the startup curve's shape (`specllama costs`), else a generic shape; the draft's cost from
+    the same, else its file size against the target's (decoding reads every weight once per token:
+    the 0.5B/1.5B pair's sizes say 0.44, measured 0.44-0.69)."""
+    base = Prior(curve.ratio, curve.t1_s, curve.draft_ratio) if curve else Prior()
+    prior = prior_from_snapshot(learned, base) if learned else base
+    if prior.draft_ratio is None and draft_size_ratio is not None:
+        prior.draft_ratio = draft_size_ratio
+    return prior
+
+
+def draft_decision(prior: Prior, draft_name: str, learned: bool) -> tuple[bool, str]:
     """Whether `--drafter auto` loads the draft model, and the status line that says why: only
-    when this machine's measured curve (with this draft's cost) says it could pay at 100 %
-    acceptance. Without a measured curve it is not loaded: on CPUs a draft model rarely pays
+    when what is known of this machine's costs (with this draft's) says it could pay at 100 %
+    acceptance. Without anything learnt here it is not loaded: on CPUs a draft model rarely pays
     (design.md: the 2-core machine never), and loading it costs memory and seconds."""
-    if curve is None or curve.draft_ratio is None:
-        return False, (f"auto drafter: not loading the draft model {draft_name}: its cost on this machine "
-                       "was never measured (run `specllama costs` once to measure it, or pass --drafter model "
-                       "or --draft to use it anyway); drafting from the text itself")
-    best = model_k_chooser(curve).best_possible_rate()
+    if not learned or prior.draft_ratio is None:
+        return False, (f"auto drafter: not loading the draft model {draft_name}: its cost on this machine is not "
+                       "known yet (run with --drafter model once, or `specllama costs`, to learn it); "
+                       "drafting from the text itself")
+    best = best_possible_rate(prior.ratio, prior.draft_ratio, K_AUTO_MAX)
     if best > 1.0:
         return True, f"auto drafter: loading the draft model {draft_name} (it can pay here: up to {best:.2f}x)"
     return False, (f"auto drafter: not loading the draft model {draft_name}: it cannot pay on this machine "
@@ -149,46 +171,50 @@ class Runtime:
                    "one token's, so it verifies one token at a time: this is plain decoding")
         if status and opts.n_ctx > 0 and self.target_ctx.n_ctx != opts.n_ctx:
             status(context_note(opts.n_ctx, self.target_ctx.n_ctx, self.target_model.n_ctx_train))
+        # Costs: what earlier runs learnt here, else the startup curve if one was measured; never a
+        # blocking measurement (the first answer starts at once, plainly until steps show better).
+        self.cost_curve: CostCurve | None = cached_curve(self.target_ctx, self.draft_path)
+        self._learned_key = learned_key(self.target_ctx)
+        learned = load_learned(self._learned_key, self.draft_path)
+        size_ratio = (self.draft_path.stat().st_size / self.target_path.stat().st_size) if self.draft_path else None
+        prior = starting_prior(self.cost_curve, learned, size_ratio)
         if self.draft_path is not None and opts.draft_if_pays and not opts.draft:
-            load, why = draft_decision(cached_curve(self.target_ctx, self.draft_path), self.draft_path.name)
+            known = (learned or {}).get("draft_ratio") is not None or (self.cost_curve and self.cost_curve.draft_ratio)
+            load, why = draft_decision(prior, self.draft_path.name, bool(known))
             if status:
                 status(why)
             if not load:
                 self.draft_path = None
+                prior.draft_ratio = None
+        self.step_costs = StepCosts(prior)
         drafters: dict[str, Drafter] = {}
         if self.draft_path is not None:
             self.draft_model = GGUFModel(self.draft_path, n_gpu_layers=self.gpu_layers)
             self.draft_ctx = DecodeContext(self.draft_model, n_ctx=n_ctx, n_threads=threads,
                                            n_threads_batch=opts.threads_batch, n_seq_max=slots)
             drafters["model"] = ModelDrafter(self.draft_ctx)
-        self.cost_curve: CostCurve | None = None
-        if opts.auto_k or opts.parallel == AUTO:
-            # Batches of several prompts need the curve far beyond a single prompt's drafts.
-            max_n = MAX_N if slots == 1 else MAX_N_PARALLEL
-            what = "-k auto" if slots == 1 else "choosing how many prompts to decode together"
-            announce = (lambda: status(f"measuring this machine's decode costs for {what} "
-                                       "(10-60 s, once per machine, models and threads)...")) if status else None
-            self.cost_curve, _ = cost_curve_for(self.target_ctx, self.draft_ctx, remeasure=opts.remeasure_costs,
-                                                on_measure=announce, max_n=max_n)
-        ratio = self.cost_curve.ratio if self.cost_curve else None
-        # The suffix drafter sizes its drafts on this machine's curve (a cautious fixed rule without
-        # one, see suffix_drafter.py); it costs microseconds of Python per step, no decode.
+        ratio = self.step_costs.ratio
+        # The suffix drafter sizes its drafts on the live costs; it costs microseconds of Python
+        # per step, no decode.
         self.suffix = SuffixDrafter(cost_ratio=ratio)
         if opts.draft_corpus:
             self.suffix.load_corpus(opts.draft_corpus, lambda text: self.target_model.tokenize(
                 text, add_special=False, parse_special=False))
-        policies = self._policies(drafters)
+        acceptance = {"model": model_acceptance(self.step_costs)} if "model" in drafters else {}
         drafters["suffix"] = self.suffix
-        drafters["auto"] = AutoDrafter(self.suffix, drafters.get("model"), policies.get("model"), ratio)
-        self.engine = Engine(self.target_ctx, drafters, policies if opts.auto_k else {}, ratio)
+        drafters["auto"] = AutoDrafter(self.suffix, drafters.get("model"), acceptance.get("model"), ratio)
+        self.engine = Engine(self.target_ctx, drafters, acceptance, self.step_costs)
 
-    def _policies(self, drafters: dict[str, Drafter]) -> dict[str, AdaptiveK]:
-        """The model drafter's -k auto chooser, kept across generations so it remembers its record
-        (the suffix and auto drafters size their own drafts)."""
-        curve = self.cost_curve
-        if curve is None or "model" not in drafters:
-            return {}
-        return {"model": model_k_chooser(curve)}
+    def measure_startup_curve(self, remeasure: bool = False,
+                              on_measure: Callable[[], None] | None = None) -> CostCurve:
+        """The startup microbenchmark (`specllama costs`): timed now unless cached; it becomes the
+        prior of the costs the engine learns (a few dozen real steps override it)."""
+        max_n = MAX_N if self.slots == 1 else MAX_N_PARALLEL
+        curve, _ = cost_curve_for(self.target_ctx, self.draft_ctx, remeasure=remeasure, on_measure=on_measure, max_n=max_n)
+        self.cost_curve = curve
+        learned = load_learned(self._learned_key, self.draft_path)
+        self.step_costs.prior = starting_prior(curve, learned, self.step_costs.prior.draft_ratio)
+        return curve
 
     # --- context manager ---------------------------------------------------------------------
 
@@ -199,6 +225,9 @@ class Runtime:
         self.close()
 
     def close(self) -> None:
+        costs = getattr(self, "step_costs", None)
+        if costs is not None and costs.steps:
+            save_learned(self._learned_key, costs.snapshot(), self.draft_path)  # the next run here starts from it
         for part in (self.draft_ctx, self.target_ctx, self.draft_model, self.target_model):
             if part is not None:
                 part.close()
@@ -251,14 +280,25 @@ class Runtime:
     def generate(self, prompt: Sequence[int], config: GenerationConfig) -> Generation:
         return self.engine.generate(prompt, config)
 
-    def run_many(self, requests: Iterable[Request]) -> Iterator[tuple[Hashable, Event]]:
-        """Several prompts decoded together (as many as --parallel says), as (tag, event) pairs."""
-        return self.engine.run_many(requests, self.opts.parallel)
+    def run_many(self, requests: Iterable[Request] | RequestQueue,
+                 parallel: int | str | None = None) -> Iterator[tuple[Hashable, Event]]:
+        """Several prompts decoded together (as many as `parallel`, default --parallel, says), as
+        (tag, event) pairs; a RequestQueue feeds requests that arrive meanwhile."""
+        return self.engine.run_many(requests, self.opts.parallel if parallel is None else parallel)
 
     @property
     def parallelism(self) -> int:
-        """How many prompts run_many decodes together."""
+        """How many prompts run_many decodes together (under auto: on the costs known now)."""
         return self.engine.parallelism(self.opts.parallel)
+
+    def parallelism_for(self, parallel: int | str) -> int:
+        """What run_many would make of `parallel` now (a number within the slots, or auto's choice)."""
+        return self.engine.parallelism(parallel)
+
+    def judge_context(self) -> DecodeContext:
+        """The target's context, for the benchmark's identity check (it decodes plainly to find
+        near-ties); nothing else should decode in it behind the engine's back."""
+        return self.target_ctx
 
     def cancel(self) -> None:
         self.engine.cancel()
@@ -269,6 +309,15 @@ class Runtime:
     def cost_cache_file(self) -> Path:
         """Where this machine's measured cost curve for these models and threads is kept."""
         return cache_file(self.target_ctx, self.draft_ctx, self.cost_curve.max_n if self.cost_curve else MAX_N)
+
+    def learned_costs(self) -> bool:
+        """Whether earlier runs here left step costs this run started from."""
+        return load_learned(self._learned_key, self.draft_path) is not None
+
+    @property
+    def costs(self) -> StepCosts:
+        """What steps cost here, as learnt so far (for --stats, bench and costs)."""
+        return self.step_costs
 
     def describe(self, config: GenerationConfig) -> str:
         """One line: models, placement, threads (for --stats and the benchmark's record)."""

@@ -27,13 +27,27 @@ class FakeModel:
         return token == EOG
 
 
+class FakeClock:
+    """Virtual time for a fake backend: the engine reads it (Engine(clock=...)) and each fake
+    decode advances it by what that decode costs, so step costs are exact and tests deterministic."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class FakeContext:
-    """Sequences like DecodeContext's: `held[s]` per sequence, `tokens` is sequence 0's."""
+    """Sequences like DecodeContext's: `held[s]` per sequence, `tokens` is sequence 0's. With a
+    clock, every decode of n rows advances it by cost(n) seconds (a fake backend's step costs)."""
 
     unified = False
     exact = False
 
-    def __init__(self, rule: Callable[[Sequence[int]], np.ndarray], n_ctx: int = 4096, n_seq_max: int = 1):
+    def __init__(self, rule: Callable[[Sequence[int]], np.ndarray], n_ctx: int = 4096, n_seq_max: int = 1,
+                 clock: FakeClock | None = None, cost: Callable[[int], float] | None = None):
+        self.clock, self.cost = clock, cost
         self.model = FakeModel()
         self.rule = rule
         self.n_ctx = n_ctx
@@ -70,15 +84,19 @@ class FakeContext:
         if not tokens:  # as DecodeContext: nothing to decode is no decode
             return np.empty((0, VOCAB), dtype=np.float32)
         rows = self._push(seq, tokens, logits)
-        self.decode_calls += 1
-        self.batch_sizes.append(len(tokens))
+        self._spend(len(tokens))
         return np.array(rows, dtype=np.float32).reshape(len(rows), VOCAB)
 
     def decode_parts(self, parts):
         out = [np.array(self._push(p.seq, p.tokens, p.logits), dtype=np.float32).reshape(-1, VOCAB) for p in parts]
-        self.decode_calls += 1
-        self.batch_sizes.append(sum(len(p.tokens) for p in parts))
+        self._spend(sum(len(p.tokens) for p in parts))
         return out
+
+    def _spend(self, rows: int) -> None:
+        self.decode_calls += 1
+        self.batch_sizes.append(rows)
+        if self.clock is not None:
+            self.clock.now += self.cost(rows)
 
     def rollback(self, n_past: int, seq: int = 0) -> None:
         assert n_past <= self.past(seq)

@@ -1,12 +1,12 @@
-"""`--drafter auto` loads the draft model only where this machine's cached cost curve says it can
-pay (tiny models: run under the models lock)."""
+"""`--drafter auto` loads the draft model only where what is known of this machine's costs (a
+cached curve, or what earlier runs learnt) says it can pay."""
 
 from __future__ import annotations
 
 import pytest
 
 from specllama import runtime as runtime_module
-from specllama.decoding.cost_curve import CostCurve
+from specllama.decoding.cost.curve import CostCurve
 from specllama.decoding.engine import GenerationConfig
 from specllama.runtime import LoadOptions, Runtime
 
@@ -19,11 +19,12 @@ FAST_VERIFY = CostCurve(t1_s=0.05, ratios=[1.0] * 16, draft_ratio=0.1, n_past=25
 def pair_refs(tiny_models, monkeypatch):
     """The pair names a draft (not passed with --draft): auto decides whether to load it."""
     monkeypatch.setattr(runtime_module, "model_refs", lambda opts, registry: (str(tiny_models["a"]), str(tiny_models["b"])))
+    monkeypatch.setattr(runtime_module, "load_learned", lambda key, draft_path=None: None)  # not what other tests ran
 
 
 @pytest.mark.parametrize("curve, loaded, said", [
     (TWO_CORE, False, "cannot pay"),
-    (None, False, "never measured"),
+    (None, False, "not known yet"),
     (FAST_VERIFY, True, "can pay"),
 ])
 def test_auto_loads_the_draft_only_where_it_can_pay(pair_refs, monkeypatch, curve, loaded, said):

@@ -18,7 +18,8 @@ from specllama.bench.configs import BenchConfigError, parse_config, parse_config
 from specllama.bench.pairing import judge_runs
 from specllama.bench.runner import BenchPrompt, RunRecord
 from specllama.cli.main import main
-from specllama.decoding.cost_curve import CostCurve, expected_tokens_per_step, measure_cost_curve, predicted_speedup
+from specllama.decoding.cost.curve import CostCurve, measure_cost_curve
+from specllama.decoding.cost.model import expected_tokens_uniform, predicted_speedup
 from specllama.decoding.engine import Summary
 from specllama.runtime import LoadOptions, Runtime
 
@@ -59,16 +60,17 @@ CURVE = CostCurve(t1_s=0.077, ratios=[1, 1.41, 1.61, 1.53, 1.94, 2.2, 2.5, 2.83]
 
 def test_predicted_speedup_matches_design_notes_arithmetic():
     # The 2-core development machine's numbers (draft/target cost c 0.57, T(5)/T(1) 1.94) at
-    # alpha 0.9, K 4 -> E / (K*c + T(K+1)/T(1)), the formula in specllama/decoding/cost_curve.py
+    # alpha 0.9, K 4 -> E / (K*c + T(K+1)/T(1)), the formula in specllama/decoding/cost/model.py
     e = (1 - 0.9 ** 5) / (1 - 0.9)
-    assert expected_tokens_per_step(4, 0.9) == pytest.approx(e)
-    assert predicted_speedup(CURVE, 4, 0.9) == pytest.approx(e / (4 * 0.57 + 1.94))
-    assert expected_tokens_per_step(3, 1.0) == 4  # no division by zero at full acceptance
-    assert predicted_speedup(CURVE, 3, 0.8, draft_ratio=0.0) == pytest.approx(expected_tokens_per_step(3, 0.8) / 1.53)
-    assert predicted_speedup(CURVE, 0, None) == 1.0  # plain decoding
-    assert predicted_speedup(CURVE, 4, None) is None  # nothing measured
-    assert predicted_speedup(CURVE, 8, 0.9) is None  # T(9) was not measured
-    assert predicted_speedup(CURVE, 2, 0.5, verify_tokens=6) == pytest.approx(1.75 / (2 * 0.57 + 2.2))
+    c = CURVE.draft_ratio
+    assert expected_tokens_uniform(4, 0.9) == pytest.approx(e)
+    assert predicted_speedup(CURVE.ratio, 4, 0.9, c) == pytest.approx(e / (4 * 0.57 + 1.94))
+    assert expected_tokens_uniform(3, 1.0) == 4  # no division by zero at full acceptance
+    assert predicted_speedup(CURVE.ratio, 3, 0.8, 0.0) == pytest.approx(expected_tokens_uniform(3, 0.8) / 1.53)
+    assert predicted_speedup(CURVE.ratio, 0, None, c) == 1.0  # plain decoding
+    assert predicted_speedup(CURVE.ratio, 4, None, c) is None  # nothing measured
+    assert predicted_speedup(CURVE.ratio, 8, 0.9, c) is None  # T(9) was not measured
+    assert predicted_speedup(CURVE.ratio, 2, 0.5, c, rows=6) == pytest.approx(1.75 / (2 * 0.57 + 2.2))
 
 
 def test_prediction_from_steps_sees_steps_with_fewer_drafts():
@@ -111,7 +113,7 @@ def test_a_config_the_engine_cannot_run_is_reported_and_the_rest_go_on(tiny_mode
     try:
         prompts = bench_prompts(rt, read_prompts(_prompts_file(tmp_path)).items[:1])
         outcome = run_benchmark(rt, prompts, parse_configs("none;model:k=2;model:k=2,verify=stairs"),
-                                BenchOptions(max_tokens=6, cost_curve_max_n=4, cost_curve_reps=1))
+                                BenchOptions(max_tokens=6, cost_curve_max_n=4))
     finally:
         rt.close()
     by_config = {s.config: s for s in outcome.summaries}
@@ -195,8 +197,9 @@ def test_bench_json_schema(tiny_models, tmp_path, capsys, monkeypatch):
     assert summary["none"]["geomean_speedup"] == pytest.approx(1.0)
     k2 = summary["model:k=2"]
     assert k2["acceptance"] == 1.0 and k2["per_position"] == [1.0, 1.0]
-    assert math.isclose(k2["predicted_speedup"], predicted_speedup(
-        CostCurve(**curve), 2, 1.0), rel_tol=1e-9)
+    learnt = CostCurve(**curve)  # what the runs' own steps cost: the prediction's costs
+    assert learnt.reps > 0 and learnt.n_past == 0
+    assert math.isclose(k2["predicted_speedup"], predicted_speedup(learnt.ratio, 2, 1.0, learnt.draft_ratio), rel_tol=1e-9)
     assert set(k2["time_split"]) == {"draft", "verify", "python"}
     assert summary["model:k=auto"]["predicted_speedup"] is None  # K varies per step: only the per-step model applies
     # per-source counts: a model config's drafts all come from the model
@@ -218,6 +221,6 @@ def test_sampled_bench_skips_the_identity_check(runtime, tmp_path):
     from specllama.decoding.sampling import SamplingParams
     outcome = run_benchmark(runtime, prompts, parse_configs("none;model:k=2"),
                             BenchOptions(max_tokens=6, sampling=SamplingParams(temperature=0.8, seed=3),
-                                         cost_curve_max_n=4, cost_curve_reps=1))
+                                         cost_curve_max_n=4))
     assert all(r["identical"] is None for r in outcome.document["results"])
     assert outcome.document["settings"]["sampling"]["seed"] == 3

@@ -6,15 +6,16 @@ import pytest
 
 from specllama.cli.cmd_costs import break_even_acceptance
 from specllama.cli.main import main
-from specllama.decoding.cost_curve import CostCurve, expected_tokens_per_step
+from specllama.decoding.cost.curve import CostCurve
+from specllama.decoding.cost.model import expected_tokens_uniform
 
 
 def test_break_even_acceptance_solves_the_cost_model():
     curve = CostCurve(0.05, [1.0, 1.4, 1.6, 1.96], 0.5, 256, 3)
-    alpha = break_even_acceptance(curve, 2, 0.5)
-    assert expected_tokens_per_step(2, alpha) == pytest.approx(2 * 0.5 + 1.6, rel=1e-6)
-    assert break_even_acceptance(curve, 1, 0.9) is None  # 2 tokens for 2.3 decodes: never pays
-    assert break_even_acceptance(curve, 3, 0.0) < break_even_acceptance(curve, 3, 0.5)
+    alpha = break_even_acceptance(curve.ratio, 2, 0.5)
+    assert expected_tokens_uniform(2, alpha) == pytest.approx(2 * 0.5 + 1.6, rel=1e-6)
+    assert break_even_acceptance(curve.ratio, 1, 0.9) is None  # 2 tokens for 2.3 decodes: never pays
+    assert break_even_acceptance(curve.ratio, 3, 0.0) < break_even_acceptance(curve.ratio, 3, 0.5)
 
 
 def test_costs_command_measures_once_then_reads_the_cache(tiny_models, tmp_path, monkeypatch, capsys):

@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from specllama.decoding.draft_length import Calibrator, choose_draft_length, expected_tokens
+from specllama.decoding.acceptance import Calibrator
+from specllama.decoding.cost.model import best_length, expected_tokens
 
 
 def curve(values):
@@ -31,32 +32,32 @@ def test_expected_tokens_chains_acceptance():
 
 
 def test_flat_curve_drafts_everything_that_may_be_accepted():
-    assert choose_draft_length([0.3] * 8, FLAT) == 8
-    assert choose_draft_length([0.9, 0.9, 0.0, 0.9], FLAT) == 2  # past a certain rejection: no gain
+    assert best_length([0.3] * 8, FLAT) == 8
+    assert best_length([0.9, 0.9, 0.0, 0.9], FLAT) == 2  # past a certain rejection: no gain
 
 
 def test_steep_curve_drafts_nothing_unless_certain():
-    assert choose_draft_length([0.9] * 8, STEEP) == 0
-    assert choose_draft_length([1.0] * 8, STEEP) == 0  # a tie with plain decoding goes to shorter
+    assert best_length([0.9] * 8, STEEP) == 0
+    assert best_length([1.0] * 8, STEEP) == 0  # a tie with plain decoding goes to shorter
 
 
 def test_two_core_curve_follows_confidence():
-    assert choose_draft_length([0.2] * 8, CPU_2CORE) == 0
-    high = choose_draft_length([0.95] * 8, CPU_2CORE)
+    assert best_length([0.2] * 8, CPU_2CORE) == 0
+    high = best_length([0.95] * 8, CPU_2CORE)
     assert high >= 4
-    assert choose_draft_length([0.95] * 3 + [0.1] * 5, CPU_2CORE) == 3
+    assert best_length([0.95] * 3 + [0.1] * 5, CPU_2CORE) == 3
 
 
 def test_unmeasured_lengths_are_never_chosen():
-    assert choose_draft_length([1.0] * 10, curve([1.0, 1.0, 1.0])) == 2
+    assert best_length([1.0] * 10, curve([1.0, 1.0, 1.0])) == 2
 
 
 def test_monotone_in_confidence_and_in_cost():
     for a in range(1, 10):
         lo, hi = a / 10, a / 10 + 0.05
-        assert choose_draft_length([lo] * 8, CPU_2CORE) <= choose_draft_length([hi] * 8, CPU_2CORE)
+        assert best_length([lo] * 8, CPU_2CORE) <= best_length([hi] * 8, CPU_2CORE)
         cheaper = curve([1.0 + (r - 1.0) / 2 for r in [CPU_2CORE(n) for n in range(1, 10)]])
-        assert choose_draft_length([lo] * 8, CPU_2CORE) <= choose_draft_length([lo] * 8, cheaper)
+        assert best_length([lo] * 8, CPU_2CORE) <= best_length([lo] * 8, cheaper)
 
 
 def test_choice_is_the_argmax_over_all_lengths():
@@ -64,7 +65,7 @@ def test_choice_is_the_argmax_over_all_lengths():
     for _ in range(500):
         ratios = list(itertools.accumulate([1.0] + [rng.choice([0.0, 0.05, 0.3, 1.0]) for _ in range(10)]))
         acc = [rng.random() for _ in range(rng.randint(0, 10))]
-        assert choose_draft_length(acc, curve(ratios)) == brute_best(acc, curve(ratios))
+        assert best_length(acc, curve(ratios)) == brute_best(acc, curve(ratios))
 
 
 def test_a_step_in_the_curve_is_looked_past():
@@ -72,7 +73,7 @@ def test_a_step_in_the_curve_is_looked_past():
     stairs = curve([1.0, 1.8, 1.8, 1.8])
     acc = [0.5, 0.95, 0.95]
     assert expected_tokens(acc[:1])[1] / 1.8 < 1.0
-    assert choose_draft_length(acc, stairs) == 3
+    assert best_length(acc, stairs) == 3
 
 
 def test_calibrator_starts_at_raw_and_converges_to_observed():

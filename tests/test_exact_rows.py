@@ -12,12 +12,12 @@ import pytest
 from gguf import GGML_QUANT_SIZES, GGUFWriter
 from gguf import GGMLQuantizationType as T
 
-from specllama.runtime import LoadOptions, Runtime
 from specllama.decoding.verifiers import CausalVerifier, exact_limit
 from specllama.llama.context import EXACT_MAX_BATCH
 from specllama.llama.exact_rows import matrix_types
 from specllama.llama.model import GGUFModel
 from specllama.llama.quantize import quantize
+from specllama.runtime import LoadOptions, Runtime
 from tests.tiny_gguf import write_tiny_model
 
 

@@ -313,8 +313,8 @@ def test_stdout_failing_mid_run_is_one_line(monkeypatch):
 # --- 7. caches that cannot hurt; prompts refused by size -----------------------------------------------------------
 
 
-from specllama.decoding import cost_cache  # noqa: E402
-from specllama.decoding.cost_curve import CostCurve  # noqa: E402
+from specllama.decoding.cost import cache as cost_cache  # noqa: E402
+from specllama.decoding.cost.curve import CostCurve  # noqa: E402
 
 KEY = {"cpu": "test", "max_n": 3}
 GOOD = CostCurve(0.05, [1.0, 1.2, 1.3], 0.4, 256, 3)

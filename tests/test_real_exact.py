@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from specllama.decoding.engine import GenerationConfig, Request, TokenEvent
-from specllama.runtime import LoadOptions, Runtime
 from specllama.errors import SpecllamaError
+from specllama.runtime import LoadOptions, Runtime
 
 pytestmark = pytest.mark.real_models
 

@@ -14,9 +14,9 @@ import pytest
 
 from specllama.decoding.engine import GenerationConfig, StepEvent, TokenEvent
 from specllama.decoding.exactness import NEAR_TIE_LOGITS, compare_greedy
-from specllama.runtime import LoadOptions, Runtime
 from specllama.decoding.sampling import SamplingParams
 from specllama.llama.context import DecodeContext
+from specllama.runtime import LoadOptions, Runtime
 
 pytestmark = pytest.mark.real_models
 

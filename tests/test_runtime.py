@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from specllama.runtime import LoadOptions, Runtime
 from specllama.errors import ModelFileError
 from specllama.llama.context import DecodeContext
 from specllama.llama.model import GGUFModel
+from specllama.runtime import LoadOptions, Runtime
 
 
 @pytest.fixture

@@ -1,7 +1,5 @@
 """Tests for specllama.decoding.sampling: each filter against a plain float64 full-sort reference."""
 
-import time
-
 import numpy as np
 import pytest
 
@@ -219,23 +217,3 @@ def test_sample_frequencies_match_probabilities():
     assert counts[1] == 0
     sigma = np.sqrt(draws * row * (1 - row))
     assert np.all(np.abs(counts - draws * row) <= 5 * sigma + 1e-9)
-
-
-# ---------------------------------------------------------------------------------------------
-# Speed report (printed, not asserted: the machine is shared)
-# ---------------------------------------------------------------------------------------------
-
-
-def test_report_probabilities_speed():
-    params = SamplingParams(temperature=0.8, top_p=0.95)
-    for name, logits in [
-        ("llm-like", llm_like_logits(9, QWEN_VOCAB, seed=10)),
-        ("flat N(0,1), worst case", random_logits(9, QWEN_VOCAB, seed=10)),
-    ]:
-        probabilities(logits, params)  # warm up
-        repeats = 10
-        start = time.perf_counter()
-        for _ in range(repeats):
-            probabilities(logits, params)
-        elapsed_ms = (time.perf_counter() - start) / repeats * 1e3
-        print(f"probabilities() on (9, {QWEN_VOCAB}) float32, temp 0.8 top_p 0.95, {name}: {elapsed_ms:.2f} ms")

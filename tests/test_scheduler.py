@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from specllama.decoding.adaptive_k import AdaptiveK
-from specllama.decoding.batch_plan import LengthChoice, choose_lengths, choose_parallel
+from specllama.decoding.acceptance import PositionAcceptance
+from specllama.decoding.cost.model import LengthChoice, choose_lengths, choose_parallel
+from specllama.decoding.cost.online import Prior, StepCosts
 from specllama.decoding.drafters import ModelDrafter
 from specllama.decoding.engine import DoneEvent, Engine, FailedEvent, GenerationConfig, Request, StepEvent, TokenEvent
 from specllama.decoding.sampling import SamplingParams
 from specllama.decoding.suffix_drafter import SuffixDrafter
-from tests.fake_llm import FakeContext, counting_rule, noisy_rule, random_rule
+from tests.fake_llm import FakeClock, FakeContext, counting_rule, noisy_rule, random_rule
 
 PROMPTS = [[5, 6, 7], [9, 3], [1, 2, 3, 4], [20, 21, 22], [11]]
 
@@ -20,6 +21,16 @@ PROMPTS = [[5, 6, 7], [9, 3], [1, 2, 3, 4], [20, 21, 22], [11]]
 def model_engine(n: int, rule=None, draft_rule=None) -> Engine:
     target = FakeContext(rule or noisy_rule(4), n_seq_max=n)
     return Engine(target, {"model": ModelDrafter(FakeContext(draft_rule or counting_rule(), n_seq_max=n))})
+
+
+def costed_engine(n: int, curve, drafters, rule=None) -> Engine:
+    """An engine on a fake backend whose steps cost curve(rows) seconds (beyond the curve: a whole
+    second per row), its costs known from the start (the prior) and learnt alike from its steps."""
+    clock = FakeClock()
+    seconds = lambda rows: curve(rows) if curve(rows) is not None else float(rows)  # noqa: E731
+    costs = StepCosts(Prior(seconds, 1.0, learned=True))
+    return Engine(FakeContext(rule or counting_rule(), n_seq_max=n, clock=clock, cost=seconds), drafters(costs),
+                  costs=costs, clock=clock)
 
 
 def alone(config: GenerationConfig, prompt, rule=None, draft_rule=None) -> list[int]:
@@ -75,17 +86,24 @@ def test_one_step_is_one_target_decode_and_one_draft_decode_per_draft_position()
 
 
 def test_a_finished_prompt_makes_room_for_the_next_at_once():
-    config = GenerationConfig(drafter="none", k=0, max_tokens=6)
     ends = [None, 3, None, None, None]  # the second prompt's target ends early
     engine = Engine(FakeContext(counting_rule(end_after=None), n_seq_max=2))
     events = list(engine.run_many([Request(p, GenerationConfig(drafter="none", k=0, max_tokens=2 if e else 6), tag=i)
                                    for i, (p, e) in enumerate(zip(PROMPTS, ends))], parallel=2))
     order = [tag for tag, e in events if isinstance(e, DoneEvent)]
     assert sorted(order) == [0, 1, 2, 3, 4] and order[0] == 1  # the short one first
-    # Never more than two sequences in a step, and no step with one while a prompt waited.
-    steps = engine.target.batch_sizes
-    assert max(steps) <= 2 or max(steps) == len(PROMPTS[2]) - 1  # prefills are their own decodes
-    assert config.max_tokens == 6
+    # Never more than two sequences in a step, and no step with one while a prompt waited (each
+    # step's rows as its StepEvents say; prefills are decodes of their own, not steps).
+    started: set = set()
+    step_rows = []  # (rows in the step's decode, whether every prompt had started by then)
+    for tag, e in events:
+        if isinstance(e, TokenEvent):
+            started.add(tag)
+        elif isinstance(e, StepEvent):
+            step_rows.append((e.batch_tokens, len(started) == len(PROMPTS)))
+    assert max(rows for rows, _ in step_rows) == 2
+    assert all(rows == 2 for rows, all_started in step_rows if not all_started)
+    assert any(rows == 1 for rows, _ in step_rows)  # the last prompt ran alone at the end
 
 
 def test_a_prompt_that_cannot_run_fails_alone():
@@ -123,7 +141,8 @@ def test_exact_mode_keeps_every_decode_within_its_row_limit():
     target = FakeContext(counting_rule(), n_seq_max=8)
     target.exact = True
     engine = Engine(target, {"suffix": SuffixDrafter(cost_ratio=lambda n: 1.0)})  # drafts are free
-    assert engine.parallelism(8) == 7 and engine.parallelism("auto") == 1  # no curve: one at a time
+    # Before any step is timed, auto trusts the generic prior (batching pays); exact mode caps it.
+    assert engine.parallelism(8) == 7 and engine.parallelism("auto") == 7
     config = GenerationConfig(drafter="suffix", k=4, max_tokens=12)
     periodic = [[3, 4, 5, 3, 4, 5, 3]] * 5
     list(engine.run_many([Request(p, config, i) for i, p in enumerate(periodic)], parallel=5))
@@ -135,9 +154,7 @@ def test_parallel_with_auto_k_drafts_only_where_the_batch_has_room_for_it():
     """A flat curve (T(n) = T(1) up to 8): drafts are free, every sequence drafts; a linear curve:
     a draft costs as much as another sequence's token, -k auto drafts nothing."""
     for curve, drafts in ((lambda n: 1.0 if n <= 8 else None, True), (lambda n: float(n), False)):
-        target = FakeContext(counting_rule(), n_seq_max=2)
-        policy = AdaptiveK(curve, 0.0, k_max=3)
-        engine = Engine(target, {"suffix": SuffixDrafter(cost_ratio=curve)}, {"suffix": policy}, cost_ratio=curve)
+        engine = costed_engine(2, curve, lambda costs: {"suffix": SuffixDrafter(cost_ratio=costs.ratio)})
         config = GenerationConfig(drafter="suffix", k="auto", max_tokens=20)
         repetitive = [[1, 2, 3, 1, 2, 3, 1], [4, 5, 6, 4, 5, 6, 4]]
         steps = [e for _, e in engine.run_many([Request(p, config, i) for i, p in enumerate(repetitive)], 2)
@@ -154,8 +171,7 @@ def test_self_sized_drafts_are_cut_on_the_batch_curve_when_prompts_share_a_decod
     config = GenerationConfig(drafter="suffix", k="auto", max_tokens=12)
 
     def drafted(curve, prompts):
-        engine = Engine(FakeContext(counting_rule(), n_seq_max=2),
-                        {"suffix": SuffixDrafter(cost_ratio=lambda n: 1.0)}, cost_ratio=curve)
+        engine = costed_engine(2, curve, lambda costs: {"suffix": SuffixDrafter(cost_ratio=lambda n: 1.0)})
         steps = [e for _, e in engine.run_many([Request(p, config, i) for i, p in enumerate(prompts)], 2)
                  if isinstance(e, StepEvent)]
         return sum(s.drafted for s in steps)
@@ -183,7 +199,7 @@ def test_parallelism_is_the_n_with_the_most_tokens_per_time():
 def test_one_sequences_plan_is_the_adaptive_k_choice():
     for points in (Q4_K_M, [1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7], [1.0] * 8):
         for acc in ([0.9] * 6, [0.6] * 6, [0.3] * 6, [0.99, 0.95, 0.2, 0.2, 0.2, 0.2]):
-            policy = AdaptiveK(curve_of(points), 0.1, k_max=6, fast=list(acc), slow=list(acc), seen=[0] * 6)
+            policy = PositionAcceptance(curve_of(points), 0.1, k_max=6, fast=list(acc), slow=list(acc), seen=[0] * 6)
             plan = choose_lengths([LengthChoice(acc, 0.1, 6)], curve_of(points))
             assert plan == [policy.choose()], (points, acc)
 
@@ -192,6 +208,6 @@ def test_a_plan_drafts_for_the_sequence_that_gains_most_and_respects_caps():
     flat = curve_of([1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0])  # 4 rows cost one; the 5th doubles the step
     sure, unsure = LengthChoice([0.95] * 4, 0.0, 4), LengthChoice([0.1] * 4, 0.0, 4)
     assert choose_lengths([sure, unsure], flat) == [2, 0]  # 3 + 1 rows: the sure one gets the room
-    assert choose_lengths([sure, unsure], flat, max_tokens=3) == [1, 0]  # exact mode's row limit
+    assert choose_lengths([sure, unsure], flat, max_rows=3) == [1, 0]  # exact mode's row limit
     assert choose_lengths([LengthChoice([0.95] * 4, 0.0, 1), unsure], flat) == [1, 1]  # its cap; the 4th row is free
     assert choose_lengths([sure, sure], curve_of([1, 2, 3, 4, 5, 6])) == [0, 0]  # linear: never pays

@@ -6,17 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specllama.decoding.adaptive_k import AdaptiveK
+from specllama.decoding.acceptance import Calibrator, PositionAcceptance, TextFit
 from specllama.decoding.auto_drafter import AutoDrafter
-from specllama.decoding.cost_curve import CostCurve
-from specllama.decoding.draft_length import Calibrator, TextFit, choose_draft_length
+from specllama.decoding.cost.curve import CostCurve
+from specllama.decoding.cost.model import best_length
+from specllama.decoding.cost.online import Prior
 from specllama.decoding.drafters import DraftRequest, ModelDrafter, Proposal
 from specllama.decoding.engine import Engine, GenerationConfig, Request
 from specllama.decoding.events import DoneEvent, TokenEvent
 from specllama.decoding.request import drafter_name
-from specllama.runtime import draft_decision
 from specllama.decoding.sampling import SamplingParams
 from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter, cautious_ratio
+from specllama.runtime import draft_decision
 from tests.fake_llm import VOCAB, FakeContext, counting_rule, noisy_rule
 
 FLAT = lambda n: 1.0 if 1 <= n <= 16 else None  # noqa: E731  verifying is free: any likely draft pays
@@ -102,8 +103,8 @@ def test_text_fit_raises_confidence_on_texts_that_beat_the_prediction():
     for _ in range(10):
         fit.observe([0.5, 0.5, 0.5], 3, 3)  # all accepted where 0.5 was predicted
     assert fit.factor > 1.5 and fit.apply([0.5, 0.9]) == [pytest.approx(0.5 * fit.factor), 0.99]
-    assert choose_draft_length([0.3], lambda n: 1 + 0.25 * (n - 1)) == 1  # 1.3 / 1.25 = 1.04x
-    assert choose_draft_length([0.3], lambda n: 1 + 0.25 * (n - 1), min_gain=1.05) == 0  # not enough
+    assert best_length([0.3], lambda n: 1 + 0.25 * (n - 1)) == 1  # 1.3 / 1.25 = 1.04x
+    assert best_length([0.3], lambda n: 1 + 0.25 * (n - 1), min_gain=1.05) == 0  # not enough
 
 
 def test_a_fixed_k_sends_what_matched_and_auto_cuts_it():
@@ -237,7 +238,7 @@ class ScriptedDrafter:
 
 def auto_with(ratio, draft_cost, prior=0.9):
     suffix = SuffixDrafter(cost_ratio=ratio)
-    policy = AdaptiveK(ratio, draft_cost, k_max=8, prior=prior)
+    policy = PositionAcceptance(ratio, draft_cost, k_max=8, prior=prior)
     model = ScriptedDrafter()
     return AutoDrafter(suffix, model, policy, ratio), model
 
@@ -293,7 +294,7 @@ def test_auto_with_a_real_model_drafter_keeps_greedy_text():
     plain, _, _ = run(FakeContext(rule), "none", {}, prompt, k=0)
     suffix = SuffixDrafter(cost_ratio=FLAT)
     model = ModelDrafter(FakeContext(counting_rule()))
-    auto = AutoDrafter(suffix, model, AdaptiveK(FLAT, 0.05, k_max=4), FLAT)
+    auto = AutoDrafter(suffix, model, PositionAcceptance(FLAT, 0.05, k_max=4), FLAT)
     ids, summary, _ = run(FakeContext(rule), "auto", {"suffix": suffix, "model": model, "auto": auto}, prompt)
     assert ids == plain and summary.drafted_by.get("model", 0) > 0
 
@@ -304,14 +305,18 @@ def curve(ratios, draft):
     return CostCurve(t1_s=0.05, ratios=ratios, draft_ratio=draft, n_past=0, reps=1)
 
 
+def prior(c: CostCurve) -> Prior:
+    return Prior(c.ratio, c.t1_s, c.draft_ratio)
+
+
 def test_the_draft_is_loaded_for_auto_only_where_it_can_pay():
     two_core = curve([1.0, 1.54, 2.1, 2.72, 3.3, 3.9, 4.5, 5.1, 5.7], 0.54)
-    load, why = draft_decision(two_core, "draft.gguf")
+    load, why = draft_decision(prior(two_core), "draft.gguf", learned=True)
     assert not load and "cannot pay" in why and "draft.gguf" in why
     gpu = curve([1.0] * 9, 0.1)
-    assert draft_decision(gpu, "d")[0]
-    load, why = draft_decision(None, "d")
-    assert not load and "never measured" in why and "\n" not in why
+    assert draft_decision(prior(gpu), "d", learned=True)[0]
+    load, why = draft_decision(prior(gpu), "d", learned=False)  # a guess (file sizes) is not enough
+    assert not load and "not known yet" in why and "\n" not in why
 
 
 # ---- the command line ----------------------------------------------------------------------
@@ -355,8 +360,8 @@ def test_help_says_lookup_is_an_alias(capsys):
 
 def test_a_missing_corpus_is_one_error_line_before_any_model(tmp_path, capsys, monkeypatch):
     """The corpus is checked before the models load; the CLI says what is wrong in one line."""
-    from specllama.cli import main as cli_main
     from specllama import runtime as runtime_module
+    from specllama.cli import main as cli_main
 
     def load(self, opts, *a):  # must not be reached: the corpus is checked first
         raise AssertionError("models loaded before the corpus was checked")

@@ -6,7 +6,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from specllama.decoding.draft_length import Calibrator
+from specllama.decoding.acceptance import Calibrator
 from specllama.decoding.drafters import DraftRequest
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.suffix_drafter import SuffixDrafter, match_group, raw_confidence

@@ -109,7 +109,7 @@ class FakeEngine:
 class FakeRuntime:
     """The public surface of specllama.runtime.Runtime that the app uses, and no more."""
 
-    def __init__(self, script=SCRIPT, *, has_draft: bool = True, cost_curve=None, **engine_options):
+    def __init__(self, script=SCRIPT, *, has_draft: bool = True, costs=None, **engine_options):
         self.target_name = "Fake-Coder 1.5B"
         self.draft_name = "Fake-Coder 0.5B" if has_draft else None
         self.has_draft_model = has_draft
@@ -117,7 +117,7 @@ class FakeRuntime:
         self.target_ctx = FakeContext()
         self.engine = FakeEngine(self.target_ctx, script, **engine_options)
         self.threads = 2
-        self.cost_curve = cost_curve  # what K auto needs; the real one is measured at load time
+        self.costs = costs  # what steps cost (the real runtime's StepCosts)
         self._model = FakeModel(self.target_name)
 
     def chat_tokens(self, messages: list[dict]) -> list[int]:
@@ -204,7 +204,7 @@ def test_settings_steps_stay_in_range():
     assert ChatSettings().drafter == "auto"  # chat's default, as on the command line
     assert ChatSettings.from_dict({"drafter": "lookup"}).drafter == "suffix"  # defaults saved before suffix
     assert s.step_k(3).k == 4 and ChatSettings(k=15).step_k(3).k == 16
-    assert s.step_k(-1).k == "auto" and s.step_k(-1, auto_available=False).k == 1  # auto sits below 1
+    assert s.step_k(-1).k == "auto"  # auto sits below 1
     assert ChatSettings(k="auto").step_k(1).k == 1 and ChatSettings(k="auto").step_k(-1).k == "auto"
     assert s.step_temperature(-1).temperature == 0.0 and s.step_temperature(3).temperature == pytest.approx(0.3)
     assert s.step_p_min(1).p_min == 0.95 and s.step_p_min(-1).p_min == pytest.approx(0.9)
@@ -227,7 +227,7 @@ def test_chat_command_options_load_the_draft_where_it_pays_or_is_asked_for():
     asked = chat_load_options(build_parser().parse_args(["chat", "--drafter", "model"]))
     assert asked.load_draft and not asked.draft_if_pays  # asked for: loaded, F2 can switch freely
     default = build_parser().parse_args(["chat", "--drafter", "none"])
-    assert ChatSettings.from_args(default).k == "auto" and chat_load_options(default).auto_k
+    assert ChatSettings.from_args(default).k == "auto"
     alone = build_parser().parse_args(["chat", "--target", "/models/t.gguf", "--no-draft"])
     assert chat_load_options(alone).draft is None  # no draft named: auto / suffix / none only
     with pytest.raises(SpecllamaError):
@@ -301,10 +301,11 @@ def test_keys_change_the_engine_settings_without_reloading():
     run(scenario)
 
 
-def test_k_steps_down_to_auto_when_the_runtime_can_choose_k():
+def test_k_steps_down_to_auto_whatever_the_runtime_measured():
     async def scenario():
-        for cost_curve, expected in ((object(), "auto"), (None, 1)):
-            runtime = FakeRuntime(cost_curve=cost_curve)
+        # Costs are learnt from the steps themselves: K auto needs no measured curve.
+        for costs, expected in ((object(), "auto"), (None, "auto")):
+            runtime = FakeRuntime(costs=costs)
             async with chat_app(runtime, k=1).run_test(size=SIZE) as pilot:
                 await wait_until(pilot, lambda: pilot.app.runtime is not None)
                 await pilot.press("f3")

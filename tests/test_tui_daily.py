@@ -325,13 +325,15 @@ def test_saved_defaults_reach_the_chat_command_and_options_win(monkeypatch, tmp_
 # --- saying why ----------------------------------------------------------------------------------
 
 def test_panel_says_why_k_auto_drafted_nothing():
-    from specllama.decoding.cost_curve import CostCurve, break_even_acceptance
+    from specllama.decoding.cost.curve import CostCurve
+    from specllama.decoding.cost.model import break_even_acceptance
+    from specllama.decoding.cost.online import Prior, StepCosts
 
     curve = CostCurve(0.05, [1.0, 1.4, 1.6, 1.96], 0.5, 256, 3)
-    needed = break_even_acceptance(curve, 2, 0.5)
+    needed = break_even_acceptance(curve.ratio, 2, 0.5)
 
     async def scenario():
-        runtime = FakeRuntime(cost_curve=curve)
+        runtime = FakeRuntime(costs=StepCosts(Prior(curve.ratio, curve.t1_s, curve.draft_ratio, learned=True)))
         runtime.engine.auto_k = 0
         async with chat_app(runtime, k="auto").run_test(size=SIZE) as pilot:
             await send(pilot, "hi")
@@ -345,10 +347,11 @@ def test_panel_says_why_k_auto_drafted_nothing():
 
 
 def test_why_no_drafts_when_nothing_would_pay():
-    from specllama.decoding.cost_curve import CostCurve
+    from specllama.decoding.cost.online import Prior, StepCosts
     from specllama.tui.explain import why_no_drafts
 
-    slow_verify = CostCurve(0.05, [1.0, 1.5, 2.5], 0.9, 256, 3)  # K = 2 costs 2.5 + 2 * 0.9 > 3
+    # K = 2 costs 2.5 + 2 * 0.9 > 3: what this machine's steps were seen to cost
+    slow_verify = StepCosts(Prior(lambda n: [1.0, 1.5, 2.5][n - 1] if n <= 3 else None, 0.05, 0.9, learned=True))
     assert "even 100 % acceptance" in why_no_drafts(slow_verify, "model")
     assert "≥" in why_no_drafts(slow_verify, "lookup")  # a free drafter can still pay
     assert "K auto chose 0" in why_no_drafts(None, "model")

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from specllama.bench.configs import BenchConfig
 from specllama.bench.pairing import Comparison, comparison_dict
 from specllama.bench.runner import RunRecord
-from specllama.decoding.cost_curve import CostCurve, predicted_speedup, step_cost
+from specllama.decoding.cost.curve import CostCurve
+from specllama.decoding.cost.model import predicted_speedup, step_cost
 from specllama.decoding.engine import Summary
 from specllama.decoding.verifiers import StairsVerifier
 
@@ -146,7 +147,8 @@ def _fill(summary: ConfigSummary, config: BenchConfig, mine: list[tuple[RunRecor
         # approximation (their attention spans differ), so read that prediction as a rough one.
         if isinstance(config.k, int):  # under k=auto only the per-step prediction below applies
             verify_tokens = StairsVerifier().batch_tokens(config.k) if config.verify == "stairs" else None
-            summary.predicted_speedup = predicted_speedup(curve, config.k, alpha, draft_ratio, verify_tokens)
+            c = curve.draft_ratio if draft_ratio is None else draft_ratio
+            summary.predicted_speedup = predicted_speedup(curve.ratio, config.k, alpha, c, verify_tokens)
         summary.predicted_from_steps = _speedup_from_steps(curve, stats, draft_ratio, config.verify == "stairs")
 
 

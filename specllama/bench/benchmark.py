@@ -1,6 +1,6 @@
-"""One benchmark from loaded models to the finished document: warm-up, cost curve, interleaved
-runs, the identical-output check, aggregation. No argument parsing or printing here (that is
-commands/bench.py), so tests and other tools can call it directly."""
+"""One benchmark from loaded models to the finished document: warm-up, interleaved runs, the
+identical-output check, aggregation; predictions from what the runs' own steps cost. No argument
+parsing or printing here (that is cli/cmd_bench.py), so tests and other tools can call it directly."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from specllama.bench.configs import BenchConfig
 from specllama.bench.pairing import NEAR_TIE_LOGITS, judge_runs
 from specllama.bench.report import json_document
 from specllama.bench.runner import WARMUP_TOKENS, BenchPrompt, BenchRunner, ProgressCallback
-from specllama.decoding.cost_curve import CostCurve, measure_cost_curve
-from specllama.runtime import Runtime
+from specllama.decoding.cost.curve import CostCurve
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.llama.machine import machine_info
 from specllama.llama.model import GGUFModel
+from specllama.runtime import Runtime
 
 
 class BenchError(SpecllamaError):
@@ -28,8 +28,7 @@ class BenchOptions:
     max_tokens: int = 128
     repeat: int = 1
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    cost_curve_max_n: int = 16
-    cost_curve_reps: int = 3
+    cost_curve_max_n: int = 16  # how far the reported curve (from the runs' steps) goes
 
 
 @dataclass
@@ -50,7 +49,7 @@ def model_entry(model: GGUFModel | None) -> dict | None:
 
 def run_benchmark(runtime: Runtime, prompts: list[BenchPrompt], configs: list[BenchConfig], options: BenchOptions,
                   *, progress: ProgressCallback | None = None, settings: dict | None = None) -> BenchOutcome:
-    n_ctx = runtime.target_ctx.n_ctx
+    n_ctx = runtime.context_use()[1]
     for p in prompts:
         if len(p.tokens) + 1 > n_ctx:
             raise BenchError(f"prompt {p.id!r} is {len(p.tokens)} tokens but the context holds {n_ctx} (raise --ctx)")
@@ -58,12 +57,10 @@ def run_benchmark(runtime: Runtime, prompts: list[BenchPrompt], configs: list[Be
     runner = BenchRunner(runtime, prompts, configs, max_tokens=options.max_tokens, sampling=options.sampling,
                          repeat=options.repeat, progress=progress)
     runner.warm_up()
-    if progress:
-        progress(0, runner.total_runs, "measuring the cost curve", None)
-    # After the warm-up (clocks and caches settled), before the runs (nothing else is in the caches).
-    curve = measure_cost_curve(runtime.target_ctx, runtime.draft_ctx, max_n=options.cost_curve_max_n,
-                               reps=options.cost_curve_reps, filler=prompts[0].tokens)
     runs = runner.run()
+    # What the runs' steps cost (the engine's online estimate): the prediction each configuration's
+    # measured speed is checked against.
+    curve = runtime.costs.as_curve(options.cost_curve_max_n)
     if "none" in runner.failed or not any(r.config.is_baseline for r in runs):
         raise BenchError("plain decoding (the 'none' baseline) failed: " + runner.failed.get("none", "no runs"))
 
@@ -71,7 +68,7 @@ def run_benchmark(runtime: Runtime, prompts: list[BenchPrompt], configs: list[Be
     if options.sampling.greedy:
         if progress:
             progress(runner.total_runs, runner.total_runs, "checking outputs against none", None)
-        verdicts = judge_runs(runtime.target_ctx, by_id, runs)
+        verdicts = judge_runs(runtime.judge_context(), by_id, runs)
     else:
         verdicts = [None] * len(runs)  # sampled outputs differ by design; acceptance tells the story
 

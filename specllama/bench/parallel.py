@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from specllama.decoding.cost_curve import CostCurve
+from specllama.decoding.cost.model import Ratio
+from specllama.decoding.cost.online import StepCosts
 from specllama.decoding.engine import DoneEvent, FailedEvent, GenerationConfig, Request, StepEvent
 from specllama.runtime import Runtime
 
@@ -58,19 +59,19 @@ class ParallelSummary:
 
 
 def run_once(runtime: Runtime, prompts: Sequence[list[int]], config: GenerationConfig, parallel: int,
-             curve: CostCurve | None, round_no: int) -> ParallelRun:
+             costs: StepCosts | None, round_no: int) -> ParallelRun:
     runtime.reset()  # no run inherits another's caches (prefix reuse would flatter the later ones)
     requests = [Request(p, config, tag=i) for i, p in enumerate(prompts)]
     tokens = failed = 0
     prefill = predicted = 0.0
     latencies: list[float] = []
     start = time.perf_counter()
-    for _, event in runtime.engine.run_many(requests, parallel):
-        if isinstance(event, StepEvent) and curve is not None:
+    for _, event in runtime.run_many(requests, parallel):
+        if isinstance(event, StepEvent) and costs is not None:
             # Each sequence's step event carries the step's whole batch: charge it its rows' share.
-            ratio = curve.ratio(event.batch_tokens)
-            predicted = None if ratio is None or predicted is None else (
-                predicted + curve.t1_s * ratio * (event.drafted + 1) / event.batch_tokens)
+            step = costs.seconds(event.batch_tokens)
+            predicted = None if step is None or predicted is None else (
+                predicted + step * (event.drafted + 1) / event.batch_tokens)
         elif isinstance(event, DoneEvent):
             tokens += event.summary.tokens
             prefill += event.summary.t_prompt
@@ -79,14 +80,14 @@ def run_once(runtime: Runtime, prompts: Sequence[list[int]], config: GenerationC
             failed += 1
     seconds = time.perf_counter() - start
     return ParallelRun(parallel, round_no, len(prompts), tokens, seconds, prefill,
-                       predicted if curve is not None else None, failed,
+                       predicted if costs is not None else None, failed,
                        statistics.median(latencies) if latencies else 0.0, max(latencies, default=0.0))
 
 
 def run_parallel_bench(runtime: Runtime, prompts: Sequence[list[int]], config: GenerationConfig,
                        levels: Sequence[int], rounds: int,
                        progress: Callable[[int, int, str], None] | None = None) -> list[ParallelRun]:
-    curve = runtime.cost_curve
+    costs = runtime.costs
     runs: list[ParallelRun] = []
     total = rounds * len(levels)
     # A short warm-up: the first decodes of a process are slow (page faults, clocks).
@@ -95,20 +96,20 @@ def run_parallel_bench(runtime: Runtime, prompts: Sequence[list[int]], config: G
         for n in levels:
             if progress:
                 progress(len(runs), total, f"round {r + 1}/{rounds}: {n} at once")
-            runs.append(run_once(runtime, prompts, config, n, curve, r))
+            runs.append(run_once(runtime, prompts, config, n, costs, r))
     if progress:
         progress(total, total, "done")
     return runs
 
 
-def summarize(runs: Sequence[ParallelRun], curve: CostCurve | None, labels: dict[int, str]) -> list[ParallelSummary]:
+def summarize(runs: Sequence[ParallelRun], ratio: Ratio | None, labels: dict[int, str]) -> list[ParallelSummary]:
     by_round_base = {r.round: r.tokens_per_s for r in runs if r.parallel == 1}
     out = []
     for n in dict.fromkeys(r.parallel for r in runs):
         mine = [r for r in runs if r.parallel == n]
         ratios = [r.tokens_per_s / by_round_base[r.round] for r in mine if by_round_base.get(r.round)]
         checks = [r.decode_seconds / r.predicted_decode_seconds for r in mine if r.predicted_decode_seconds]
-        ratio_n = curve.ratio(n) if curve else None
+        ratio_n = ratio(n) if ratio else None
         out.append(ParallelSummary(n, labels.get(n, str(n)), statistics.median(r.tokens_per_s for r in mine),
                                    statistics.median(ratios) if ratios else None,
                                    n / ratio_n if ratio_n else None,

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from specllama.bench.aggregate import ConfigSummary, PromptResult
-from specllama.decoding.cost_curve import CostCurve
+from specllama.decoding.cost.curve import CostCurve
 
 SCHEMA = "specllama.bench/1"
 
@@ -60,11 +60,11 @@ def summary_rows(summaries: list[ConfigSummary]) -> list[list[str]]:
 
 def cost_curve_line(curve: CostCurve | None) -> str:
     if curve is None:
-        return "cost curve: not measured"
+        return "step costs: not known"
     ratios = " ".join(f"{r:.2f}" for r in curve.ratios)
     c = f"{curve.draft_ratio:.2f}" if curve.draft_ratio is not None else "- (no draft model)"
-    return (f"target T(1) = {curve.t1_s * 1e3:.1f} ms at n_past {curve.n_past}; T(n)/T(1) for n = 1..{curve.max_n}: "
-            f"{ratios}; draft/target cost ratio c = {c}")
+    return (f"step costs learnt from {curve.reps} steps: T(1) = {curve.t1_s * 1e3:.1f} ms; T(n)/T(1) for "
+            f"n = 1..{curve.max_n}: {ratios}; draft/target cost ratio c = {c}")
 
 
 def terminal_table(summaries: list[ConfigSummary], curve: CostCurve | None, machine: dict) -> str:

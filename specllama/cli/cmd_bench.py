@@ -66,8 +66,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     # The draft model is loaded for a model config, and for auto only where it can pay (the runtime
     # decides); stairs needs a multi-sequence target context; all configs then share it alike.
     opts = load_options(args, drafters=tuple(dict.fromkeys(c.drafter for c in configs)),
-                        stairs=any(c.verify == "stairs" for c in configs),
-                        auto_k=any(c.k == "auto" for c in configs))
+                        stairs=any(c.verify == "stairs" for c in configs))
     with download_bar() as fetch:
         runtime = Runtime(opts, progress=fetch, status=lambda m: print(m, file=sys.stderr))
     with runtime:

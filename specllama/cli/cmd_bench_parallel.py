@@ -39,18 +39,17 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
     from specllama.cli.progress import download_bar
     from specllama.decoding.engine import GenerationConfig
     from specllama.decoding.request import PARALLEL_AUTO_MAX
-    from specllama.runtime import Runtime
     from specllama.decoding.sampling import SamplingParams
     from specllama.llama.machine import machine_info
+    from specllama.runtime import Runtime
 
     levels = parse_levels(args.parallel)
     slots = max([n for n in levels if n != "auto"] + ([PARALLEL_AUTO_MAX] if "auto" in levels else []))
-    # The curve (to 64 tokens) is measured too: the prediction each N is checked against.
-    opts = replace(load_options(args, drafters=("none",)), parallel=slots, auto_k=True)
+    opts = replace(load_options(args, drafters=("none",)), parallel=slots)
     with download_bar() as fetch:
         runtime = Runtime(opts, progress=fetch, status=lambda m: print(m, file=sys.stderr))
     with runtime:
-        resolved = {n: runtime.engine.parallelism(n) for n in levels}
+        resolved = {n: runtime.parallelism_for(n) for n in levels}
         labels = {resolved[n]: ("auto (%d)" % resolved[n]) if n == "auto" else str(n) for n in levels}
         ns = list(dict.fromkeys(resolved.values()))
         prompts = [runtime.prompt_tokens(item.prompt, item.system) for item in prompt_items]
@@ -59,7 +58,7 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
         with bench_progress() as progress:
             runs = run_parallel_bench(runtime, prompts, config, ns, args.repeat,
                                       progress=lambda done, total, what: progress(done, total, what, None))
-        summaries = summarize(runs, runtime.cost_curve, labels)
+        summaries = summarize(runs, runtime.costs.ratio, labels)
         machine = machine_info(runtime.threads, runtime.threads_batch, placement=runtime.placement,
                                gpu_layers=runtime.gpu_layers)
         models = {"target": runtime.target_path.name}
@@ -67,7 +66,7 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
         doc = {"kind": "parallel", "machine": machine, "models": models, "slots": slots,
                "n_ctx_per_sequence": runtime.context_use()[1], "max_tokens": args.max_tokens, "rounds": args.repeat,
                "prompts_file": str(args.prompts), "peak_rss_mb": round(rss, 1),
-               "curve": runtime.cost_curve.to_dict() if runtime.cost_curve else None,
+               "costs": runtime.costs.snapshot(),
                "summaries": [asdict(s) for s in summaries], "runs": [asdict(r) for r in runs]}
     text = table(summaries, machine, models, rss, slots, args)
     print(text)

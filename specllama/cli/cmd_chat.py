@@ -7,21 +7,20 @@ import sys
 
 from specllama.cli.options import load_options
 from specllama.decoding.request import DRAFTERS
-from specllama.runtime import LoadOptions, Runtime, model_refs
 from specllama.errors import SpecllamaError
 from specllama.models.registry import load_registry
+from specllama.runtime import LoadOptions, Runtime, model_refs
 
 
 def chat_load_options(args: argparse.Namespace) -> LoadOptions:
     """What to load. The draft model is loaded whenever the pair or --draft names one, whatever
-    drafter is chosen first, so the chat can switch to it later without reloading anything; the
-    cost curve too when K is auto, or switching drafters would break it. Naming mistakes are found
-    here, before the app starts, and print one line like `run`."""
+    drafter is chosen first, so the chat can switch to it later without reloading anything. Naming
+    mistakes are found here, before the app starts, and print one line like `run`."""
     # Under auto (the default) the draft model is loaded only where it can pay (runtime.draft_decision);
     # asking for the model drafter or naming --draft loads it, and the chat can then switch freely.
     wants_model = args.drafter == "model" or bool(args.draft)
     drafters = DRAFTERS if wants_model else tuple(d for d in DRAFTERS if d != "model")
-    opts = load_options(args, drafters=drafters, auto_k=args.k == "auto")
+    opts = load_options(args, drafters=drafters)
     model_refs(opts, load_registry())
     return opts
 

@@ -1,8 +1,10 @@
 """`specllama costs`: why speculation is (or is not) faster on this machine.
 
-Prints the measured cost curve the -k auto chooser uses and, for each draft length, the acceptance
-rate a drafter must reach to break even: E(K, a) = K*c + T(K+1)/T(1), E the expected tokens per step;
-with --parallel, what decoding N prompts together gives: N tokens for T(N).
+Times the startup curve (bare decodes of n rows, the draft's one-token decode) and prints it with,
+for each draft length, the acceptance a drafter must reach to break even: E(K, a) = K*c + T(K+1)/T(1),
+E the expected tokens per step; with --parallel, what decoding N prompts together gives: N tokens for
+T(N). The engine plans with what its own steps cost (learnt as it runs, kept between runs); this
+curve is only where that starts, so the learnt costs are printed beside it when there are any.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from dataclasses import replace
 
 from specllama.cli.options import load_options
 from specllama.cli.progress import download_bar
-from specllama.decoding.batch_plan import choose_parallel
-from specllama.decoding.cost_curve import CostCurve, break_even_acceptance
+from specllama.decoding.cost.curve import CostCurve
+from specllama.decoding.cost.model import break_even_acceptance, choose_parallel
 from specllama.decoding.request import PARALLEL_AUTO_MAX
-from specllama.runtime import Runtime
 from specllama.llama.machine import cpu_model
+from specllama.runtime import Runtime
 
 K_SHOWN = 6
 
@@ -33,7 +35,7 @@ def describe(curve: CostCurve, draft_name: str | None) -> list[str]:
     for name, c in drafters:
         needs = []
         for k in range(1, K_SHOWN + 1):
-            alpha = break_even_acceptance(curve, k, c)
+            alpha = break_even_acceptance(curve.ratio, k, c)
             needs.append(f"K={k}: " + (f"{alpha:.0%}" if alpha is not None else "never"))
         lines.append(f"{name} breaks even at per-position acceptance  " + "  ".join(needs))
     if curve.max_n > K_SHOWN + 1:
@@ -82,18 +84,25 @@ def batching_lines(curve: CostCurve) -> list[str]:
 
 
 def cmd_costs(args: argparse.Namespace) -> int:
-    opts = replace(load_options(args), auto_k=True, remeasure_costs=args.remeasure)
+    opts = load_options(args)
     if args.parallel == "auto":
         opts = replace(opts, n_ctx=min(opts.n_ctx, 1024))  # costs only measures: keep 8 caches small
     with download_bar() as progress:
         runtime = Runtime(opts, progress=progress, status=lambda m: print(m, file=sys.stderr))
     with runtime:
-        curve = runtime.cost_curve
+        curve = runtime.measure_startup_curve(args.remeasure, lambda: print(
+            "measuring this machine's decode costs (10-60 s, once per machine, models and threads)...", file=sys.stderr))
         print(f"machine: {cpu_model()}, {runtime.threads} threads; target {runtime.target_path.name}")
         for line in describe(curve, runtime.draft_path.name if runtime.draft_path else None):
             print(line)
         note = weight_note(runtime.target_path) if curve.max_n > K_SHOWN + 1 else None
         if note:
             print(note)
-        print(f"(measured at load and cached in {runtime.cost_cache_file()}; --remeasure to measure again)")
+        print(f"(bare decodes, cached in {runtime.cost_cache_file()}; --remeasure to measure again)")
+        learnt = runtime.costs.prior
+        if runtime.learned_costs():
+            ratios = "  ".join(f"n={n}: {learnt.ratio(n):.2f}" for n in range(1, K_SHOWN + 2))
+            c = f"; draft c = {learnt.draft_ratio:.2f}" if learnt.draft_ratio is not None else ""
+            print(f"what earlier runs' steps cost here (what the engine starts from): T(1) {learnt.t1_s * 1e3:.1f} ms; "
+                  f"T(n)/T(1) {ratios}{c}")
     return 0

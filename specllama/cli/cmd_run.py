@@ -10,8 +10,8 @@ from specllama.cli.options import generation_config, load_options
 from specllama.cli.progress import download_bar
 from specllama.cli.summary_text import format_summary
 from specllama.decoding.events import DoneEvent, TokenEvent
-from specllama.runtime import Runtime
 from specllama.errors import SpecllamaError
+from specllama.runtime import Runtime
 
 
 class PromptSourceError(SpecllamaError):

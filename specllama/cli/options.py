@@ -11,8 +11,8 @@ import random
 import sys
 
 from specllama.decoding.request import GenerationConfig
-from specllama.runtime import LoadOptions
 from specllama.decoding.sampling import SamplingParams
+from specllama.runtime import LoadOptions
 
 
 def no_draft_named(args: argparse.Namespace) -> bool:
@@ -30,7 +30,7 @@ def drafter_choice(args: argparse.Namespace) -> str:
 
 
 def load_options(args: argparse.Namespace, *, drafters: tuple[str, ...] | None = None,
-                 stairs: bool | None = None, auto_k: bool | None = None) -> LoadOptions:
+                 stairs: bool | None = None) -> LoadOptions:
     """`drafters`: every drafter the session may use (default: the one chosen); the draft model is
     loaded only when the model drafter is among them."""
     if drafters is None and no_draft_named(args):
@@ -41,7 +41,7 @@ def load_options(args: argparse.Namespace, *, drafters: tuple[str, ...] | None =
     if corpus:
         from specllama.decoding.suffix_drafter import read_corpus
         read_corpus(corpus)  # an unreadable corpus fails in one line before minutes of model loading
-    # auto loads the draft only where it can pay (the runtime decides from the cost curve).
+    # auto loads the draft only where it can pay (the runtime decides from what it knows of the costs).
     return LoadOptions(pair=args.pair, target=args.target, draft=args.draft,
                        load_draft="model" in drafters or "auto" in drafters,
                        draft_if_pays="model" not in drafters and "auto" in drafters,
@@ -49,8 +49,7 @@ def load_options(args: argparse.Namespace, *, drafters: tuple[str, ...] | None =
                        n_ctx=args.n_ctx, threads=args.threads, threads_batch=args.threads_batch,
                        gpu_layers=args.gpu_layers, exact=getattr(args, "exact", False),
                        parallel=parallel_option(args),
-                       stairs=getattr(args, "verify", "causal") == "stairs" if stairs is None else stairs,
-                       auto_k=(getattr(args, "k", 0) == "auto" and drafters != ("none",)) if auto_k is None else auto_k)
+                       stairs=getattr(args, "verify", "causal") == "stairs" if stairs is None else stairs)
 
 
 def parallel_option(args: argparse.Namespace) -> int | str:

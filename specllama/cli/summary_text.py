@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specllama.decoding.draft_length import Calibrator
+from specllama.decoding.acceptance import Calibrator
 from specllama.decoding.engine import GenerationConfig, Summary
 from specllama.runtime import Runtime
 

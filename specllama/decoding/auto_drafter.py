@@ -1,8 +1,8 @@
 """`--drafter auto`: per sequence and per step, the draft that the cost model says pays most.
 
 Composed of the suffix drafter (free drafts with calibrated per-token confidence) and, when one is
-loaded, the model drafter (whose acceptance is tracked per draft position by an AdaptiveK view per
-sequence, the way the engine does for `--drafter model -k auto`). Each step, for each sequence:
+loaded, the model drafter (whose acceptance is tracked per draft position by an PositionAcceptance view per
+sequence, the way the planner does for `--drafter model -k auto`). Each step, for each sequence:
 
     suffix rate = E(n) / (T(n+1)/T(1))           its own proposal, cut by confidence (cost 0)
     model rate  = E(K) / (K*c + T(K+1)/T(1))     the view's best K (0 when the draft cannot pay)
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from specllama.decoding.adaptive_k import AdaptiveK
+from specllama.decoding.acceptance import PositionAcceptance
 from specllama.decoding.drafters import Drafter, DraftRequest, Proposal
 from specllama.decoding.request import AUTO
 from specllama.decoding.suffix_drafter import SuffixDrafter, proposal_rate
@@ -31,13 +31,13 @@ class AutoDrafter:
     sizes_itself = True  # the engine gives a cap; the choice and the length are made here
 
     def __init__(self, suffix: SuffixDrafter, model: Drafter | None = None,
-                 model_policy: AdaptiveK | None = None,
+                 model_policy: PositionAcceptance | None = None,
                  cost_ratio: Callable[[int], float | None] | None = None):
         self.suffix = suffix
         self.model = model
         self.model_policy = model_policy  # shared long-run record; None: the model is never chosen under -k auto
         self.cost_ratio = cost_ratio or suffix.cost_ratio
-        self.views: dict[int, AdaptiveK] = {}  # slot -> the model's acceptance on that sequence's text
+        self.views: dict[int, PositionAcceptance] = {}  # slot -> the model's acceptance on that sequence's text
         self.chosen: dict[str, int] = {"suffix": 0, "model": 0, "none": 0}  # steps, for tests and stats
 
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
@@ -64,15 +64,16 @@ class AutoDrafter:
         return out
 
     def _choose(self, r: DraftRequest, s: Proposal) -> tuple[str, int]:
-        """("suffix" | "model" | "none", the model's K)."""
+        """("suffix" | "model" | "none", the model's K). Sources the planner benched for this text
+        (r.avoid) are not chosen."""
         if r.config.k != AUTO:
             if s.tokens:
                 return "suffix", 0
             return ("model", r.k) if self.model is not None else ("none", 0)
-        view = self._view(r.seq)
+        view = self._view(r.seq) if "model" not in r.avoid else None
         model_k = min(view.choose(), r.k) if view is not None else 0
         model_rate = (view.rate(model_k) or 1.0) if model_k else 1.0
-        suffix_rate = proposal_rate(s, self.cost_ratio)
+        suffix_rate = proposal_rate(s, self.cost_ratio) if "suffix" not in r.avoid else 1.0
         if s.tokens and suffix_rate > max(1.0, model_rate):
             if view is not None:
                 view.observe(0, 0)  # unobserved positions drift back to the long-run record
@@ -83,7 +84,7 @@ class AutoDrafter:
             view.observe(0, 0)
         return "none", 0
 
-    def _view(self, seq: int) -> AdaptiveK | None:
+    def _view(self, seq: int) -> PositionAcceptance | None:
         if self.model is None or self.model_policy is None:
             return None
         view = self.views.get(seq)

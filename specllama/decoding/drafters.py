@@ -36,6 +36,7 @@ class DraftRequest:
     k: int  # the most drafts the engine will verify this step
     config: GenerationConfig
     rng: np.random.Generator
+    avoid: frozenset[str] = frozenset()  # sources the planner benched for this text (realised.py)
 
 
 @dataclass
@@ -50,7 +51,7 @@ class Drafter(Protocol):
     name: str
     # True for a drafter that sizes its own drafts from per-token confidence: under -k auto the
     # engine gives it a cap (K_AUTO_MAX, or less where the context or exact mode says) and no
-    # AdaptiveK policy; it returns what it thinks pays (see draft_length.choose_draft_length).
+    # acceptance record; it returns what it thinks pays (cost.model.best_length on its confidence).
     sizes_itself: bool = False
 
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]: ...

@@ -20,10 +20,10 @@ a 1 MB corpus. `reset()` (the engine's "forget every cache", e.g. between benchm
 live texts and the history, never the corpus: no benchmark run drafts from another's output.
 
 Confidence: per token, count(continuation) / (count(context) + 1), calibrated against the
-acceptance observed so far (draft_length.Calibrator, per match-length class, shared by all texts)
-and scaled by how this text's drafts fared against those predictions (draft_length.TextFit, per
+acceptance observed so far (acceptance.Calibrator, per match-length class, shared by all texts)
+and scaled by how this text's drafts fared against those predictions (acceptance.TextFit, per
 slot, restarted with each prompt); the draft is cut where expected tokens per unit of verify time
-peak (choose_draft_length) on the machine's cost ratio T(n)/T(1), if that promises MIN_GAIN.
+peak (cost.model.best_length) on the machine's cost ratio T(n)/T(1), if that promises MIN_GAIN.
 Without a measured curve it assumes CAUTIOUS_RATIO: every token beyond the first costs 0.7 of a
 decode (worse than the 0.54-0.57 measured on the 2-core machine), so a lone earlier
 occurrence (raw 0.5) drafts nothing until acceptance has been observed to be high.
@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from specllama.decoding.draft_length import Calibrator, TextFit, choose_draft_length, expected_tokens
+from specllama.decoding.acceptance import Calibrator, TextFit
+from specllama.decoding.cost.model import best_length, expected_tokens
 from specllama.decoding.drafters import DraftRequest, Proposal
 from specllama.decoding.request import AUTO
 from specllama.decoding.suffix_index import Match, SuffixIndex
@@ -142,7 +143,7 @@ class SuffixDrafter:
         raw = raw_confidence(match.counts, match.totals)
         conf = self._fit(r.seq).apply(self.calibrator.calibrate(raw, match_group(match.length)))
         # Under -k auto the draft is cut where it pays; a fixed K sends what matched, up to K.
-        n = choose_draft_length(conf, self.cost_ratio, min_gain=MIN_GAIN) if r.config.k == AUTO else len(conf)
+        n = best_length(conf, self.cost_ratio, min_gain=MIN_GAIN) if r.config.k == AUTO else len(conf)
         if n == 0:
             self._fit(r.seq).idle()
         return SuffixProposal(match.tokens[:n], None, conf[:n], self.name, raw[:n], match.length, where)

@@ -35,6 +35,7 @@ class GGUFModel:
         # near-tie could flip with the batch shape; without them every row is the same dot product.
         params.use_extra_bufts = not exact
         self.exact = exact
+        self.n_gpu_layers = n_gpu_layers
         self._exact_max_batch: int | None = None
         self._model = C.llama_model_load_from_file(str(self.path).encode(), params)
         if not self._model:

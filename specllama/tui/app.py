@@ -268,7 +268,7 @@ class ChatApp(SettingsControls, SavedConversations, ModelSwitching, App[None]):
         reply.set_status(f"{summary.tokens} tokens · {summary.tokens_per_s:.1f} tokens/s" + (f" · {note}" if note else ""))
         why = None
         if summary.steps and not summary.k_total and self.settings.drafter != "none":
-            why = why_no_drafts(getattr(self.runtime, "cost_curve", None), self.settings.drafter)
+            why = why_no_drafts(getattr(self.runtime, "costs", None), self.settings.drafter)
         self.query_one(StatsPanel).show_summary(summary, why)
         self._show_context()
 

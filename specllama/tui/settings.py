@@ -83,13 +83,13 @@ class ChatSettings:
         at = order.index(self.drafter) if self.drafter in order else -1
         return replace(self, drafter=order[(at + 1) % len(order)])
 
-    def step_k(self, delta: int, auto_available: bool = True) -> ChatSettings:
-        """K runs auto, 1, 2, ... K_MAX: "auto" sits below 1 (when the runtime can do it)."""
+    def step_k(self, delta: int) -> ChatSettings:
+        """K runs auto, 1, 2, ... K_MAX: "auto" sits below 1."""
         if self.k == "auto":
             return replace(self, k=1) if delta > 0 else self
         k = self.k + delta
         if k < 1:
-            return replace(self, k="auto") if auto_available else replace(self, k=1)
+            return replace(self, k="auto")
         return replace(self, k=min(K_MAX, k))
 
     def step_temperature(self, steps: int) -> ChatSettings:

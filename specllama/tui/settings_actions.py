@@ -45,9 +45,7 @@ class SettingsControls:
         self._apply_settings(self.settings.next_drafter(self._drafters_available()))
 
     def action_step_k(self, delta: int) -> None:
-        # K auto needs the machine's cost curve, measured at load time when K auto was asked for.
-        auto = self.runtime is None or getattr(self.runtime, "cost_curve", None) is not None
-        self._apply_settings(self.settings.step_k(delta, auto_available=auto))
+        self._apply_settings(self.settings.step_k(delta))
 
     def action_step_temperature(self, steps: int) -> None:
         self._apply_settings(self.settings.step_temperature(steps))

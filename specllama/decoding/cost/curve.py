@@ -1,15 +1,9 @@
-"""The machine's own cost model of speculation: what verifying n tokens costs, relative to one.
+"""A startup microbenchmark of decode costs: T(n)/T(1) for batches of n rows and the draft's
+one-token cost, timed on bare decodes before any generation (`specllama costs`, `bench`).
 
-Speculation pays only when the tokens gained per step outweigh what a step costs. With draft
-length K, acceptance rate alpha and a draft whose one-token decode costs c target-decodes:
-
-    E       = (1 - alpha^(K+1)) / (1 - alpha)          tokens gained per target decode
-    cost    = K*c + T(K+1)/T(1)                          one step, in one-token target decodes
-    speedup = E / cost
-
-T(n)/T(1) is nowhere near 1 on a CPU with few cores (llama-bench, Qwen2.5-Coder 1.5B Q4_K_M on the
-2-core AVX2 development machine: 1.61 at n = 3), so we measure it here rather than assume it. Used
-by `bench` for its predicted speedups and meant for choosing K automatically (`-k auto`).
+It is only a prior: a bare decode misses what a step also pays (logits, verification, Python), which
+on a fast backend is most of the cost, so the engine plans with what its own steps cost
+(online.py), starting from this curve's shape when one is cached.
 """
 
 from __future__ import annotations
@@ -17,7 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 from specllama.llama.context import DecodeContext
 
@@ -40,57 +34,6 @@ class CostCurve:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def step_cost(verify_ratio: Callable[[int], float | None], k: int, draft_cost: float,
-              verify_tokens: int | None = None) -> float | None:
-    """One speculative step in one-token target decodes: K*c for the drafts plus T(n)/T(1) for
-    verifying n tokens (K+1 in a causal batch). None when T(n) was not measured. K = 0 is 1."""
-    ratio = verify_ratio(verify_tokens or k + 1)
-    return None if ratio is None else k * draft_cost + ratio
-
-
-def expected_tokens_per_step(k: int, alpha: float) -> float:
-    """E = 1 + alpha + ... + alpha^K: the expected accepted drafts plus the target's own token,
-    assuming each draft position is accepted independently with probability alpha."""
-    if alpha >= 1.0:
-        return float(k + 1)
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
-
-
-def predicted_speedup(curve: CostCurve, k: int, alpha: float | None, draft_ratio: float | None = None,
-                      verify_tokens: int | None = None) -> float | None:
-    """The cost model's speedup over plain decoding for draft length k at acceptance alpha.
-    draft_ratio is c (None: the curve's measured draft ratio; 0 for a free drafter such as prompt
-    lookup). verify_tokens is what the target decodes per step (default K+1, a causal batch; stairs
-    verification decodes (K+1)(K+2)/2). None when it cannot be predicted: no acceptance measured,
-    or the verify batch beyond the measured curve."""
-    if k <= 0:
-        return 1.0
-    if alpha is None:
-        return None
-    c = curve.draft_ratio if draft_ratio is None else draft_ratio
-    cost = step_cost(curve.ratio, k, c, verify_tokens) if c is not None else None
-    return None if cost is None else expected_tokens_per_step(k, alpha) / cost
-
-
-def break_even_acceptance(curve: CostCurve, k: int, draft_cost: float) -> float | None:
-    """The per-position acceptance at which K drafts a step match plain decoding; None when even
-    100 % acceptance loses (or the batch was not measured)."""
-    def rate(alpha: float) -> float | None:
-        return predicted_speedup(curve, k, alpha, draft_cost)
-
-    best = rate(1.0)
-    if best is None or best <= 1.0:
-        return None
-    lo, hi = 0.0, 1.0
-    for _ in range(40):  # rate grows with alpha: bisect
-        mid = (lo + hi) / 2
-        if rate(mid) < 1.0:
-            lo = mid
-        else:
-            hi = mid
-    return hi
 
 
 SMALL_N, SMALL_N_REPEATS = 4, 3  # batches of up to 4 tokens are timed 3x per round (see below)

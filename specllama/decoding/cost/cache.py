@@ -1,9 +1,11 @@
-"""The measured cost curve, cached per machine, model files and thread count.
+"""Decode costs kept per machine, model files and settings: the startup curve (`specllama costs`)
+and what the engine's own steps taught (online.StepCosts.snapshot), so the next run starts from it.
 
-Measuring T(n)/T(1) and the draft's cost takes several seconds, so `-k auto` does it once and keeps
-the result in the cache directory. An entry is keyed by everything that changes the numbers: the
-CPU, the thread counts, the llama.cpp build, and each model file's path, size and modification
-time; change any of them and the curve is measured again.
+An entry is keyed by everything that changes the numbers: the CPU, the thread counts, the llama.cpp
+build, where the layers run (GPU offload), the cache type (exact mode), and each model file's path,
+size and modification time; change any of them and the entry is not used. A curve that contradicts
+itself (a batch of n rows dearer than n one-row decodes, as measured while another process held
+the cores) is neither trusted nor cached.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from specllama.decoding.cost_curve import CostCurve, measure_cost_curve
+from specllama.decoding.cost.curve import CostCurve, measure_cost_curve
 from specllama.llama.backend import library_version
 from specllama.llama.context import DecodeContext
 from specllama.llama.machine import cpu_model
@@ -44,6 +46,8 @@ def _key(target: DecodeContext, draft_path: Path | None, max_n: int) -> dict:
         "threads": target.n_threads,
         "threads_batch": target.n_threads_batch,
         "llama_cpp_python": library_version(),
+        "gpu_layers": getattr(target.model, "n_gpu_layers", 0),
+        "exact": bool(getattr(target, "exact", False)),
         "target": _file_identity(target.model.path),
         "draft": _file_identity(draft_path),
         "max_n": max_n,
@@ -97,7 +101,18 @@ def _valid_curve(raw: object, max_n: int) -> CostCurve | None:
           and (draft is None or (_number(draft) and draft >= 0))
           and isinstance(raw["n_past"], int) and raw["n_past"] >= 0
           and isinstance(raw["reps"], int) and raw["reps"] >= 1)
-    return CostCurve(**raw) if ok else None
+    return CostCurve(**raw) if ok and plausible(raw["ratios"]) else None
+
+
+# A batch of n rows decodes the n rows' weights once instead of n times: it can cost about n
+# one-row decodes (compute-bound, 2 cores: T(8)/T(1) 2.8-6.7) but not much more. A curve beyond
+# this was timed while something else took the cores (seen: T(3)/T(1) 4.62 instead of 2.13).
+IMPLAUSIBLE = 1.25
+
+
+def plausible(ratios: list[float]) -> bool:
+    """Whether T(n)/T(1) stays within what a batch can cost (IMPLAUSIBLE x n)."""
+    return all(r <= IMPLAUSIBLE * n for n, r in enumerate(ratios, start=1))
 
 
 @contextmanager
@@ -110,8 +125,13 @@ def _measuring(key: dict) -> Iterator[None]:
         yield
         return
     lock = _entry_path(key).with_suffix(".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as f:  # left in place: removing a lock file races with its next taker
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        f = open(lock, "a")  # left in place: removing a lock file races with its next taker
+    except OSError:  # an unwritable cache: measure unlocked (and the result is not kept)
+        yield
+        return
+    with f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
             yield
@@ -120,11 +140,77 @@ def _measuring(key: dict) -> Iterator[None]:
 
 
 def save(key: dict, curve: CostCurve) -> None:
+    if plausible(curve.ratios):
+        _write(key, {"key": key, "curve": curve.to_dict()})
+
+
+def _write(key: dict, entry: dict) -> None:
+    """Write an entry atomically; a cache that cannot be written is skipped (it only saves time)."""
     path = _entry_path(key)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp-{os.getpid()}")
-    tmp.write_text(json.dumps({"key": key, "curve": curve.to_dict()}, indent=1))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(entry, indent=1))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def learned_key(target: DecodeContext) -> dict:
+    """Where what the engine's steps taught is kept: the target's costs do not depend on the draft,
+    so the key is the target's; each draft file's cost is kept inside the entry by its identity."""
+    return {**_key(target, None, 0), "learned": 1}
+
+
+def _draft_id(draft_path: Path | None) -> str | None:
+    ident = _file_identity(draft_path)
+    return json.dumps(ident, sort_keys=True) if ident else None
+
+
+def _read_learned(key: dict) -> dict | None:
+    try:
+        entry = json.loads(_entry_path(key).read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    raw = entry.get("learned") if isinstance(entry, dict) and entry.get("key") == key else None
+    if not isinstance(raw, dict) or not _number(raw.get("t1_s")) or raw["t1_s"] <= 0:
+        return None
+    ratios, drafts = raw.get("ratios"), raw.get("draft_ratios", {})
+    if not isinstance(ratios, dict) or "1" not in ratios or not isinstance(drafts, dict):
+        return None
+    try:
+        points = {int(n): r for n, r in ratios.items()}
+    except ValueError:
+        return None
+    if not all(1 <= n <= 4096 and _number(r) and 0 < r <= IMPLAUSIBLE * n for n, r in points.items()):
+        return None
+    if not all(isinstance(d, str) and _number(c) and c >= 0 for d, c in drafts.items()):
+        return None
+    return raw
+
+
+def load_learned(key: dict, draft_path: Path | None = None) -> dict | None:
+    """A StepCosts.snapshot saved by an earlier run (with this draft file's cost, if it was learnt),
+    or None when there is none or it is not exactly what save_learned writes."""
+    raw = _read_learned(key)
+    if raw is None:
+        return None
+    draft = raw.get("draft_ratios", {}).get(_draft_id(draft_path)) if draft_path else None
+    return {"t1_s": raw["t1_s"], "ratios": raw["ratios"], "draft_ratio": draft}
+
+
+def save_learned(key: dict, snapshot: dict | None, draft_path: Path | None = None) -> None:
+    """Keep a run's snapshot for the next run; the costs of other draft files stay."""
+    if snapshot is None:
+        return
+    old = _read_learned(key) or {}
+    drafts = dict(old.get("draft_ratios", {}))
+    if draft_path is not None and snapshot.get("draft_ratio") is not None:
+        drafts[_draft_id(draft_path)] = snapshot["draft_ratio"]
+    _write(key, {"key": key, "learned": {"t1_s": snapshot["t1_s"], "ratios": snapshot["ratios"], "draft_ratios": drafts}})
 
 
 def cost_curve_for(target: DecodeContext, draft: DecodeContext | None, *, remeasure: bool = False,

@@ -1,0 +1,202 @@
+"""How likely a draft is to be accepted: every acceptance estimate in one place.
+
+- `PositionAcceptance`: per draft position i, P(draft i accepted | drafts before it accepted), for
+  a drafter without its own confidence (the draft model). Two estimates: a fast one that follows the
+  text (a burst of boilerplate, a stretch of prose) and a slow one, the drafter's long-run record,
+  shared by every text (`for_text` gives a text its own fast estimates over the shared record).
+  Each new prompt restarts the fast estimates between the record and an optimistic prior, and
+  positions a step did not reach drift from the fast estimate back towards the slow one: after a
+  bad patch has driven K to 0, speculation is tried again once the drafter's long-run record says
+  it should pay, and never when the drafter has never paid.
+- `Calibrator`: a confident drafter's raw per-token confidence (the suffix drafter: how often that
+  continuation followed the matched context) -> acceptance observed, per match-length class.
+- `TextFit`: how this text's drafts fare against what the calibrator predicted for them.
+
+Nothing here decides a draft length: the cost model (cost/model.py) turns these estimates and the
+step costs into one, for the planner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable, Sequence
+
+from specllama.decoding.cost.model import Ratio, Rows, best_length, best_possible_rate, causal_rows, expected_tokens, step_cost
+
+FAST_DECAY = 0.8  # weight of the old estimate per observation: follows the text within a few steps
+SLOW_WINDOW = 50  # the long-run record averages about this many observations per position...
+PRIOR_WEIGHT = 2  # ...and the prior counts as this many, so evidence overrules it quickly
+DRIFT = 0.06  # per step, how far an unobserved fast estimate moves back towards the slow one
+
+
+@dataclass
+class PositionAcceptance:
+    verify_ratio: Ratio  # n -> T(n)/T(1) (the engine's live StepCosts.ratio)
+    # c: one draft token in plain steps; a callable reads the live estimate (StepCosts.draft_ratio)
+    draft_cost: float | Callable[[], float | None]
+    k_max: int = 8
+    # The acceptance a drafter is assumed to have before any evidence: one that would pay at this
+    # rate is tried until evidence says otherwise (a pessimistic prior would never draft, so never
+    # learn); PRIOR_WEIGHT keeps such a trial short. Measured on the 2-core machine: at 0.95 the
+    # Q4_0 draft was tried on every prompt and those trials cost 4 % overall (0.96x), for the rare
+    # text where it pays by 2 %; at 0.9 a draft is tried only where verification is cheap enough
+    # that 90 % acceptance wins, which keeps -k auto at plain decoding's speed here.
+    prior: float = 0.9
+    verify_tokens: Rows = causal_rows  # the engine swaps in stairs' count when verifying by stairs
+    fast: list[float] = field(default_factory=list)
+    slow: list[float] = field(default_factory=list)
+    seen: list[int] = field(default_factory=list)  # observations per position, for the slow record's weight
+
+    def __post_init__(self) -> None:
+        self.fast = self.fast or [self.prior] * self.k_max
+        self.slow = self.slow or [self.prior] * self.k_max
+        self.seen = self.seen or [0] * self.k_max
+
+    def new_text(self) -> None:
+        """A new prompt: what the last text taught the fast estimates may not hold (prompt lookup
+        is useless on an explanation and excellent on a code edit), so they restart halfway between
+        the drafter's long-run record and the optimistic prior: a fresh chance, shorter for a
+        drafter with a poor record."""
+        self.fast = [(self.prior + slow) / 2 for slow in self.slow]
+
+    def for_text(self) -> "PositionAcceptance":
+        """A chooser for one text among several generated at once: its own fast estimates
+        (restarted as new_text does), the long-run record shared with this one (the same lists,
+        so every text's observations land in it)."""
+        view = replace(self, fast=list(self.fast), slow=self.slow, seen=self.seen)
+        view.new_text()
+        return view
+
+    @property
+    def c(self) -> float:
+        """The draft token's cost now, in plain steps."""
+        cost = self.draft_cost() if callable(self.draft_cost) else self.draft_cost
+        return cost or 0.0
+
+    def expected_tokens(self, k: int) -> float:
+        return expected_tokens(self.fast[:k])[-1]
+
+    def cost(self, k: int) -> float | None:
+        return step_cost(self.verify_ratio, k, self.c, self.verify_tokens(k))
+
+    def rate(self, k: int) -> float | None:
+        cost = self.cost(k)
+        return None if cost is None else self.expected_tokens(k) / cost
+
+    def choose(self) -> int:
+        """The draft length with the best rate on these estimates and today's costs (0: none pays)."""
+        return best_length(self.fast, self.verify_ratio, self.c, rows=self.verify_tokens)
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        """One step's outcome: of `drafted` proposals the first `accepted` passed."""
+        judged = min(drafted, accepted + 1)  # the accepted ones and the first rejection; later ones were never judged
+        for i in range(self.k_max):
+            if i < judged:
+                hit = 1.0 if i < accepted else 0.0
+                self.fast[i] = FAST_DECAY * self.fast[i] + (1 - FAST_DECAY) * hit
+                # A running mean (prior included) until the window fills, then an average over the window.
+                self.seen[i] += 1
+                weight = max(1 / (PRIOR_WEIGHT + self.seen[i]), 1 / SLOW_WINDOW)
+                self.slow[i] += weight * (hit - self.slow[i])
+            else:
+                self.fast[i] += DRIFT * (self.slow[i] - self.fast[i])
+
+    def best_possible_rate(self) -> float:
+        """The rate at 100 % acceptance: at or below 1, this drafter can never pay on this machine."""
+        return best_possible_rate(self.verify_ratio, self.c, self.k_max, self.verify_tokens)
+
+
+@dataclass
+class CalibrationBin:
+    group: int
+    low: float
+    high: float
+    predicted: float  # what the calibrator now maps this bin to
+    observed: float | None  # accepted / judged, None before any judgement
+    count: int
+
+
+@dataclass
+class Calibrator:
+    """Raw confidence -> observed acceptance, per group (e.g. a match-length class) and per bin of
+    raw confidence. Each bin starts from a prior of `prior_weight` pseudo-observations at the bin's
+    midpoint (an uncalibrated drafter is taken at its word) and moves to the observed rate as
+    judgements arrive: predicted = (accepted + w*mid) / (judged + w)."""
+    bins: int = 10
+    groups: int = 1
+    prior_weight: float = 4.0
+    accepted: list[list[int]] = field(default_factory=list)
+    judged: list[list[int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.accepted = self.accepted or [[0] * self.bins for _ in range(self.groups)]
+        self.judged = self.judged or [[0] * self.bins for _ in range(self.groups)]
+
+    def _bin(self, raw: float) -> int:
+        return min(self.bins - 1, max(0, int(raw * self.bins)))
+
+    def _group(self, group: int) -> int:
+        return min(self.groups - 1, max(0, group))
+
+    def predict(self, raw: float, group: int = 0) -> float:
+        g, b = self._group(group), self._bin(raw)
+        mid = (b + 0.5) / self.bins
+        return (self.accepted[g][b] + self.prior_weight * mid) / (self.judged[g][b] + self.prior_weight)
+
+    def calibrate(self, raw: Sequence[float], group: int = 0) -> list[float]:
+        return [self.predict(c, group) for c in raw]
+
+    def update(self, raw: float, accepted: bool, group: int = 0) -> None:
+        g, b = self._group(group), self._bin(raw)
+        self.judged[g][b] += 1
+        self.accepted[g][b] += int(accepted)
+
+    def observe(self, raw: Sequence[float], n_sent: int, n_accepted: int, group: int = 0) -> None:
+        """After a verification: drafts 1..n_accepted were accepted, draft n_accepted+1 (if sent)
+        was rejected, later ones were never judged (their fate says nothing about them)."""
+        for i in range(min(n_sent, n_accepted + 1, len(raw))):
+            self.update(raw[i], i < n_accepted, group)
+
+    def report(self) -> list[CalibrationBin]:
+        rows = []
+        for g in range(self.groups):
+            for b in range(self.bins):
+                n = self.judged[g][b]
+                rows.append(CalibrationBin(g, b / self.bins, (b + 1) / self.bins,
+                                           self.predict((b + 0.5) / self.bins, g),
+                                           self.accepted[g][b] / n if n else None, n))
+        return rows
+
+
+@dataclass
+class TextFit:
+    """How this text's drafts fare against what the calibrator predicted for them: the calibrator
+    learns across texts (a code answer and a French essay share its bins), but acceptance at the
+    same raw confidence differs a lot between texts (measured on bench/prompts.jsonl: 0.20 on an
+    explanation, 0.81 on a summary). factor = (accepted + w) / (predicted + w) over the recent
+    judgements (each older one weighs `decay` as much), w pseudo-judgements of "as predicted"."""
+    decay: float = 0.9  # ~10 judgements of memory: a text's character shows within a few steps
+    prior_weight: float = 2.0
+    accepted: float = 0.0
+    predicted: float = 0.0
+
+    @property
+    def factor(self) -> float:
+        return (self.accepted + self.prior_weight) / (self.predicted + self.prior_weight)
+
+    def apply(self, confidence: Sequence[float], cap: float = 0.99) -> list[float]:
+        f = self.factor
+        return [min(cap, c * f) for c in confidence]
+
+    def idle(self, relax: float = 0.97) -> None:
+        """A step without a draft: the record fades toward "as predicted" (a text that stopped
+        drafting because its first drafts failed gets another try some 20-30 steps later, e.g.
+        when the answer turns from prose to quoting the prompt)."""
+        self.accepted *= relax
+        self.predicted *= relax
+
+    def observe(self, confidence: Sequence[float], n_sent: int, n_accepted: int) -> None:
+        """Drafts 1..n_accepted accepted, draft n_accepted+1 rejected; later ones never judged."""
+        for i in range(min(n_sent, n_accepted + 1, len(confidence))):
+            self.accepted = self.accepted * self.decay + (1.0 if i < n_accepted else 0.0)
+            self.predicted = self.predicted * self.decay + confidence[i]

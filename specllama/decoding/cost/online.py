@@ -1,0 +1,210 @@
+"""What a step really costs on this machine, learned from the engine's own steps.
+
+A startup microbenchmark times bare decodes; a step also pays for fetching and checking logits,
+verifying, planning and bookkeeping, and on a fast backend (a GPU, Metal) those are most of it:
+measured on an H100, a draft token cost 3.6 ms inside the loop against 1.16 ms in llama-bench, and
+the curve predicted 1.12-1.25x for modes that ran at 0.57-0.61x. On 16 CPU cores the curve erred
+the other way (0.87x predicted, 1.27x measured). So every step the engine runs is timed as it pays
+for it and feeds this estimate:
+
+  T(n)  seconds of one step whose target decode holds n rows (plan, decode, logits, verification,
+        commit: everything but the drafters' own work), per n;
+  d     seconds of one draft-model decode (one draft position, all sequences drafting in lockstep).
+
+Each is the median of the last WINDOW samples: robust to outliers (a shared machine's hiccup, a
+page fault) and following drift (another process, a laptop throttling) within a window; a row
+count's first sample is averaged with the prior. Row counts never observed are what earlier runs
+learnt here; else, before any batch was timed, the more optimistic of the prior (a startup curve)
+and a generic shape (so a lying prior cannot stop the drafts that would correct it); else they are
+interpolated between the observed counts, or extrapolated from the largest two.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from specllama.decoding.cost.curve import CostCurve
+
+WINDOW = 24  # samples kept per row count: enough for a robust median, short enough to follow drift
+PRIOR_SAMPLES = 1  # a prior value counts as this many samples until more real ones than that arrive
+# Without any prior, T(n)/T(1) is taken as 1 + GENERIC_SLOPE*(n-1): between the memory-bound many-core
+# CPU and GPU (0.07-0.2 per row for llama-bench, ~0.35 inside our loop on an H100) and the
+# compute-bound 2-core CPU (0.5-0.7). Confident suffix drafts get tried, teaching the real slope.
+GENERIC_SLOPE = 0.35
+MAX_SLOPE = 1.0  # one more row never costs more than a whole one-row step
+MIN_SLOPE = 0.02  # nor nothing
+
+
+def generic_ratio(n: int) -> float | None:
+    return 1.0 + GENERIC_SLOPE * (n - 1) if n >= 1 else None
+
+
+@dataclass
+class Prior:
+    """What is believed before this run's steps: a ratio shape, T(1) and the draft decode's cost
+    relative to T(1) (None: unknown)."""
+    ratio: Callable[[int], float | None] = generic_ratio
+    t1_s: float | None = None
+    draft_ratio: float | None = None
+    learned: bool = False  # from earlier runs' steps (trusted where unobserved), not a bare benchmark
+
+
+@dataclass
+class StepCosts:
+    prior: Prior = field(default_factory=Prior)
+    window: int = WINDOW
+    target: dict[int, deque] = field(default_factory=dict)  # rows -> recent step seconds
+    draft: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # recent draft-decode seconds
+    steps: int = 0
+    last_t1_step: int = -1  # when T(1) was last observed (a plain step): the planner probes when it is stale
+
+    # --- learning ----------------------------------------------------------------------------
+
+    def record_step(self, rows: int, seconds: float) -> None:
+        """A step whose target decode held `rows` rows took `seconds` (drafting excluded)."""
+        if rows < 1 or not seconds > 0:
+            return
+        self.steps += 1
+        self.target.setdefault(rows, deque(maxlen=self.window)).append(seconds)
+        if rows == 1:
+            self.last_t1_step = self.steps
+
+    def record_draft(self, decodes: int, seconds: float) -> None:
+        """The draft model spent `seconds` on `decodes` decodes (draft positions) this step."""
+        if decodes >= 1 and seconds > 0:
+            self.draft.append(seconds / decodes)
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def samples(self, rows: int) -> int:
+        return len(self.target.get(rows, ()))
+
+    def t1(self) -> float | None:
+        """Seconds of a plain step: observed, else the prior's, else the cheapest observed step
+        scaled back by the prior's shape; None before anything is known."""
+        seen = self._observed(1)
+        if seen is not None:
+            return seen
+        if self.target:
+            n = min(self.target)
+            base = self.prior.ratio(n) or generic_ratio(n)
+            return self._observed(n) / base
+        return self.prior.t1_s
+
+    def seconds(self, rows: int) -> float | None:
+        """T(rows) in seconds, None before anything is known."""
+        t1 = self.t1()
+        ratio = self.ratio(rows)
+        return None if t1 is None or ratio is None else t1 * ratio
+
+    def ratio(self, rows: int) -> float | None:
+        """T(rows)/T(1): the cost of a step of `rows` rows in plain steps. Never None for rows >= 1
+        (a planner must be able to price any batch; unknown counts are estimated, see above)."""
+        if rows < 1:
+            return None
+        if rows == 1:
+            return 1.0
+        t1 = self.t1()
+        prior = self.prior.ratio(rows) or generic_ratio(rows)
+        if t1 is None:
+            return prior
+        estimate = self._unobserved(rows, t1, prior)
+        seen = self._observed(rows)
+        if seen is None:
+            return estimate
+        k = self.samples(rows)
+        return seen / t1 if k > PRIOR_SAMPLES else (k * seen / t1 + PRIOR_SAMPLES * estimate) / (k + PRIOR_SAMPLES)
+
+    def _unobserved(self, rows: int, t1: float, prior: float) -> float:
+        """T(rows)/T(1) from everything but that row count's own samples."""
+        if self.prior.learned:
+            return prior  # what earlier runs' steps cost here
+        if not any(n > 1 and n != rows for n in self.target):
+            # No other batch timed yet: the more optimistic of the prior and the generic shape, so
+            # a startup curve claiming batches are dear (measured on a busy machine, or a bare
+            # benchmark) cannot stop every draft, and so every chance to learn better.
+            return min(prior, generic_ratio(rows))
+        return self._between_observed(rows, t1)
+
+    def draft_ratio(self) -> float | None:
+        """c: one draft decode in plain steps; None when neither observed nor believed."""
+        t1 = self.t1()
+        if self.draft and t1:
+            return statistics.median(self.draft) / t1
+        return self.prior.draft_ratio
+
+    def observed_rows(self) -> list[int]:
+        return sorted(self.target)
+
+    def as_curve(self, max_n: int) -> CostCurve | None:
+        """These costs in the startup curve's form (T(1), T(n)/T(1) for n = 1..max_n, c), for the
+        reports that print a curve; None before T(1) is known."""
+        t1 = self.t1()
+        if t1 is None:
+            return None
+        return CostCurve(t1_s=t1, ratios=[self.ratio(n) for n in range(1, max_n + 1)], draft_ratio=self.draft_ratio(),
+                         n_past=0, reps=self.steps)
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _observed(self, rows: int) -> float | None:
+        samples = self.target.get(rows)
+        return statistics.median(samples) if samples else None
+
+    def _between_observed(self, rows: int, t1: float) -> float:
+        """Interpolate between the observed row counts around `rows`; beyond the largest, go on
+        with the slope of the largest two (clamped), or the generic one."""
+        points = sorted((n, self._observed(n) / t1) for n in self.target if n not in (1, rows))
+        points = [(1, 1.0)] + points
+        below = [p for p in points if p[0] < rows]
+        above = [p for p in points if p[0] > rows]
+        (n0, r0) = below[-1]
+        if above:
+            n1, r1 = above[0]
+            return r0 + (r1 - r0) * (rows - n0) / (n1 - n0)
+        if len(below) >= 2:
+            (na, ra) = below[-2]
+            slope = (r0 - ra) / (n0 - na)
+        else:
+            slope = GENERIC_SLOPE
+        return r0 + min(MAX_SLOPE, max(MIN_SLOPE, slope)) * (rows - n0)
+
+    # --- persistence -------------------------------------------------------------------------
+
+    def snapshot(self) -> dict | None:
+        """What a later run on the same machine, models and threads should start from: T(1) and
+        the ratios of the observed row counts, the draft ratio. None before T(1) is known."""
+        t1 = self.t1()
+        if t1 is None or 1 not in self.target:
+            return None
+        ratios = {str(n): self.ratio(n) for n in self.observed_rows()}
+        return {"t1_s": t1, "ratios": ratios, "draft_ratio": self.draft_ratio()}
+
+
+def prior_from_snapshot(raw: dict, fallback: Prior | None = None) -> Prior:
+    """A Prior from what StepCosts.snapshot wrote (validated by the cache before this)."""
+    points = sorted((int(n), float(r)) for n, r in raw["ratios"].items())
+    base = fallback.ratio if fallback else generic_ratio
+
+    def ratio(n: int) -> float | None:
+        if n < 1:
+            return None
+        for m, r in points:
+            if m == n:
+                return r
+        below = [p for p in points if p[0] < n]
+        above = [p for p in points if p[0] > n]
+        if below and above:
+            (n0, r0), (n1, r1) = below[-1], above[0]
+            return r0 + (r1 - r0) * (n - n0) / (n1 - n0)
+        if below:  # beyond what was learnt: the fallback's growth from there
+            n0, r0 = below[-1]
+            grow = (base(n) or generic_ratio(n)) - (base(n0) or generic_ratio(n0))
+            return r0 + max(grow, MIN_SLOPE * (n - n0))
+        return base(n)
+
+    draft = raw.get("draft_ratio")
+    return Prior(ratio, float(raw["t1_s"]), None if draft is None else float(draft), learned=True)

@@ -1,0 +1,106 @@
+"""What steps cost, learnt from the engine's own steps (decoding/cost/online.py): robust to
+outliers, following drift, estimating row counts never seen, kept between runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from specllama.decoding.cost import cache as cost_cache
+from specllama.decoding.cost.online import WINDOW, Prior, StepCosts, generic_ratio, prior_from_snapshot
+
+
+def fed(costs: StepCosts, seconds_for_rows, rows_seq) -> StepCosts:
+    for rows in rows_seq:
+        costs.record_step(rows, seconds_for_rows(rows))
+    return costs
+
+
+def test_before_any_step_the_prior_prices_every_batch():
+    assert StepCosts().ratio(4) == generic_ratio(4) and StepCosts().t1() is None
+    steep = Prior(lambda n: float(n), t1_s=0.05)
+    # A bare benchmark's steep curve is taken no steeper than the generic shape until a batch is timed.
+    assert StepCosts(steep).ratio(3) == generic_ratio(3) and StepCosts(steep).t1() == 0.05
+    flat = Prior(lambda n: 1.0, t1_s=0.05)
+    assert StepCosts(flat).ratio(3) == 1.0
+
+
+def test_observed_costs_override_a_lying_prior_within_two_samples():
+    flat_prior = Prior(lambda n: 1.0, t1_s=0.05)  # a bare benchmark that saw batches as free
+    costs = fed(StepCosts(flat_prior), lambda rows: 0.05 * rows, [1, 1, 1, 4])
+    assert 1.0 < costs.ratio(4) < 4.0  # one sample: halfway to the truth
+    fed(costs, lambda rows: 0.05 * rows, [4])
+    assert costs.ratio(4) == pytest.approx(4.0)
+    # Unseen counts follow what was seen: interpolated below, extrapolated above.
+    assert costs.ratio(2) == pytest.approx(2.0) and costs.ratio(8) == pytest.approx(8.0)
+
+
+def test_a_pessimistic_prior_cannot_stop_the_first_batches():
+    steep = Prior(lambda n: float(n), t1_s=0.05)  # measured on a busy machine
+    costs = fed(StepCosts(steep), lambda rows: 0.05, [1, 1, 1])
+    assert costs.ratio(2) == pytest.approx(generic_ratio(2))  # optimistic until a batch is timed
+    fed(costs, lambda rows: 0.05 + 0.001 * rows, [2, 2])
+    assert costs.ratio(2) < 1.05 and costs.ratio(6) < 1.25  # flat, as timed
+
+
+def test_outliers_do_not_move_the_estimate():
+    costs = fed(StepCosts(), lambda rows: 0.05 * (1 + 0.5 * (rows - 1)), [1, 3] * 12)
+    before = costs.ratio(3)
+    for _ in range(5):  # a hiccup: another process took the cores for a few steps
+        costs.record_step(1, 2.0)
+        costs.record_step(3, 5.0)
+    assert costs.ratio(3) == pytest.approx(before) and costs.t1() == pytest.approx(0.05)
+
+
+def test_drift_is_followed_within_a_window():
+    costs = fed(StepCosts(), lambda rows: 0.05 * rows, [1, 2] * WINDOW)
+    fed(costs, lambda rows: 0.1 * (1 + 0.2 * (rows - 1)), [1, 2] * WINDOW)  # throttled, and memory-bound now
+    assert costs.t1() == pytest.approx(0.1) and costs.ratio(2) == pytest.approx(1.2)
+
+
+def test_the_draft_cost_is_relative_to_a_plain_step():
+    costs = fed(StepCosts(Prior(draft_ratio=0.44)), lambda rows: 0.02, [1] * 5)
+    assert costs.draft_ratio() == 0.44  # believed until observed
+    costs.record_draft(4, 4 * 0.03)
+    assert costs.draft_ratio() == pytest.approx(1.5)  # a GPU's loop: the draft dearer than the target's step
+
+
+def test_nonsense_samples_are_ignored():
+    costs = StepCosts()
+    costs.record_step(0, 1.0)
+    costs.record_step(2, 0.0)
+    costs.record_step(2, float("nan"))
+    costs.record_draft(0, 1.0)
+    assert costs.steps == 0 and not costs.target and not costs.draft
+
+
+def test_what_a_run_learnt_is_the_next_runs_prior(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECLLAMA_CACHE", str(tmp_path))
+    costs = fed(StepCosts(), lambda rows: 0.04 * (1 + 0.6 * (rows - 1)), [1, 2, 4] * 4)
+    costs.record_draft(2, 0.05)
+    key = {"target": "t", "learned": 1}
+    draft = tmp_path / "draft.gguf"
+    draft.write_bytes(b"x")
+    cost_cache.save_learned(key, costs.snapshot(), draft)
+    raw = cost_cache.load_learned(key, draft)
+    assert raw["draft_ratio"] == pytest.approx(0.625) and cost_cache.load_learned(key, None)["draft_ratio"] is None
+    prior = prior_from_snapshot(raw)
+    assert prior.learned and prior.t1_s == pytest.approx(0.04)
+    assert prior.ratio(4) == pytest.approx(2.8) and prior.ratio(3) == pytest.approx((1.6 + 2.8) / 2)
+    nxt = StepCosts(prior)
+    assert nxt.ratio(4) == pytest.approx(2.8)  # trusted before this run times a batch
+    # A learnt entry that is not what save_learned writes is ignored, never trusted.
+    for bad in ('{"key": 1}', "not json", '{"key": {"target": "t", "learned": 1}, "learned": {"t1_s": -1}}'):
+        cost_cache._entry_path(key).write_text(bad)
+        assert cost_cache.load_learned(key) is None
+
+
+def test_a_curve_timed_on_a_busy_machine_is_neither_trusted_nor_cached(tmp_path, monkeypatch):
+    from specllama.decoding.cost.curve import CostCurve
+    monkeypatch.setenv("SPECLLAMA_CACHE", str(tmp_path))
+    key = {"k": 1, "max_n": 4}
+    busy = CostCurve(0.098, [1.0, 2.0, 4.62, 4.0], None, 256, 3)  # T(3) > 1.25 x 3 one-row decodes
+    cost_cache.save(key, busy)
+    assert cost_cache.load_cached(key) is None
+    good = CostCurve(0.05, [1.0, 1.5, 2.1, 2.4], None, 256, 3)
+    cost_cache.save(key, good)
+    assert cost_cache.load_cached(key) == good
