@@ -213,7 +213,7 @@ class Runtime:
         curve, _ = cost_curve_for(self.target_ctx, self.draft_ctx, remeasure=remeasure, on_measure=on_measure, max_n=max_n)
         self.cost_curve = curve
         learned = load_learned(self._learned_key, self.draft_path)
-        self.step_costs.prior = starting_prior(curve, learned, self.step_costs.prior.draft_ratio)
+        self.step_costs.set_prior(starting_prior(curve, learned, self.step_costs.prior.draft_ratio))
         return curve
 
     # --- context manager ---------------------------------------------------------------------

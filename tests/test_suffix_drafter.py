@@ -10,7 +10,7 @@ from specllama.decoding.acceptance import Calibrator, PositionAcceptance, TextFi
 from specllama.decoding.auto_drafter import AutoDrafter
 from specllama.decoding.cost.curve import CostCurve
 from specllama.decoding.cost.model import best_length
-from specllama.decoding.cost.online import Prior
+from specllama.decoding.cost.online import Prior, StepCosts
 from specllama.decoding.drafters import DraftRequest, ModelDrafter, Proposal
 from specllama.decoding.engine import Engine, GenerationConfig, Request
 from specllama.decoding.events import DoneEvent, TokenEvent
@@ -394,7 +394,7 @@ def test_stats_show_tokens_per_source_and_the_calibration():
     suffix.observe(0, p, 2)
     s = Summary(drafter="auto", tokens=10, steps=4, drafted=6, accepted=4,
                 drafted_by={"suffix": 4, "model": 2}, accepted_by={"suffix": 2, "model": 2})
-    runtime = SimpleNamespace(describe=lambda config: "target t", suffix=suffix)
+    runtime = SimpleNamespace(describe=lambda config: "target t", suffix=suffix, costs=StepCosts())
     text_out = format_summary(s, runtime, GenerationConfig())
     assert "model 2/2 accepted, suffix 2/4 accepted" in text_out
     assert "k auto (mean drafted 1.50 a step)" in text_out  # not the cap the engine offered

@@ -35,7 +35,25 @@ def format_summary(s: Summary, runtime: Runtime, config: GenerationConfig) -> st
         lines.append(f"time: draft {s.t_draft:.2f} s ({s.t_draft / total:.0%}), verify {s.t_verify:.2f} s "
                      f"({s.t_verify / total:.0%}), python {s.t_python * 1e3:.0f} ms ({s.t_python / total:.1%}); "
                      f"{s.t_python / max(s.steps, 1) * 1e3:.2f} ms python per step")
+        outside = max(0.0, total - s.t_llama)
+        lines.append(f"inside llama_decode {s.t_llama:.2f} s; outside it {outside / max(s.steps, 1) * 1e3:.2f} ms a step "
+                     f"({outside / total:.0%} of step time: batches, logits, verification, Python)")
+    lines += step_cost_lines(runtime.costs)
     return "\n".join(lines)
+
+
+def step_cost_lines(costs) -> list[str]:
+    """What steps cost here, by kind and rows, as the planner knows it now (runtime.costs)."""
+    t1 = costs.t1()
+    if t1 is None or not costs.observed_rows():
+        return []
+    rows = [f"{n} row{'s' if n > 1 else ''} {costs.seconds(n) * 1e3:.1f} ms ({costs.ratio(n):.2f}x, n={costs.samples(n)})"
+            for n in costs.observed_rows()]
+    lines = ["step costs learnt here (target, by rows in the decode): " + "; ".join(rows)]
+    c = costs.draft_ratio()
+    if costs.draft and c is not None:
+        lines.append(f"draft decode {c * t1 * 1e3:.1f} ms a draft position (c = {c:.2f} of a plain step, n={len(costs.draft)})")
+    return lines
 
 
 def _auto_k(s: Summary) -> str:

@@ -74,6 +74,9 @@ class Engine:
         self.costs = costs or StepCosts()
         self.clock = clock
         self.planner = Planner(self.costs, self._exact_rows())
+        # Contexts whose time inside llama_decode a step reports (the target's, the draft model's).
+        contexts = [target] + [getattr(d, "ctx", None) for d in self.drafters.values()]
+        self._timed = list({id(c): c for c in contexts if hasattr(c, "llama_seconds")}.values())
         # A unified cache (stairs verification) uses its extra sequences as scratch: one slot.
         self.slots = 1 if getattr(target, "unified", False) else getattr(target, "n_seq_max", 1)
         self._cancel = False
@@ -250,6 +253,7 @@ class Engine:
         if not running:
             return
         t_start = clock()
+        llama_before = sum(c.llama_seconds for c in self._timed)
         # --- plan ----------------------------------------------------------------------------
         ks = planner.lengths(running, planner.caps(running, target))
         # --- draft ---------------------------------------------------------------------------
@@ -287,10 +291,11 @@ class Engine:
         planner.judge_step(running, sources, [v.n_accepted + 1 for v in verdicts], t_step)
         # --- emit ----------------------------------------------------------------------------
         t_python = t_step - t_draft - t_decode
+        t_llama = sum(c.llama_seconds for c in self._timed) - llama_before
         for seq, k, verdict, source in zip(running, ks, verdicts, sources):
             draft = proposals[seq.slot].tokens
             events = seq.emit(draft, verdict, source, target.model)
-            step = StepEvent(k, len(draft), verdict.n_accepted, t_draft, t_decode, t_python, source, rows)
+            step = StepEvent(k, len(draft), verdict.n_accepted, t_draft, t_decode, t_python, source, rows, t_llama)
             seq.summary.record(step)
             for event in events:
                 yield seq.tag, event

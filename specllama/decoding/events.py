@@ -32,6 +32,7 @@ class StepEvent:
     t_python: float
     source: str = ""  # the drafter whose proposal was verified ("" when nothing was drafted)
     batch_tokens: int = 0  # tokens in the target's decode this step, every sequence's included
+    t_llama: float = 0.0  # of the step's time, what llama_decode itself took (target and draft)
 
 
 class AcceptanceRates:
@@ -73,6 +74,7 @@ class Summary(AcceptanceRates):
     t_draft: float = 0.0
     t_verify: float = 0.0
     t_python: float = 0.0
+    t_llama: float = 0.0  # inside llama_decode; the steps' other time is the loop's own overhead
     drafted_at: list[int] = field(default_factory=list)  # per draft position: how often drafted
     accepted_at: list[int] = field(default_factory=list)  # ... and accepted
     drafted_by: dict[str, int] = field(default_factory=dict)  # per drafter (source): drafts verified
@@ -88,7 +90,8 @@ class Summary(AcceptanceRates):
 
     def add(self, other: "Summary") -> None:
         """Pool another generation's step statistics into this one."""
-        for name in ("steps", "k_total", "drafted", "accepted", "tokens", "t_generate", "t_draft", "t_verify", "t_python"):
+        for name in ("steps", "k_total", "drafted", "accepted", "tokens", "t_generate", "t_draft", "t_verify", "t_python",
+                     "t_llama"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self._count_positions(other.drafted_at, other.accepted_at)
         for source, n in other.drafted_by.items():
@@ -111,6 +114,7 @@ class Summary(AcceptanceRates):
         self.t_draft += step.t_draft
         self.t_verify += step.t_verify
         self.t_python += step.t_python
+        self.t_llama += step.t_llama
         self._count_positions([1] * step.drafted, [int(i < step.accepted) for i in range(step.drafted)])
         if step.drafted:
             self.drafted_by[step.source] = self.drafted_by.get(step.source, 0) + step.drafted

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from specllama.decoding.acceptance import Calibrator, TextFit
-from specllama.decoding.cost.model import best_length, expected_tokens
+from specllama.decoding.cost.model import best_length, expected_tokens, rate
 from specllama.decoding.drafters import DraftRequest, Proposal
 from specllama.decoding.request import AUTO
 from specllama.decoding.suffix_index import Match, SuffixIndex
@@ -101,8 +101,7 @@ def proposal_rate(proposal: Proposal, ratio: Callable[[int], float | None]) -> f
     n = len(proposal.tokens)
     if n == 0 or not proposal.confidence:
         return 1.0
-    cost = ratio(n + 1)
-    return expected_tokens(proposal.confidence[:n])[n] / cost if cost else 1.0
+    return rate(expected_tokens(proposal.confidence[:n])[n], ratio, n, 0.0) or 1.0
 
 
 class SuffixDrafter:

@@ -16,6 +16,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from specllama.decoding.cost.model import causal_rows
 from specllama.errors import SpecllamaError
 from specllama.llama.context import DecodePart
 
@@ -39,7 +40,7 @@ class CausalVerifier:
     name = "causal"
 
     def batch_tokens(self, k: int) -> int:
-        return k + 1
+        return causal_rows(k)
 
     def max_k(self, ctx, seq: int = 0) -> int:
         k = ctx.n_ctx - ctx.past(seq) - 1

@@ -7,6 +7,7 @@ n_ctx x n_vocab floats (2.5 GB for Qwen at 4096).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -108,6 +109,9 @@ class DecodeContext:
         self.n_threads_batch = n_threads_batch or threads
         self._batch = _Batch(self.n_batch, max(1, n_seq_max))
         self.held: list[list[int]] = [[] for _ in range(n_seq_max)]
+        # Seconds spent inside llama_decode itself: what a step costs beyond it (batch building,
+        # fetching and checking logits, Python) is the rest, shown by --stats.
+        self.llama_seconds = 0.0
 
     @property
     def tokens(self) -> list[int]:
@@ -204,7 +208,9 @@ class DecodeContext:
 
     def _submit(self, tokens, positions, seqs, want) -> list[np.ndarray]:
         self._batch.fill(tokens, positions, seqs, want)
+        start = time.perf_counter()
         rc = C.llama_decode(self._ctx, self._batch.raw)
+        self.llama_seconds += time.perf_counter() - start
         if rc == 1:
             raise ContextOverflowError(f"llama.cpp found no room in the KV cache (n_ctx {self.n_ctx})")
         if rc != 0:

@@ -17,7 +17,7 @@ from textual.message import Message
 from specllama.errors import SpecllamaError
 
 Progress = Callable[[int, int | None, str], None]  # (done_bytes, total_bytes | None, what)
-Status = Callable[[str], None]  # a phase without a byte count ("measuring this machine's decode costs")
+Status = Callable[[str], None]  # a phase without a byte count ("auto drafter: not loading the draft model ...")
 RuntimeFactory = Callable[[Progress, Status], Any]  # -> a loaded Runtime, or anything shaped like one
 
 

@@ -60,14 +60,23 @@ class StepCosts:
     draft: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # recent draft-decode seconds
     steps: int = 0
     last_t1_step: int = -1  # when T(1) was last observed (a plain step): the planner probes when it is stale
+    # Estimates are read many times a step (every drafter, every candidate length and N) and change
+    # only when a sample arrives: kept until then.
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     # --- learning ----------------------------------------------------------------------------
+
+    def set_prior(self, prior: Prior) -> None:
+        """Believe this before the samples (a startup curve measured after loading)."""
+        self.prior = prior
+        self._memo.clear()
 
     def record_step(self, rows: int, seconds: float) -> None:
         """A step whose target decode held `rows` rows took `seconds` (drafting excluded)."""
         if rows < 1 or not seconds > 0:
             return
         self.steps += 1
+        self._memo.clear()
         self.target.setdefault(rows, deque(maxlen=self.window)).append(seconds)
         if rows == 1:
             self.last_t1_step = self.steps
@@ -75,6 +84,7 @@ class StepCosts:
     def record_draft(self, decodes: int, seconds: float) -> None:
         """The draft model spent `seconds` on `decodes` decodes (draft positions) this step."""
         if decodes >= 1 and seconds > 0:
+            self._memo.clear()
             self.draft.append(seconds / decodes)
 
     # --- reading -----------------------------------------------------------------------------
@@ -85,6 +95,11 @@ class StepCosts:
     def t1(self) -> float | None:
         """Seconds of a plain step: observed, else the prior's, else the cheapest observed step
         scaled back by the prior's shape; None before anything is known."""
+        if "t1" not in self._memo:
+            self._memo["t1"] = self._t1()
+        return self._memo["t1"]
+
+    def _t1(self) -> float | None:
         seen = self._observed(1)
         if seen is not None:
             return seen
@@ -103,6 +118,11 @@ class StepCosts:
     def ratio(self, rows: int) -> float | None:
         """T(rows)/T(1): the cost of a step of `rows` rows in plain steps. Never None for rows >= 1
         (a planner must be able to price any batch; unknown counts are estimated, see above)."""
+        if rows not in self._memo:
+            self._memo[rows] = self._ratio(rows)
+        return self._memo[rows]
+
+    def _ratio(self, rows: int) -> float | None:
         if rows < 1:
             return None
         if rows == 1:
