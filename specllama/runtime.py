@@ -310,6 +310,15 @@ class Runtime:
         """Where this machine's measured cost curve for these models and threads is kept."""
         return cache_file(self.target_ctx, self.draft_ctx, self.cost_curve.max_n if self.cost_curve else MAX_N)
 
+    def llama_decode_time(self) -> dict[str, tuple[int, float]]:
+        """Per model ("target", "draft"): llama_decode calls and seconds since loading, prompts
+        included; beside a step's time it shows where a fast backend's time goes (llama.cpp itself,
+        or the loop around it)."""
+        out = {"target": (self.target_ctx.llama_calls, self.target_ctx.llama_seconds)}
+        if self.draft_ctx is not None:
+            out["draft"] = (self.draft_ctx.llama_calls, self.draft_ctx.llama_seconds)
+        return out
+
     def learned_costs(self) -> bool:
         """Whether earlier runs here left step costs this run started from."""
         return load_learned(self._learned_key, self.draft_path) is not None

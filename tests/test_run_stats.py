@@ -16,6 +16,7 @@ def test_stats_show_time_inside_llama_decode_and_the_learnt_step_costs(tiny_mode
     assert "inside llama_decode" in err and "outside it" in err
     assert "step costs learnt here" in err and "4 rows" in err  # K = 3 verifies [last] + 3 drafts
     assert "draft decode" in err and "c = " in err
+    assert "llama_decode since loading: target" in err and "draft " in err.split("llama_decode since loading")[1]
 
 
 def test_a_steps_llama_time_is_part_of_its_time(tiny_models):

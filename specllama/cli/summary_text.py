@@ -39,6 +39,11 @@ def format_summary(s: Summary, runtime: Runtime, config: GenerationConfig) -> st
         lines.append(f"inside llama_decode {s.t_llama:.2f} s; outside it {outside / max(s.steps, 1) * 1e3:.2f} ms a step "
                      f"({outside / total:.0%} of step time: batches, logits, verification, Python)")
     lines += step_cost_lines(runtime.costs)
+    timed = getattr(runtime, "llama_decode_time", None)
+    if timed:
+        lines.append("llama_decode since loading: " + ", ".join(
+            f"{name} {calls} calls, {seconds:.2f} s ({seconds / calls * 1e3:.2f} ms each)"
+            for name, (calls, seconds) in timed().items() if calls))
     return "\n".join(lines)
 
 

@@ -112,6 +112,7 @@ class DecodeContext:
         # Seconds spent inside llama_decode itself: what a step costs beyond it (batch building,
         # fetching and checking logits, Python) is the rest, shown by --stats.
         self.llama_seconds = 0.0
+        self.llama_calls = 0
 
     @property
     def tokens(self) -> list[int]:
@@ -211,6 +212,7 @@ class DecodeContext:
         start = time.perf_counter()
         rc = C.llama_decode(self._ctx, self._batch.raw)
         self.llama_seconds += time.perf_counter() - start
+        self.llama_calls += 1
         if rc == 1:
             raise ContextOverflowError(f"llama.cpp found no room in the KV cache (n_ctx {self.n_ctx})")
         if rc != 0:
