@@ -38,6 +38,7 @@ from specllama.decoding.request_queue import CLOSED, RequestQueue
 from specllama.decoding.sampling import probabilities
 from specllama.decoding.sequence import SequenceState
 from specllama.decoding.stop import StopMatcher
+from specllama.decoding.target import DecodeTarget
 from specllama.decoding.verifiers import VERIFIERS, exact_batch_limit
 from specllama.decoding.verify import Verdict, verify_greedy, verify_sampling
 from specllama.errors import ContextOverflowError, SpecllamaError
@@ -65,7 +66,7 @@ class Engine:
     `clock` times the steps (tests pass a fake backend's clock).
     """
 
-    def __init__(self, target, drafters: Mapping[str, Drafter] | None = None,
+    def __init__(self, target: DecodeTarget, drafters: Mapping[str, Drafter] | None = None,
                  acceptance: Mapping[str, PositionAcceptance] | None = None, costs: StepCosts | None = None,
                  clock: Callable[[], float] = time.perf_counter):
         self.target = target

@@ -1,0 +1,40 @@
+"""What the engine, the verifiers and the model drafter ask of a context: the one declared
+interface between decoding/ and llama/. `llama.context.DecodeContext` is the real one; the tests'
+fake backend (tests/fake_llm.FakeContext) is checked against this same protocol, so neither can
+drift from what the engine uses."""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+import numpy as np
+
+
+class DecodeModel(Protocol):
+    n_vocab: int
+    n_ctx_train: int
+
+    def is_eog(self, token: int) -> bool: ...
+
+
+class DecodeTarget(Protocol):
+    model: DecodeModel
+    n_ctx: int  # what one sequence can hold
+    n_seq_max: int
+    n_batch: int
+    exact: bool  # greedy output independent of the batch shape (the row limit applies)
+    unified: bool  # one cache shared by every sequence (stairs verification's scratch sequences)
+
+    def past(self, seq: int) -> int: ...
+
+    def decode(self, tokens: Sequence[int], logits="last", seq: int = 0) -> np.ndarray: ...
+
+    def decode_parts(self, parts) -> list[np.ndarray]: ...
+
+    def rollback(self, n_past: int, seq: int = 0) -> None: ...
+
+    def common_prefix(self, tokens: Sequence[int], seq: int = 0) -> int: ...
+
+    def reuse_prefix(self, tokens: Sequence[int], seq: int = 0) -> int: ...
+
+    def clear(self, seq: int | None = None) -> None: ...
