@@ -47,3 +47,15 @@ def test_both_contexts_have_every_member_the_engine_uses(which, real):
 
 def test_the_fake_model_class_declares_what_the_protocol_asks():
     assert {"n_vocab", "n_ctx_train", "is_eog"} <= set(dir(FakeModel))
+
+
+def test_common_prefix_finds_the_first_difference_anywhere(real):
+    real.clear()
+    real.decode(list(range(10, 60)), logits="none")
+    held = list(range(10, 60))
+    for at in (0, 1, 17, 48, 49):
+        other = held[:at] + [5] + held[at + 1:]
+        assert real.common_prefix(other) == at
+    assert real.common_prefix(held + [1, 2]) == 50 and real.common_prefix(held[:20]) == 20
+    assert real.common_prefix([]) == 0
+    real.clear()

@@ -62,8 +62,10 @@ def write_tiny_model(
     n_ctx: int = 512,
     seed: int = 0,
     arch: str = "llama",
+    norm_value: float = 1.0,
 ) -> Path:
-    """Write a random-weight `arch` (llama-layout) transformer using tokenizer_from's vocabulary."""
+    """Write a random-weight `arch` (llama-layout) transformer using tokenizer_from's vocabulary;
+    `norm_value` fills the norms (NaN: a damaged file whose every logit is NaN)."""
     if n_embd % n_head or n_head % n_head_kv:
         raise ValueError("n_embd must divide by n_head, and n_head by n_head_kv")
     out_path = Path(out_path)
@@ -94,7 +96,7 @@ def write_tiny_model(
         return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float16)
 
     def norm() -> np.ndarray:
-        return np.ones(n_embd, dtype=np.float32)
+        return np.full(n_embd, norm_value, dtype=np.float32)
 
     writer.add_tensor("token_embd.weight", matrix(n_vocab, n_embd))
     for i in range(n_layer):

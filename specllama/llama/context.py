@@ -7,6 +7,7 @@ n_ctx x n_vocab floats (2.5 GB for Qwen at 4096).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -222,9 +223,11 @@ class DecodeContext:
         rows = [np.ctypeslib.as_array(C.llama_get_logits_ith(self._ctx, i), shape=(n_vocab,)).copy()
                 for i, w in enumerate(want) if w]
         # A corrupt tensor gives NaN or inf logits, whose argmax is token 0: without this check a
-        # damaged file "works" and prints "!!!!!!!!". Costs ~50 us a row.
+        # damaged file "works" and prints "!!!!!!!!". A row's max is NaN if any logit is, and +inf
+        # if any is: one reduction (~17 us a row on the 2-core machine) instead of isfinite's
+        # boolean copy and scan (~30 us), for every row of every step.
         for row in rows:
-            if not np.isfinite(row).all():
+            if not math.isfinite(float(row.max())):
                 raise ModelFileError(f"{self.model.path} produced non-finite logits: the file is damaged "
                                      "(run `specllama models verify`, or fetch it again)")
         return rows
@@ -294,12 +297,22 @@ class DecodeContext:
         self.tokens.extend([last, *draft[:n_accepted]])
 
     def common_prefix(self, tokens: Sequence[int], seq: int = 0) -> int:
-        common = 0
-        for held, new in zip(self.held[seq], tokens):
-            if held != new:
-                break
-            common += 1
-        return common
+        """How many leading tokens the sequence holds in common with `tokens`. Asked every step by
+        the model drafter: list comparisons run in C (a Python loop over a 4k-token context took
+        ~0.5 ms a call, a quarter of a GPU's whole step), and the usual answer, "all it holds",
+        takes one."""
+        held, tokens = self.held[seq], list(tokens)
+        n = min(len(held), len(tokens))
+        if (held if n == len(held) else held[:n]) == (tokens if n == len(tokens) else tokens[:n]):
+            return n
+        lo, hi = 0, n - 1  # the first mismatch lies in [lo, hi]: bisect on prefix equality
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if held[:mid] == tokens[:mid]:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
     def reuse_prefix(self, tokens: Sequence[int], seq: int = 0) -> int:
         """Drop whatever follows the longest common prefix of the sequence and `tokens`; returns
