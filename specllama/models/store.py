@@ -8,7 +8,6 @@ name, and pulling a cached model again does nothing.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -82,10 +81,14 @@ class _Assembler:
     """Writes a partial file, hashing as it goes; renames it into place only when it verifies."""
 
     def __init__(self, final: Path):
-        final.parent.mkdir(parents=True, exist_ok=True)
         self.final = final
         self.partial = final.with_name(f".{final.name}.partial-{os.getpid()}")
-        self.file = open(self.partial, "wb")
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            self.file = open(self.partial, "wb")
+        except OSError as e:  # SPECLLAMA_CACHE is a file, a read-only folder, a full disk
+            raise DownloadError(f"cannot write to the model cache {final.parent}: {e.strerror or e} "
+                                "(set SPECLLAMA_CACHE to a writable folder)") from None
         self.sha = hashlib.sha256()
         self.size = 0
 
@@ -101,7 +104,6 @@ class _Assembler:
         if sha256 is not None and self.sha.hexdigest() != sha256.lower():
             raise DownloadError(f"{what}: sha256 {self.sha.hexdigest()} does not match {sha256}; discarded")
         os.replace(self.partial, self.final)  # atomic on one filesystem
-        remember_sha256(self.final, self.sha.hexdigest())
         return self.final
 
     def discard(self) -> None:
@@ -199,39 +201,6 @@ def sha256_of(path: Path) -> str:
     return sha.hexdigest()
 
 
-# --- checksums of cached files, remembered --------------------------------------------------------------------------
-# Hashing a 1 GB model takes seconds, so the sha256 of a cached file is kept in `FILE.sha256` beside
-# it with the size and mtime it was taken at; it is trusted only while both are unchanged.
-
-
-def _sha_sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".sha256")
-
-
-def remember_sha256(path: Path, sha256: str) -> None:
-    stat = path.stat()
-    record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
-    try:
-        _sha_sidecar(path).write_text(json.dumps(record) + "\n")
-    except OSError:
-        pass  # only a cache: the file is hashed again next time
-
-
-def current_sha256(path: Path) -> str:
-    """The file's sha256: remembered while its size and mtime are unchanged, else hashed (and kept)."""
-    stat = path.stat()
-    try:
-        record = json.loads(_sha_sidecar(path).read_text())
-        if (isinstance(record, dict) and record.get("size") == stat.st_size
-                and record.get("mtime_ns") == stat.st_mtime_ns and isinstance(record.get("sha256"), str)):
-            return record["sha256"]
-    except (OSError, ValueError):
-        pass
-    sha = sha256_of(path)
-    remember_sha256(path, sha)
-    return sha
-
-
 def expected_sha256(spec: ModelSpec) -> str | None:
     source = spec.registry or spec.hub
     return source.sha256.lower() if source is not None and source.sha256 else None
@@ -245,7 +214,9 @@ def verify(spec: ModelSpec) -> tuple[str, str]:
     expected = expected_sha256(spec)
     if expected is None:
         return "no checksum recorded", str(path)
-    actual = current_sha256(path)
+    # Always the bytes themselves: a file damaged in place can keep its size and mtime, and a
+    # remembered checksum would then call it "ok" for good.
+    actual = sha256_of(path)
     if actual != expected:
         return "MISMATCH", f"{path}: sha256 {actual}, models.toml says {expected}"
     return "ok", str(path)
