@@ -71,11 +71,12 @@ def _run_locked(args: argparse.Namespace, prompts, config) -> int:
 def open_batch_output(args: argparse.Namespace, prompts, err: Console):
     """For a local or a server batch alike: reports malformed lines, reads (and repairs) OUT.
     Returns (its state, an exit status when nothing is left to do, else None)."""
-    from specllama.batch.output import open_output
+    from specllama.batch.output import open_output, refuse_changed_prompts
 
     for bad in prompts.bad:
         err.print(f"specllama: {args.file} {bad} (skipped)", markup=False)
     state = open_output(args.output, inputs=[args.file])
+    refuse_changed_prompts(args.output, prompts.items, state)
     if state.repaired:
         err.print(f"specllama: {args.output}: {state.repaired}", markup=False)
     if not prompts.items:
