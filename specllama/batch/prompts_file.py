@@ -55,7 +55,10 @@ def id_key(value: str | int) -> str:
 def read_prompts(path: str | Path) -> PromptFile:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the first line,
+        # which would otherwise hide a JSONL file's leading `{`.
+        # Bytes decoded by hand: text mode would also turn a lone \r inside a line into a line end.
+        text = path.read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
         raise PromptFileError(f"prompts file not found: {path}") from None
     except UnicodeDecodeError as e:
@@ -63,7 +66,11 @@ def read_prompts(path: str | Path) -> PromptFile:
     except OSError as e:
         raise PromptFileError(f"cannot read {path}: {e.strerror or e}") from None
 
-    lines = text.splitlines()
+    # Lines end at \n (and \r\n) only: str.splitlines() also splits at form feeds, \x85 and
+    # U+2028, which can sit inside a prompt (or a JSON string) and would shift every later id.
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
     first = next((ln for ln in lines if ln.strip()), "")
     is_jsonl = path.suffix.lower() == ".jsonl" or (path.suffix.lower() != ".txt" and first.lstrip().startswith("{"))
     items: list[PromptItem] = []
@@ -75,7 +82,7 @@ def read_prompts(path: str | Path) -> PromptFile:
             parsed = _parse_json_line(raw, number)
             (bad if isinstance(parsed, BadLine) else items).append(parsed)
         else:
-            items.append(PromptItem(id=number, prompt=raw.rstrip("\r"), line=number))
+            items.append(PromptItem(id=number, prompt=raw, line=number))
 
     _refuse_duplicates(path, items)
     return PromptFile(path, items, bad)
@@ -86,6 +93,10 @@ def _parse_json_line(raw: str, number: int) -> PromptItem | BadLine:
         obj = json.loads(raw)
     except json.JSONDecodeError as e:
         return BadLine(number, f"not valid JSON ({e.msg} at column {e.colno})")
+    except ValueError as e:  # a number with thousands of digits
+        return BadLine(number, f"not usable JSON ({e})")
+    except RecursionError:
+        return BadLine(number, "not usable JSON (nested too deeply)")
     if not isinstance(obj, dict):
         return BadLine(number, "expected a JSON object with \"id\" and \"prompt\"")
     prompt = obj.get("prompt")
@@ -97,7 +108,20 @@ def _parse_json_line(raw: str, number: int) -> PromptItem | BadLine:
     system = obj.get("system")
     if system is not None and not isinstance(system, str):
         return BadLine(number, "\"system\" must be a string")
+    for key, value in (("prompt", prompt), ("id", pid), ("system", system)):
+        if isinstance(value, str) and has_lone_surrogate(value):
+            return BadLine(number, f"\"{key}\" holds a lone surrogate escape (such as \\ud800), which is not text")
     return PromptItem(id=pid, prompt=prompt, line=number, system=system)
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """JSON's \\ud800 escapes (and undecodable argv bytes) give str values that cannot be written
+    as UTF-8: they would fail at the tokenizer or the output file, far from their cause."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _refuse_duplicates(path: Path, items: list[PromptItem]) -> None:
