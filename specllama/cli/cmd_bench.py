@@ -54,10 +54,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
                          + " (a benchmark needs every prompt; fix or remove these lines)")
     if not prompt_file.items:
         raise BenchError(f"{args.prompts} holds no prompts")
-    from specllama.cli.paths import check_writable
-    for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
-        if path:
-            check_writable(path, flag)  # a benchmark that cannot write its results loses them all
+    from specllama.cli.paths import check_writable, refuse_clashing_outputs
+    outputs = [(flag, path) for flag, path in (("--json", args.json), ("--markdown", args.markdown)) if path]
+    refuse_clashing_outputs(outputs, inputs=[("--prompts", args.prompts)]
+                            + ([("--draft-corpus", args.draft_corpus)] if args.draft_corpus else []))
+    for flag, path in outputs:
+        check_writable(path, flag)  # a benchmark that cannot write its results loses them all
 
     if args.parallel:
         from specllama.cli.cmd_bench_parallel import cmd_bench_parallel
