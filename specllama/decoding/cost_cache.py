@@ -110,8 +110,13 @@ def _measuring(key: dict) -> Iterator[None]:
         yield
         return
     lock = _entry_path(key).with_suffix(".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as f:  # left in place: removing a lock file races with its next taker
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        f = open(lock, "a")
+    except OSError:  # an unwritable cache (a file in its place, read-only): measure unlocked
+        yield
+        return
+    with f:  # left in place: removing a lock file races with its next taker
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
             yield
@@ -120,11 +125,19 @@ def _measuring(key: dict) -> Iterator[None]:
 
 
 def save(key: dict, curve: CostCurve) -> None:
+    """Keeps the curve when the cache can be written; only a cache, so a full disk or a read-only
+    folder costs a measurement next time, never the run."""
     path = _entry_path(key)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp-{os.getpid()}")
-    tmp.write_text(json.dumps({"key": key, "curve": curve.to_dict()}, indent=1))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"key": key, "curve": curve.to_dict()}, indent=1))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def cost_curve_for(target: DecodeContext, draft: DecodeContext | None, *, remeasure: bool = False,
