@@ -95,7 +95,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"specllama: config {s.config} failed: {s.failed}", file=sys.stderr)
     different = sum((s.identical or {}).get("different", 0) for s in outcome.summaries)
     if different:
-        print(f"specllama: {different} greedy run(s) differ from plain decoding beyond a near-tie", file=sys.stderr)
+        from specllama.bench.pairing import explain
+
+        print(f"specllama: {different} greedy run(s) differ from plain decoding beyond a near-tie:", file=sys.stderr)
+        for r in outcome.results:
+            if r.identical == "different" and r.divergence:
+                print(f"specllama:   {explain(r.config, r.prompt_id, r.divergence)}", file=sys.stderr)
     return 1 if failed or different else 0
 
 
