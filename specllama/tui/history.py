@@ -224,11 +224,27 @@ class History:
         self._run("DELETE FROM conversations WHERE id = ?", (conversation,))  # messages cascade
 
     def export_markdown(self, conversation: int, path: Path | None = None) -> Path:
-        """Writes the conversation as Markdown: `<title>.md` in the current directory by default."""
+        """Writes the conversation as Markdown: `<title>.md` in the current directory by default (a
+        free name: `<title>-2.md` when that exists). An existing file is never overwritten."""
         info = self.conversation(conversation)
-        path = Path(path) if path is not None else Path.cwd() / f"{safe_file_name(info.title)}.md"
-        path.write_text(to_markdown(info, self.messages(conversation)), encoding="utf-8")
+        path = Path(path) if path is not None else free_export_path(info.title)
+        try:
+            with open(path, "x", encoding="utf-8") as f:  # "x": fails if the file exists
+                f.write(to_markdown(info, self.messages(conversation)))
+        except FileExistsError:
+            raise FileExistsError(f"{path} already exists; give another name") from None
         return path.resolve()
+
+
+def free_export_path(title: str, folder: Path | None = None) -> Path:
+    """`<title>.md` in `folder` (the current directory), or `<title>-N.md` for the first N free."""
+    folder = folder or Path.cwd()
+    stem = safe_file_name(title)
+    path, n = folder / f"{stem}.md", 1
+    while path.exists():
+        n += 1
+        path = folder / f"{stem}-{n}.md"
+    return path
 
 
 def _runs(stored: str | None) -> list | None:
