@@ -511,3 +511,99 @@ def test_a_bench_configs_defaults_are_the_command_lines():
     for drafter in ("auto", "suffix", "model"):
         config = parse_config(drafter)
         assert config.k == cli_k == "auto" and config.label == f"{drafter}:k=auto"
+
+
+# --- an unexplained "DIFFERENT": every verdict comes with its evidence --------------------------------------------
+
+
+class _FixedLogits:
+    """A stand-in for the target context: every decode's last row has a top-2 gap of `gap`."""
+
+    def __init__(self, gap: float):
+        self.gap = gap
+
+    def clear(self) -> None:
+        pass
+
+    def decode(self, tokens, logits="last"):
+        import numpy as np
+
+        return np.array([[0.0, 5.0, 5.0 + self.gap]])
+
+
+def _run(label: str, ids: list[int], finish: str):
+    from types import SimpleNamespace
+
+    from specllama.bench.configs import parse_config
+    from specllama.bench.runner import RunRecord
+
+    return RunRecord(parse_config(label), "p1", 0, SimpleNamespace(finish_reason=finish), ids)
+
+
+@pytest.mark.parametrize("finish, gap, verdict", [("stop", 2.0, "different"), ("stop", 0.1, "near_tie")])
+def test_a_run_that_ends_where_plain_decoding_goes_on_is_judged_by_its_gap(finish, gap, verdict):
+    from specllama.bench.pairing import comparison_dict, explain, judge_runs
+
+    runs = [_run("none", [1, 2, 3, 4], "length"), _run("model:k=4", [1, 2], finish)]
+    judged = judge_runs(_FixedLogits(gap), {"p1": [9, 9]}, runs, detokenize=lambda ids: "".join(f"<{i}>" for i in ids))
+    entry = comparison_dict(judged[1])
+    assert entry["status"] == verdict and entry["position"] == 2 and entry["gap"] == pytest.approx(gap)
+    assert entry["none_text"] == "<3><4>" and entry["text"] == "" and entry["common_text"] == "<1><2>"
+    line = explain("model:k=4", "p1", entry)
+    assert "token 2" in line and f"{gap:.3f}" in line and "'<3><4>'" in line
+
+
+def test_a_difference_without_a_gap_says_why():
+    from specllama.bench.pairing import comparison_dict, explain, judge_runs
+
+    runs = [_run("none", [1, 2, 3, 4], "length"), _run("model:k=4", [1, 2], "context")]
+    entry = comparison_dict(judge_runs(_FixedLogits(3.0), {"p1": [9]}, runs)[1])
+    assert entry["status"] == "different" and entry["gap"] is None
+    assert "model:k=4 stopped after 2 tokens (context)" in entry["why_no_gap"]
+    assert entry["why_no_gap"] in explain("model:k=4", "p1", entry)
+
+
+# --- 12. the chat: no terminal, a crash, an export over an existing file ------------------------------------------
+
+
+def test_chat_without_a_terminal_is_refused_at_once(tmp_path):
+    cmd = [sys.executable, "-m", "specllama", "chat", "--target", str(tmp_path / NEVER)]
+    done = subprocess.run(cmd, cwd=REPO, env=ENV, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    one_error_line(done.stderr, "needs a terminal")
+
+
+def test_a_chat_that_crashed_does_not_exit_0(monkeypatch):
+    import specllama.tui
+
+    class CrashedApp:  # what Textual leaves after an exception it caught: a traceback shown, return_code 1
+        unexpected_errors, load_failed, return_code = [], None, 1
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def run(self):
+            pass
+
+        def close_runtime(self):
+            pass
+
+    monkeypatch.setattr(specllama.tui, "ChatApp", CrashedApp)
+    monkeypatch.setattr("specllama.cli.cmd_chat.chat_load_options", lambda args: None)
+    monkeypatch.setattr("specllama.cli.cmd_chat.require_terminal", lambda: None)
+    assert main(["chat"]) == 1
+
+
+def test_a_history_export_never_overwrites_a_file(tmp_path, monkeypatch):
+    from specllama.tui.history import History
+
+    monkeypatch.chdir(tmp_path)
+    history = History(tmp_path / "h.sqlite3")
+    cid = history.new_conversation("a title", "T", None, {})
+    history.add_message(cid, "user", "hello")
+    (tmp_path / "a title.md").write_text("the user's notes\n")
+    assert history.export_markdown(cid) == tmp_path / "a title-2.md"  # the default: a free name
+    with pytest.raises(FileExistsError, match="already exists"):
+        history.export_markdown(cid, tmp_path / "a title.md")
+    assert (tmp_path / "a title.md").read_text() == "the user's notes\n"
