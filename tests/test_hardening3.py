@@ -607,3 +607,16 @@ def test_a_history_export_never_overwrites_a_file(tmp_path, monkeypatch):
     with pytest.raises(FileExistsError, match="already exists"):
         history.export_markdown(cid, tmp_path / "a title.md")
     assert (tmp_path / "a title.md").read_text() == "the user's notes\n"
+
+
+@pytest.mark.parametrize("stored", ["{not json", "[1, 2]", "null"])
+def test_a_conversation_with_unreadable_settings_still_lists(tmp_path, stored):
+    import sqlite3
+
+    from specllama.tui.history import History
+
+    history = History(tmp_path / "h.sqlite3")
+    cid = history.new_conversation("t", "T", None, {"temperature": 0.5})
+    with sqlite3.connect(tmp_path / "h.sqlite3") as db:
+        db.execute("UPDATE conversations SET settings = ? WHERE id = ?", (stored, cid))
+    assert [(c.id, c.settings) for c in history.conversations()] == [(cid, {})]

@@ -204,7 +204,7 @@ class History:
             "FROM conversations c WHERE ? = '' OR c.title LIKE ? OR EXISTS "
             "  (SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND m.content LIKE ?) "
             "ORDER BY c.updated DESC, c.id DESC", (search, like, like)).fetchall()
-        return [ConversationInfo(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]) for r in rows]
+        return [ConversationInfo(r[0], r[1], r[2], r[3], r[4], _settings(r[5]), r[6]) for r in rows]
 
     def conversation(self, conversation: int) -> ConversationInfo:
         for info in self.conversations():
@@ -245,6 +245,16 @@ def free_export_path(title: str, folder: Path | None = None) -> Path:
         n += 1
         path = folder / f"{stem}-{n}.md"
     return path
+
+
+def _settings(stored: str | None) -> dict:
+    """A row's settings; {} for one this version cannot read (hand-edited, or cut by a crash):
+    the list still opens, and reopening it keeps the current settings."""
+    try:
+        settings = json.loads(stored) if stored else {}
+    except (ValueError, RecursionError):
+        return {}
+    return settings if isinstance(settings, dict) else {}
 
 
 def _runs(stored: str | None) -> list | None:
