@@ -620,3 +620,33 @@ def test_a_conversation_with_unreadable_settings_still_lists(tmp_path, stored):
     with sqlite3.connect(tmp_path / "h.sqlite3") as db:
         db.execute("UPDATE conversations SET settings = ? WHERE id = ?", (stored, cid))
     assert [(c.id, c.settings) for c in history.conversations()] == [(cid, {})]
+
+
+# --- 17 and low: say what exact mode is identical to; placement on a CPU-only build -----------------------------
+
+
+def test_placement_says_cpu_on_a_build_that_cannot_offload(monkeypatch):
+    from specllama import runtime as runtime_module
+    from specllama.runtime import Runtime
+
+    rt = Runtime.__new__(Runtime)  # only the property is under test: no models
+    rt.gpu_layers = -1  # --gpu-layers -1 asked for
+    monkeypatch.setattr(runtime_module, "gpu_offload_supported", lambda: False)
+    assert rt.placement == "CPU"
+
+
+def test_bench_in_exact_mode_says_what_its_identity_check_compares_with(tokenizer_sources, tmp_path, capsys,
+                                                                         monkeypatch):
+    from tests.tiny_gguf import write_tiny_model
+
+    monkeypatch.setenv("SPECLLAMA_CACHE", str(tmp_path / "cache"))
+    model = write_tiny_model(tmp_path / "m.gguf", tokenizer_sources["qwen"], n_head=2, n_head_kv=1)  # Q8_0 needs heads of 32
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("Write a haiku about caches.\n")
+    out_json = tmp_path / "bench.json"
+    code = main(["bench", "--prompts", str(prompts), "--target", str(model), "--ctx", "256",
+                 "--max-tokens", "4", "--configs", "none;suffix:k=2", "--exact", "--json", str(out_json)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "exact mode (Q8_0 KV cache" in out and "plain decoding in exact mode" in out
+    assert json.loads(out_json.read_text())["settings"]["decoding"].startswith("exact mode (Q8_0 KV cache")

@@ -75,12 +75,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with runtime:
         prompts = bench_prompts(runtime, prompt_file.items)
         options = BenchOptions(max_tokens=args.max_tokens, repeat=args.repeat, sampling=sampling)
-        settings = {"prompts_file": str(args.prompts)}
+        from specllama.runtime import EXACT_MODE
+
+        settings = {"prompts_file": str(args.prompts), "decoding": EXACT_MODE if opts.exact else "default"}
         with bench_progress() as progress:
             outcome = run_benchmark(runtime, prompts, configs, options, progress=progress, settings=settings)
 
     doc = outcome.document
     print(terminal_table(outcome.summaries, outcome.curve, doc["machine"]))
+    if opts.exact:
+        print(f"{EXACT_MODE}: every configuration, none included, decodes this way; 'identical to none' compares "
+              "with plain decoding in exact mode, whose text can differ from a default run")
     try:
         if args.json:
             write_json(args.json, doc)
