@@ -650,3 +650,34 @@ def test_bench_in_exact_mode_says_what_its_identity_check_compares_with(tokenize
     assert code == 0, err
     assert "exact mode (Q8_0 KV cache" in out and "plain decoding in exact mode" in out
     assert json.loads(out_json.read_text())["settings"]["decoding"].startswith("exact mode (Q8_0 KV cache")
+
+
+# --- low: batch -, a corpus that is a device, downloads left by a killed pull ------------------------------------
+
+
+def test_batch_reads_prompts_from_stdin(tmp_path):
+    out = tmp_path / "out.jsonl"
+    out.write_text(record(1, "hello") + record(2, "world"))
+    cmd = [sys.executable, "-m", "specllama", "batch", "-", "-o", str(out), "--target", str(tmp_path / NEVER)]
+    done = subprocess.run(cmd, cwd=REPO, env=ENV, input="hello\nworld\n", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "all 2 prompts are already in" in done.stderr
+
+
+def test_a_draft_corpus_that_is_a_device_is_refused_by_kind(tmp_path, capsys):
+    assert main(["run", "hi", "--draft-corpus", "/dev/zero", "--target", str(tmp_path / NEVER)]) == 2
+    one_error_line(capsys.readouterr().err, "/dev/zero", "not a regular file")
+
+
+def test_downloads_left_by_a_killed_pull_are_removed(tmp_path):
+    from specllama.models import store
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = tmp_path / f".download-{dead.pid}-abc123"
+    (left / "sub").mkdir(parents=True)
+    (left / "sub" / "part.whl").write_bytes(b"x" * 1000)
+    live = tmp_path / f".download-{os.getpid()}-def456"
+    live.mkdir()
+    store._remove_stale_partials(tmp_path / "model.gguf")
+    assert not left.exists() and live.exists()

@@ -12,6 +12,7 @@ error, raised before any generation, because a resumed batch identifies its work
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,7 +59,8 @@ def read_prompts(path: str | Path) -> PromptFile:
         # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the first line,
         # which would otherwise hide a JSONL file's leading `{`.
         # Bytes decoded by hand: text mode would also turn a lone \r inside a line into a line end.
-        text = path.read_bytes().decode("utf-8-sig")
+        data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()  # "-": stdin, as for run
+        text = data.decode("utf-8-sig")
     except FileNotFoundError:
         raise PromptFileError(f"prompts file not found: {path}") from None
     except UnicodeDecodeError as e:

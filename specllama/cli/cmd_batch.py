@@ -18,7 +18,7 @@ from specllama.batch.prompts_file import PromptItem, id_key, read_prompts
 
 def add_batch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE",
-                   help="prompts: JSONL with \"id\" and \"prompt\" (optional \"system\"), or plain text, one a line")
+                   help="prompts: JSONL with \"id\" and \"prompt\" (optional \"system\"), or plain text, one a line; - reads stdin")
     p.add_argument("-o", "--output", required=True, metavar="OUT.jsonl",
                    help="results, one JSON line per prompt; ids already there are skipped (resume)")
     p.add_argument("--system", help="a system message for prompts that do not carry their own")

