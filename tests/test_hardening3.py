@@ -681,3 +681,10 @@ def test_downloads_left_by_a_killed_pull_are_removed(tmp_path):
     live.mkdir()
     store._remove_stale_partials(tmp_path / "model.gguf")
     assert not left.exists() and live.exists()
+
+
+def test_costs_with_a_target_alone_does_not_say_it_decodes(tmp_path, capsys):
+    assert main(["costs", "--target", str(tmp_path / NEVER)]) == 2
+    err = capsys.readouterr().err
+    assert "decoding plainly" not in err
+    one_error_line(err, NEVER)

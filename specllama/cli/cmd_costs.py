@@ -11,7 +11,7 @@ import argparse
 import sys
 from dataclasses import replace
 
-from specllama.cli.options import load_options
+from specllama.cli.options import drafter_choice, load_options
 from specllama.cli.progress import download_bar
 from specllama.decoding.batch_plan import choose_parallel
 from specllama.decoding.cost_curve import CostCurve, break_even_acceptance
@@ -82,7 +82,9 @@ def batching_lines(curve: CostCurve) -> list[str]:
 
 
 def cmd_costs(args: argparse.Namespace) -> int:
-    opts = replace(load_options(args), auto_k=True, remeasure_costs=args.remeasure)
+    # The drafters named explicitly: costs decodes nothing, so load_options' "decoding plainly"
+    # note for --target without a draft would be wrong here (the target is measured alone).
+    opts = replace(load_options(args, drafters=(drafter_choice(args),)), auto_k=True, remeasure_costs=args.remeasure)
     if args.parallel == "auto":
         opts = replace(opts, n_ctx=min(opts.n_ctx, 1024))  # costs only measures: keep 8 caches small
     with download_bar() as progress:
