@@ -688,3 +688,29 @@ def test_costs_with_a_target_alone_does_not_say_it_decodes(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "decoding plainly" not in err
     one_error_line(err, NEVER)
+
+
+def test_a_signal_right_after_a_record_is_written_still_counts_it(tmp_path, monkeypatch):
+    """A second Ctrl-C landing between a record's write and its count left the summary a line short."""
+    import signal
+
+    from specllama.batch import output
+    from specllama.batch.prompts_file import PromptItem
+    from specllama.batch.remote import RemoteServer, run_remote_batch
+    from specllama.batch.server_client import SamplingRequest
+    from specllama.batch.server_pool import RetryPolicy, ServerHealth
+
+    real_write = output.OutputWriter.write
+
+    def write_then_signal(self, record):
+        real_write(self, record)
+        os.kill(os.getpid(), signal.SIGINT)  # any thread may take it; Python's handler runs in the main one
+
+    monkeypatch.setattr(output.OutputWriter, "write", write_then_signal)
+    out = tmp_path / "out.jsonl"
+    items = [PromptItem(id=n, prompt=f"p{n}", line=n) for n in range(1, 4)]
+    with FakeServer() as server:
+        servers = [RemoteServer(server.url, 1, ServerHealth(RetryPolicy(0, 1.0)), model="m")]
+        report = run_remote_batch(servers, items, SamplingRequest(), out)
+    assert report.interrupted
+    assert report.written == len(out.read_text().splitlines()) >= 1

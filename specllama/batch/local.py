@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from specllama.batch.output import OutputState, OutputWriter, open_output
+from specllama.batch.output import OutputState, OutputWriter, open_output, signals_deferred
 from specllama.batch.prompts_file import PromptItem, id_key
 from specllama.decoding.engine import DoneEvent, FailedEvent, GenerationConfig, Request, Summary
 from specllama.runtime import Runtime
@@ -110,11 +110,12 @@ def run_batch(runtime: Runtime, items: Sequence[PromptItem], config: GenerationC
                 report.failed.append((todo[tag], event.message))
             elif isinstance(event, DoneEvent):
                 summary = event.summary
-                writer.write(make_record(todo[tag], summary))
-                report.written += 1
-                report.drafted += summary.drafted
-                report.accepted += summary.accepted
-                report.tokens += summary.tokens
+                with signals_deferred():  # the line and its count together
+                    writer.write(make_record(todo[tag], summary))
+                    report.written += 1
+                    report.drafted += summary.drafted
+                    report.accepted += summary.accepted
+                    report.tokens += summary.tokens
             else:
                 continue
             finished += 1

@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import stat
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -256,7 +257,7 @@ class OutputWriter:
         # Ctrl-C or SIGTERM is held off until the line is on disk, so a polite stop never leaves
         # half a record; only a hard kill (or a full disk) can, and open_output repairs that.
         try:
-            with _signals_deferred():
+            with signals_deferred():
                 view = memoryview(data)
                 while view:
                     view = view[os.write(self._fd, view):]
@@ -274,13 +275,27 @@ class OutputWriter:
 
 
 @contextmanager
-def _signals_deferred() -> Iterator[None]:
-    if not hasattr(signal, "pthread_sigmask"):  # Windows
+def signals_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the body is done (nesting is fine): a record is written whole,
+    and it and the count of records written change together, so a second signal cannot leave the
+    summary a line short of the file.
+
+    Held by Python handlers that only note the signal, not by the thread's signal mask: a signal
+    is often delivered to another thread (a progress bar's, a test server's), and Python then runs
+    its handler in the main thread at once, whatever the main thread's mask says."""
+    if threading.current_thread() is not threading.main_thread():  # handlers are the main thread's
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    pending: list[int] = []
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(signum)
+        if handler is not None:  # None: a handler installed outside Python, left alone
+            previous[signum] = signal.signal(signum, lambda n, frame: pending.append(n))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a pending signal is delivered here
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if pending:
+            signal.raise_signal(pending[0])  # to the handler it was meant for, now

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from specllama.batch.output import OutputState, OutputWriter, open_output
+from specllama.batch.output import OutputState, OutputWriter, open_output, signals_deferred
 from specllama.batch.prompts_file import PromptItem, id_key
 from specllama.batch.server_client import SamplingRequest, ServerClient, ServerError, ServerReply, chat_body, discover
 from specllama.batch.server_pool import ServerHealth
@@ -162,14 +162,15 @@ def _handle(event: tuple, writer: OutputWriter, report: RemoteReport) -> int:
     kind = event[0]
     if kind == "done":
         _, item, url, reply = event
-        writer.write(make_remote_record(item, reply, url))
-        stats = report.servers[url]
-        stats.completed += 1
-        stats.tokens += reply.tokens
-        report.written += 1
-        if reply.drafted and reply.accepted is not None:
-            report.drafted += reply.drafted
-            report.accepted += reply.accepted
+        with signals_deferred():  # the line and its count together
+            writer.write(make_remote_record(item, reply, url))
+            stats = report.servers[url]
+            stats.completed += 1
+            stats.tokens += reply.tokens
+            report.written += 1
+            if reply.drafted and reply.accepted is not None:
+                report.drafted += reply.drafted
+                report.accepted += reply.accepted
         return 1
     if kind == "failed":
         _, item, url, reason = event
