@@ -714,3 +714,17 @@ def test_a_signal_right_after_a_record_is_written_still_counts_it(tmp_path, monk
         report = run_remote_batch(servers, items, SamplingRequest(), out)
     assert report.interrupted
     assert report.written == len(out.read_text().splitlines()) >= 1
+
+
+def test_a_batch_says_when_answers_stopped_at_a_full_context(tiny_models, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECLLAMA_CACHE", str(tmp_path / "cache"))
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("Tell me about caches please.\n")
+    out = tmp_path / "out.jsonl"
+    cmd = [sys.executable, "-m", "specllama", "batch", str(prompts), "-o", str(out), "--target", str(tiny_models["a"]),
+           "--max-tokens", "400", "--ctx", "64", "--no-draft", "--parallel", "1"]
+    done = subprocess.run(cmd, cwd=REPO, env={**ENV, "SPECLLAMA_CACHE": str(tmp_path / "cache")}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["finish_reason"] == "context"
+    assert "1 answer(s) stopped because the context was full" in done.stderr

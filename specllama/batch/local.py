@@ -48,6 +48,7 @@ class BatchReport:
     tokens: int = 0
     started: float = field(default_factory=time.monotonic)
     parallel: int = 1  # prompts decoded together
+    context_full: int = 0  # answers cut short because the context was full (finish_reason "context")
 
     @property
     def tokens_per_s(self) -> float:
@@ -116,6 +117,7 @@ def run_batch(runtime: Runtime, items: Sequence[PromptItem], config: GenerationC
                     report.drafted += summary.drafted
                     report.accepted += summary.accepted
                     report.tokens += summary.tokens
+                    report.context_full += summary.finish_reason == "context"
             else:
                 continue
             finished += 1

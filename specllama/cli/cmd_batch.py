@@ -97,6 +97,9 @@ def report_outcome(args: argparse.Namespace, prompts, report, err: Console, not_
     if not_attempted:
         err.print(f"specllama: {not_attempted} prompt(s) not done: no server answered through a whole "
                   "retry schedule; rerun the same command when they are back", markup=False)
+    if getattr(report, "context_full", 0):  # a local batch's; servers say "length" for both
+        err.print(f"specllama: {report.context_full} answer(s) stopped because the context was full (finish_reason "
+                  "\"context\"), not at --max-tokens; raise --ctx to let them finish", markup=False)
     acc = f", acceptance {report.acceptance:.1%}" if report.acceptance is not None else ""
     err.print(f"specllama: {report.written} written, {report.skipped} already done, {len(report.failed)} failed, "
               f"{len(prompts.bad)} malformed line(s){acc} -> {args.output}", markup=False)
