@@ -57,7 +57,7 @@ def test_bench_refuses_outputs_that_are_its_prompts_or_each_other(tmp_path, caps
 # --- 3, 4. one writer per output file, by any name; nothing beside it is touched --------------------------------
 
 
-@pytest.mark.parametrize("how", ["symlink", "hardlink", "relative"])
+@pytest.mark.parametrize("how", ["symlink", "hardlink", "relative"])  # "relative" held before: a guard
 def test_the_output_lock_holds_for_every_spelling_of_the_file(tmp_path, monkeypatch, how):
     out = tmp_path / "lk.jsonl"
     out.write_text("")
@@ -134,7 +134,7 @@ def test_only_newlines_split_prompts(tmp_path, inside):
     assert [i.prompt for i in file.items] == [f"x{inside}y"] and not file.bad
 
 
-def test_crlf_line_ends_are_still_line_ends(tmp_path):
+def test_crlf_line_ends_are_still_line_ends(tmp_path):  # a regression guard for the change above: passed before
     plain = tmp_path / "p.txt"
     plain.write_bytes(b"a\r\nb\r\n")
     assert [i.prompt for i in read_prompts(plain).items] == ["a", "b"]
@@ -155,7 +155,7 @@ def test_a_resumed_batch_whose_prompts_moved_is_refused(tmp_path, capsys):
     assert out.read_bytes() == before
 
 
-def test_a_resumed_batch_with_the_same_prompts_goes_on(tmp_path, capsys):
+def test_a_resumed_batch_with_the_same_prompts_goes_on(tmp_path, capsys):  # a regression guard: passed before
     prompts = tmp_path / "p.txt"
     prompts.write_text("first\nsecond\n")
     out = tmp_path / "out.jsonl"
