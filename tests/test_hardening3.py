@@ -18,18 +18,11 @@ from specllama.batch.output import BatchOutputError, OutputLockedError, locked_o
 from specllama.batch.prompts_file import read_prompts
 from specllama.cli.main import main
 from tests.fake_openai_server import FakeServer, echo_reply
+from tests.test_hardening import one_error_line
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 NEVER = "never-loaded.gguf"
-
-
-def one_error_line(err: str, *fragments: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("specllama: error: "), err
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 def record(id_, prompt: str, text: str = "answer") -> str:
