@@ -28,9 +28,10 @@ from urllib.parse import urlsplit
 
 from specllama.errors import SpecllamaError
 
-# A chat completion is a few kilobytes; a body past this is a misbehaving server (or not a server),
-# and reading it whole would take memory without bound.
-MAX_REPLY_BYTES = 64 << 20
+# A chat completion is a few kilobytes (100k tokens of text stay under 1 MB); a body past this is a
+# misbehaving server (or not a server), and reading it whole would take memory without bound, once
+# per worker.
+MAX_REPLY_BYTES = 16 << 20
 READ_CHUNK = 1 << 16
 # More workers than this for one server is a number the server got wrong (/props), not a plan.
 MAX_SLOTS = 256
