@@ -12,8 +12,8 @@ from typing import Callable, Iterator, Sequence
 from specllama.batch.output import OutputState, OutputWriter, open_output, signals_deferred
 from specllama.batch.prompts_file import PromptItem, id_key
 from specllama.decoding.engine import DoneEvent, FailedEvent, GenerationConfig, Request, Summary
-from specllama.runtime import Runtime
 from specllama.errors import SpecllamaError
+from specllama.runtime import Runtime
 
 
 def make_record(item: PromptItem, summary: Summary) -> dict:

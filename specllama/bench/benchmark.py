@@ -12,11 +12,11 @@ from specllama.bench.pairing import NEAR_TIE_LOGITS, judge_runs
 from specllama.bench.report import json_document
 from specllama.bench.runner import WARMUP_TOKENS, BenchPrompt, BenchRunner, ProgressCallback
 from specllama.decoding.cost_curve import CostCurve, measure_cost_curve
-from specllama.runtime import Runtime
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.llama.machine import machine_info
 from specllama.llama.model import GGUFModel
+from specllama.runtime import Runtime
 
 
 class BenchError(SpecllamaError):

@@ -14,10 +14,10 @@ from typing import Callable, Sequence
 
 from specllama.bench.configs import BenchConfig
 from specllama.decoding.engine import GenerationConfig, Summary
-from specllama.runtime import Runtime
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.llama.machine import current_rss_bytes
+from specllama.runtime import Runtime
 
 WARMUP_TOKENS = 8
 

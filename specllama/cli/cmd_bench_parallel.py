@@ -39,9 +39,9 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
     from specllama.cli.progress import download_bar
     from specllama.decoding.engine import GenerationConfig
     from specllama.decoding.request import PARALLEL_AUTO_MAX
-    from specllama.runtime import Runtime
     from specllama.decoding.sampling import SamplingParams
     from specllama.llama.machine import machine_info
+    from specllama.runtime import Runtime
 
     levels = parse_levels(args.parallel)
     slots = max([n for n in levels if n != "auto"] + ([PARALLEL_AUTO_MAX] if "auto" in levels else []))

@@ -7,9 +7,9 @@ import sys
 
 from specllama.cli.options import load_options
 from specllama.decoding.request import DRAFTERS
-from specllama.runtime import LoadOptions, Runtime, model_refs
 from specllama.errors import SpecllamaError
 from specllama.models.registry import load_registry
+from specllama.runtime import LoadOptions, Runtime, model_refs
 
 
 def chat_load_options(args: argparse.Namespace) -> LoadOptions:

@@ -16,8 +16,8 @@ from specllama.cli.progress import download_bar
 from specllama.decoding.batch_plan import choose_parallel
 from specllama.decoding.cost_curve import CostCurve, break_even_acceptance
 from specllama.decoding.request import PARALLEL_AUTO_MAX
-from specllama.runtime import Runtime
 from specllama.llama.machine import cpu_model
+from specllama.runtime import Runtime
 
 K_SHOWN = 6
 
