@@ -2,7 +2,9 @@
 
 JSONL is recognised by a `.jsonl` suffix or, failing that, by the first non-blank line starting
 with `{`; anything else is plain text, one prompt a line, whose id is its line number (stable
-across reruns as long as the file is not edited, which is what resuming a batch needs).
+across reruns as long as the file is not edited, which is what resuming a batch needs; a batch
+refuses to resume when a record's prompt is no longer the one at its id). Lines end at \n or
+\r\n only; a UTF-8 byte-order mark is dropped; "-" reads stdin.
 
 A bad line does not stop the others from being read: it becomes a `BadLine` with its line number,
 and each consumer decides (batch skips it, bench refuses the file). Duplicate ids are always an
