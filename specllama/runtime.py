@@ -46,6 +46,10 @@ from specllama.models.resolve import looks_like_path, resolve
 
 STAIRS_SEQUENCES = 17  # stairs verification decodes K+1 sequences side by side: up to K = 16
 
+# What exact mode changes, said wherever its output is compared: its greedy text is identical to
+# plain decoding *in exact mode*, which can differ from a default run from the first token.
+EXACT_MODE = "exact mode (Q8_0 KV cache, no repacked weights)"
+
 
 def parallel_slots(parallel: int | str) -> int:
     """Cache sequences to allocate: --parallel N, or for "auto" the most the chooser considers."""
@@ -262,7 +266,7 @@ class Runtime:
     @property
     def placement(self) -> str:
         """Where the models run, as a user should read it: "CPU" or "GPU (all layers)"."""
-        if self.gpu_layers == 0:
+        if self.gpu_layers == 0 or not gpu_offload_supported():  # a CPU-only build offloads nothing
             return "CPU"
         return "GPU (all layers)" if self.gpu_layers < 0 else f"GPU ({self.gpu_layers} layers), CPU (the rest)"
 
@@ -333,4 +337,4 @@ class Runtime:
         draft = (f", draft {self.draft_path.name}" if self.draft_path and config.drafter in ("model", "auto")
                  and config.drafts else "")
         return f"target {self.target_path.name}{draft} on {self.placement}, threads {self.threads}" + (
-            ", exact mode" if self.opts.exact else "")
+            f", {EXACT_MODE}" if self.opts.exact else "")

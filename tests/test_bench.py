@@ -29,7 +29,7 @@ from specllama.runtime import LoadOptions, Runtime
 def test_configs_parse_into_canonical_labels_with_the_baseline_first():
     configs = parse_configs("model:k=2; lookup:k=3 ;model:k=4,verify=stairs;none;model:p_min=0.3;auto:k=auto")
     assert [c.label for c in configs] == ["none", "model:k=2", "suffix:k=3", "model:k=4,verify=stairs",
-                                          "model:k=4,p_min=0.3", "auto:k=auto"]  # lookup is read as suffix
+                                          "model:k=auto,p_min=0.3", "auto:k=auto"]  # lookup is read as suffix
     assert parse_configs("model:k=3")[0].is_baseline  # none added when missing
     assert parse_config("suffix:k=auto").k == "auto" and parse_config("suffix:k=auto").label == "suffix:k=auto"
     stairs = parse_config("model:k=4,verify=stairs")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from specllama.batch import output as batch_output
-from specllama.batch.output import OutputLockedError, OutputWriteError, OutputWriter, lock_path, locked_output, open_output
+from specllama.batch.output import OutputLockedError, OutputWriteError, OutputWriter, locked_output, open_output
 from specllama.cli.main import main
 from specllama.cli.paths import OutputPathError, check_writable
 
@@ -63,32 +63,33 @@ def test_a_second_batch_on_the_same_output_is_refused_with_the_holders_pid(tmp_p
     with lock_held_by_another_process(out) as pid:
         assert main(argv) == 2
         one_error_line(capsys.readouterr().err, f"pid {pid}", str(out))
-        assert not out.exists()
+        assert out.read_bytes() == b""  # the holder's (empty) file: nothing written by the refused run
     # Once the holder is gone the same command goes on (to the missing model, which proves it).
     assert main(argv) != 0
     assert "never-loaded.gguf" in capsys.readouterr().err
-    assert not lock_path(out).exists()
+    assert not out.exists()  # a run that wrote nothing leaves no file behind
 
 
 def test_the_lock_is_exclusive_within_one_process_too(tmp_path):
     out = tmp_path / "out.jsonl"
     with locked_output(out):
-        assert lock_path(out).read_text().strip() == str(os.getpid())
         with pytest.raises(OutputLockedError, match=f"pid {os.getpid()}"):
             with locked_output(out):
                 pass
-    assert not lock_path(out).exists()
+    assert not out.exists()
     with locked_output(out):  # released: taken again
         pass
 
 
-def test_a_stale_lock_file_of_a_dead_process_is_taken_over(tmp_path):
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
+def test_the_lock_of_a_killed_process_is_taken_over(tmp_path):
     out = tmp_path / "out.jsonl"
-    lock_path(out).write_text(f"{dead.pid}\n")
-    with locked_output(out):
-        assert lock_path(out).read_text().strip() == str(os.getpid())
+    out.write_text("")
+    with lock_held_by_another_process(out) as pid:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        with locked_output(out):
+            pass
+    assert out.exists()  # it was there before: never removed
 
 
 # --- 4. output paths checked before any work; a full disk ------------------------------------------------------
@@ -495,17 +496,18 @@ def test_models_verify_reports_each_model_and_fails_on_a_mismatch(small_registry
     assert capsys.readouterr().out.strip() == "small: not cached"
 
 
-def test_the_checksum_is_remembered_until_the_file_changes(small_registry, monkeypatch):
-    from specllama.models.registry import load_registry
-
-    spec = load_registry().model("small")
-    assert store.verify(spec)[0] == "ok"
-    hashed = []
-    real = store.sha256_of
-    monkeypatch.setattr(store, "sha256_of", lambda p: hashed.append(p) or real(p))
-    assert store.verify(spec)[0] == "ok" and hashed == []  # remembered
-    small_registry.write_bytes(GOOD_BYTES.replace(b"GGUF", b"FUGG"))
-    assert store.verify(spec)[0] == "MISMATCH" and hashed == [small_registry]  # changed: hashed again
+def test_verify_hashes_the_bytes_even_when_size_and_mtime_are_kept(small_registry, capsys):
+    """Issue 24.1: a file damaged in place with its mtime put back verified "ok" from a remembered
+    checksum, and `pull` then never fetched it again."""
+    assert main(["models", "verify", "small"]) == 0
+    capsys.readouterr()
+    stat = small_registry.stat()
+    with open(small_registry, "r+b") as f:  # damaged in place: same size
+        f.write(b"FUGG")
+    os.utime(small_registry, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # mtime kept
+    assert main(["models", "verify", "small"]) == 1
+    assert "small: MISMATCH (" in capsys.readouterr().out
+    assert not small_registry.with_name("small.gguf.sha256").exists()  # nothing written beside it
 
 
 def test_pull_does_not_call_a_same_size_different_file_already_there(small_registry, monkeypatch, capsys):

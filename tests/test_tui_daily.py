@@ -256,6 +256,7 @@ def test_failed_load_shows_in_the_header_and_fails_the_command(monkeypatch):
 
     monkeypatch.setattr(specllama.tui, "ChatApp", FailedApp)
     monkeypatch.setattr("specllama.cli.cmd_chat.chat_load_options", lambda args: None)
+    monkeypatch.setattr("specllama.cli.cmd_chat.require_terminal", lambda: None)  # pytest's stdin is no tty
     assert cli_main.main(["chat"]) == 1
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from specllama.batch.output import OutputState, OutputWriter, open_output
+from specllama.batch.output import OutputState, OutputWriter, open_output, signals_deferred
 from specllama.batch.prompts_file import PromptItem, id_key
 from specllama.decoding.engine import DoneEvent, FailedEvent, GenerationConfig, Request, Summary
 from specllama.errors import SpecllamaError
@@ -48,6 +48,7 @@ class BatchReport:
     tokens: int = 0
     started: float = field(default_factory=time.monotonic)
     parallel: int = 1  # prompts decoded together
+    context_full: int = 0  # answers cut short because the context was full (finish_reason "context")
 
     @property
     def tokens_per_s(self) -> float:
@@ -110,11 +111,13 @@ def run_batch(runtime: Runtime, items: Sequence[PromptItem], config: GenerationC
                 report.failed.append((todo[tag], event.message))
             elif isinstance(event, DoneEvent):
                 summary = event.summary
-                writer.write(make_record(todo[tag], summary))
-                report.written += 1
-                report.drafted += summary.drafted
-                report.accepted += summary.accepted
-                report.tokens += summary.tokens
+                with signals_deferred():  # the line and its count together
+                    writer.write(make_record(todo[tag], summary))
+                    report.written += 1
+                    report.drafted += summary.drafted
+                    report.accepted += summary.accepted
+                    report.tokens += summary.tokens
+                    report.context_full += summary.finish_reason == "context"
             else:
                 continue
             finished += 1

@@ -6,8 +6,9 @@ next prompt starts, so a crash, Ctrl-C or kill -9 loses at most the prompt in fl
 middle of a write can leave a partial last line; `open_output` cuts it off before appending (so the
 file stays valid JSONL) and the rerun does that prompt again. Ids already in the file are skipped.
 Only lines this program wrote are ever cut: anything else in the file stops the run untouched.
-One run at a time writes an output: `locked_output` holds an advisory lock for the whole run, so a
-second batch on the same file is refused instead of answering every prompt again.
+One run at a time writes an output: `locked_output` holds an advisory lock on the output file itself
+for the whole run, so a second batch on the same file (by any name) is refused instead of answering
+every prompt again.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import errno
 import json
 import os
 import signal
+import stat
+import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -37,56 +40,95 @@ class OutputWriteError(BatchOutputError):
     """A record could not be written (disk full, file size limit, I/O error)."""
 
 
-def lock_path(path: str | Path) -> Path:
-    path = Path(path)
-    return path.with_name(path.name + ".lock")
-
-
 @contextmanager
 def locked_output(path: str | Path) -> Iterator[None]:
-    """Hold an exclusive lock on `path` for the body: a second holder is refused with the first
-    one's pid. The lock is flock(2) on a sidecar `OUT.lock` holding the pid; the kernel drops it when
-    its process dies, so a lock file left by a killed run is simply taken over."""
+    """Hold an exclusive lock on the output file for the body: a second holder is refused with the
+    first one's pid. The lock is flock(2) on the output file itself (created empty when missing,
+    removed again at the end if still empty), so every spelling of it (a symlink, a hard link, a
+    relative path) meets the same lock, and no sidecar file is ever created or written: a name
+    beside the output may hold the user's data. The kernel drops the lock when its process dies."""
     try:
         import fcntl
     except ImportError:  # Windows: no advisory locks here; run unlocked rather than not at all
         yield
         return
-    lock = lock_path(path)
+    path = Path(path)
     while True:
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        _refuse_special_file(path)
+        created = not path.exists()
+        try:  # O_NONBLOCK: a FIFO swapped in after the check must not block the open
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o644)
         except OSError as e:
-            raise BatchOutputError(f"cannot create the lock file {lock}: {e.strerror or e}") from None
+            raise BatchOutputError(f"cannot open {path}: {e.strerror or e}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            _refuse_special_file(path)
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            holder = _flock_holder(os.fstat(fd).st_ino)
             os.close(fd)
             raise OutputLockedError(f"{path} is being written by another specllama run (pid {holder}); "
                                     "wait for it to finish or choose another -o") from None
-        # The holder before us may have unlinked the file between our open and our lock: then we
-        # hold a lock on a name nobody else sees, so start again on the current file.
+        # The holder before us may have removed the (empty) file between our open and our lock:
+        # then we hold a lock on a file nobody else sees, so start again on the current one.
         try:
-            same = os.path.samestat(os.fstat(fd), os.stat(lock))
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
         except FileNotFoundError:
             same = False
         if same:
             break
         os.close(fd)
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
-        lock.unlink(missing_ok=True)  # while still locked, so no one can take a name about to vanish
+        try:
+            if created and os.fstat(fd).st_size == 0 and os.path.samestat(os.fstat(fd), os.stat(path)):
+                path.unlink()  # while still locked: a run that wrote nothing leaves nothing behind
+        except OSError:
+            pass
         os.close(fd)
+
+
+def _refuse_special_file(path: Path) -> None:
+    """An output is read back (to resume) and appended to: only a regular file can be. A pipe,
+    /dev/stdout or /dev/full would hang the read or fill memory with zeros."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise BatchOutputError(f"cannot use {path} as the output: {e.strerror or e}") from None
+    if not stat.S_ISREG(mode):
+        raise BatchOutputError(f"{path} is not a regular file (a device, pipe or folder): the output must be "
+                               "a file, which a rerun reads back to resume")
+
+
+def _flock_holder(inode: int) -> str:
+    """The pid holding a flock on this inode, from /proc/locks (Linux); "unknown" elsewhere."""
+    try:
+        with open("/proc/locks") as f:
+            for line in f:
+                fields = line.split()  # "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234567 0 EOF"
+                if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode):
+                    return fields[4]
+    except OSError:
+        pass
+    return "unknown"
 
 
 @dataclass
 class OutputState:
     done: set[str]  # id keys already answered
     repaired: str | None = None  # what was fixed at the end of the file, if anything
+    prompts: dict[str, object] = field(default_factory=dict)  # id key -> the prompt its record holds
+
+    def add(self, record: dict) -> None:
+        key = id_key(record["id"])
+        self.done.add(key)
+        if "prompt" in record:
+            self.prompts[key] = record["prompt"]
 
 
 # Every line this program writes is json.dumps of a dict whose first key is "id", so it starts
@@ -106,11 +148,15 @@ def open_output(path: str | Path, *, inputs: Sequence[str | Path] = ()) -> Outpu
         if _same_file(path, Path(source)):
             raise BatchOutputError(f"{path} is the prompts file: choose another output (-o), "
                                    "results are never written over their input")
+    _refuse_special_file(path)
     if not path.exists():
         return OutputState(set())
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise BatchOutputError(f"cannot read {path}: {e.strerror or e}") from None
     *complete, tail = data.split(b"\n")  # tail: bytes after the last newline (b"" when none)
-    done: set[str] = set()
+    state = OutputState(set())
     for number, raw in enumerate(complete, start=1):
         if not raw.strip():
             continue
@@ -119,8 +165,7 @@ def open_output(path: str | Path, *, inputs: Sequence[str | Path] = ()) -> Outpu
             raise BatchOutputError(
                 f"{path} line {number} is not a specllama result; it is left alone: give -o a new "
                 "file, or the output of an earlier run of this batch to resume it")
-        done.add(id_key(record["id"]))
-    repaired = None
+        state.add(record)
     if tail.strip():
         record = _record(tail)
         # A torn record of ours is never whole JSON; a whole JSON line that is not ours is someone
@@ -129,18 +174,43 @@ def open_output(path: str | Path, *, inputs: Sequence[str | Path] = ()) -> Outpu
             raise BatchOutputError(
                 f"{path} ends with a line that specllama did not write; it is left alone: give -o a "
                 "new file, or the output of an earlier run of this batch to resume it")
+        state.repaired = _repair_tail(path, len(data), tail, record)
+        if record is not None:
+            state.add(record)
+    return state
+
+
+def _repair_tail(path: Path, size: int, tail: bytes, record: dict | None) -> str:
+    """Add the missing newline after a whole last record, or cut a torn one; what was done."""
+    try:
         with path.open("r+b") as f:
-            if record is not None:  # whole record, only its newline missing
-                f.seek(len(data))
+            if record is not None:
+                f.seek(size)
                 f.write(b"\n")
-                done.add(id_key(record["id"]))
-                repaired = "added the missing newline after the last record"
+                done = "added the missing newline after the last record"
             else:
-                f.truncate(len(data) - len(tail))
-                repaired = f"dropped an incomplete last line ({len(tail)} bytes, an interrupted write); its prompt runs again"
+                f.truncate(size - len(tail))
+                done = f"dropped an incomplete last line ({len(tail)} bytes, an interrupted write); its prompt runs again"
             f.flush()
             os.fsync(f.fileno())
-    return OutputState(done, repaired)
+    except OSError as e:  # a full disk, an append-only file: nothing else in the file was touched
+        raise BatchOutputError(f"cannot repair the end of {path} (an interrupted last record): "
+                               f"{e.strerror or e}; free some space or fix its permissions and rerun") from None
+    return done
+
+
+def refuse_changed_prompts(path: str | Path, items: Sequence, state: OutputState) -> None:
+    """Resuming matches prompts by id; a record whose id is now another prompt's (a line inserted
+    into a plain-text file, whose ids are line numbers) would leave that prompt unanswered and
+    answer another twice. Records hold their prompt, so that is caught before anything runs."""
+    changed = [item for item in items
+               if id_key(item.id) in state.done and state.prompts.get(id_key(item.id), item.prompt) != item.prompt]
+    if changed:
+        first = changed[0]
+        more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+        raise BatchOutputError(
+            f"{path} answers id {first.id!r} with another prompt than line {first.line} now holds{more}: the "
+            "prompts file changed since that run (plain-text ids are line numbers); restore it, or give -o a new file")
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -153,7 +223,7 @@ def _same_file(a: Path, b: Path) -> bool:
 def _is_json(raw: bytes) -> bool:
     try:
         json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # ValueError: bad JSON, bad UTF-8, a 5000-digit number
         return False
     return True
 
@@ -161,9 +231,12 @@ def _is_json(raw: bytes) -> bool:
 def _record(raw: bytes) -> dict | None:
     try:
         obj = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError):
         return None
-    return obj if isinstance(obj, dict) and OUR_KEYS <= obj.keys() else None
+    if not (isinstance(obj, dict) and OUR_KEYS <= obj.keys()) or isinstance(obj["id"], bool) \
+            or not isinstance(obj["id"], (str, int)):
+        return None
+    return obj
 
 
 class OutputWriter:
@@ -184,7 +257,7 @@ class OutputWriter:
         # Ctrl-C or SIGTERM is held off until the line is on disk, so a polite stop never leaves
         # half a record; only a hard kill (or a full disk) can, and open_output repairs that.
         try:
-            with _signals_deferred():
+            with signals_deferred():
                 view = memoryview(data)
                 while view:
                     view = view[os.write(self._fd, view):]
@@ -202,13 +275,27 @@ class OutputWriter:
 
 
 @contextmanager
-def _signals_deferred() -> Iterator[None]:
-    if not hasattr(signal, "pthread_sigmask"):  # Windows
+def signals_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the body is done (nesting is fine): a record is written whole,
+    and it and the count of records written change together, so a second signal cannot leave the
+    summary a line short of the file.
+
+    Held by Python handlers that only note the signal, not by the thread's signal mask: a signal
+    is often delivered to another thread (a progress bar's, a test server's), and Python then runs
+    its handler in the main thread at once, whatever the main thread's mask says."""
+    if threading.current_thread() is not threading.main_thread():  # handlers are the main thread's
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    pending: list[int] = []
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(signum)
+        if handler is not None:  # None: a handler installed outside Python, left alone
+            previous[signum] = signal.signal(signum, lambda n, frame: pending.append(n))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a pending signal is delivered here
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if pending:
+            signal.raise_signal(pending[0])  # to the handler it was meant for, now

@@ -2,7 +2,9 @@
 
 JSONL is recognised by a `.jsonl` suffix or, failing that, by the first non-blank line starting
 with `{`; anything else is plain text, one prompt a line, whose id is its line number (stable
-across reruns as long as the file is not edited, which is what resuming a batch needs).
+across reruns as long as the file is not edited, which is what resuming a batch needs; a batch
+refuses to resume when a record's prompt is no longer the one at its id). Lines end at \n or
+\r\n only; a UTF-8 byte-order mark is dropped; "-" reads stdin.
 
 A bad line does not stop the others from being read: it becomes a `BadLine` with its line number,
 and each consumer decides (batch skips it, bench refuses the file). Duplicate ids are always an
@@ -12,6 +14,7 @@ error, raised before any generation, because a resumed batch identifies its work
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +58,11 @@ def id_key(value: str | int) -> str:
 def read_prompts(path: str | Path) -> PromptFile:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the first line,
+        # which would otherwise hide a JSONL file's leading `{`.
+        # Bytes decoded by hand: text mode would also turn a lone \r inside a line into a line end.
+        data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()  # "-": stdin, as for run
+        text = data.decode("utf-8-sig")
     except FileNotFoundError:
         raise PromptFileError(f"prompts file not found: {path}") from None
     except UnicodeDecodeError as e:
@@ -63,7 +70,11 @@ def read_prompts(path: str | Path) -> PromptFile:
     except OSError as e:
         raise PromptFileError(f"cannot read {path}: {e.strerror or e}") from None
 
-    lines = text.splitlines()
+    # Lines end at \n (and \r\n) only: str.splitlines() also splits at form feeds, \x85 and
+    # U+2028, which can sit inside a prompt (or a JSON string) and would shift every later id.
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
     first = next((ln for ln in lines if ln.strip()), "")
     is_jsonl = path.suffix.lower() == ".jsonl" or (path.suffix.lower() != ".txt" and first.lstrip().startswith("{"))
     items: list[PromptItem] = []
@@ -75,7 +86,7 @@ def read_prompts(path: str | Path) -> PromptFile:
             parsed = _parse_json_line(raw, number)
             (bad if isinstance(parsed, BadLine) else items).append(parsed)
         else:
-            items.append(PromptItem(id=number, prompt=raw.rstrip("\r"), line=number))
+            items.append(PromptItem(id=number, prompt=raw, line=number))
 
     _refuse_duplicates(path, items)
     return PromptFile(path, items, bad)
@@ -86,6 +97,10 @@ def _parse_json_line(raw: str, number: int) -> PromptItem | BadLine:
         obj = json.loads(raw)
     except json.JSONDecodeError as e:
         return BadLine(number, f"not valid JSON ({e.msg} at column {e.colno})")
+    except ValueError as e:  # a number with thousands of digits
+        return BadLine(number, f"not usable JSON ({e})")
+    except RecursionError:
+        return BadLine(number, "not usable JSON (nested too deeply)")
     if not isinstance(obj, dict):
         return BadLine(number, "expected a JSON object with \"id\" and \"prompt\"")
     prompt = obj.get("prompt")
@@ -97,7 +112,20 @@ def _parse_json_line(raw: str, number: int) -> PromptItem | BadLine:
     system = obj.get("system")
     if system is not None and not isinstance(system, str):
         return BadLine(number, "\"system\" must be a string")
+    for key, value in (("prompt", prompt), ("id", pid), ("system", system)):
+        if isinstance(value, str) and has_lone_surrogate(value):
+            return BadLine(number, f"\"{key}\" holds a lone surrogate escape (such as \\ud800), which is not text")
     return PromptItem(id=pid, prompt=prompt, line=number, system=system)
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """JSON's \\ud800 escapes (and undecodable argv bytes) give str values that cannot be written
+    as UTF-8: they would fail at the tokenizer or the output file, far from their cause."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _refuse_duplicates(path: Path, items: list[PromptItem]) -> None:

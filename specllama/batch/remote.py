@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from specllama.batch.output import OutputState, OutputWriter, open_output
+from specllama.batch.output import OutputState, OutputWriter, open_output, signals_deferred
 from specllama.batch.prompts_file import PromptItem, id_key
 from specllama.batch.server_client import SamplingRequest, ServerClient, ServerError, ServerReply, chat_body, discover
 from specllama.batch.server_pool import ServerHealth
@@ -127,6 +127,10 @@ def run_remote_batch(servers: Sequence[RemoteServer], items: Sequence[PromptItem
         for t in threads:
             t.start()
         while remaining:
+            if not any(t.is_alive() for t in threads):  # cannot happen (workers catch everything): never hang
+                remaining -= _drain(results, writer, report, progress)
+                report.not_attempted = remaining
+                break
             if all(s.health.given_up() for s in servers):
                 # Every server dead for a whole retry schedule: let the workers report what they
                 # still hold (a failure that gave a server up is reported after it counted), stop.
@@ -158,14 +162,15 @@ def _handle(event: tuple, writer: OutputWriter, report: RemoteReport) -> int:
     kind = event[0]
     if kind == "done":
         _, item, url, reply = event
-        writer.write(make_remote_record(item, reply, url))
-        stats = report.servers[url]
-        stats.completed += 1
-        stats.tokens += reply.tokens
-        report.written += 1
-        if reply.drafted and reply.accepted is not None:
-            report.drafted += reply.drafted
-            report.accepted += reply.accepted
+        with signals_deferred():  # the line and its count together
+            writer.write(make_remote_record(item, reply, url))
+            stats = report.servers[url]
+            stats.completed += 1
+            stats.tokens += reply.tokens
+            report.written += 1
+            if reply.drafted and reply.accepted is not None:
+                report.drafted += reply.drafted
+                report.accepted += reply.accepted
         return 1
     if kind == "failed":
         _, item, url, reason = event
@@ -213,16 +218,17 @@ def _worker(server: RemoteServer, work: queue.PriorityQueue, results: queue.Queu
                 if server.model is None:
                     server.model = discover(client)[0] or DEFAULT_MODEL
                 task = work.get(timeout=0.1)
-            except ServerError as e:
-                _server_failed(server, started, e, results)
-                continue
             except queue.Empty:
                 health.abandon(probe)
+                continue
+            except Exception as e:
+                _server_failed(server, started, _as_server_error(e, client), results)
                 continue
             item = task.item
             try:
                 reply = client.chat(chat_body(item.prompt, item.system or system, server.model, sampling))
-            except ServerError as e:
+            except Exception as e:  # one odd reply fails its prompt; the worker goes on (else the batch waits forever)
+                e = _as_server_error(e, client)
                 if e.server_fault:
                     _server_failed(server, started, e, results)
                 elif health.succeeded(started):  # it answered, only this prompt is refused
@@ -239,6 +245,15 @@ def _worker(server: RemoteServer, work: queue.PriorityQueue, results: queue.Queu
             results.put(("done", item, server.url, reply))
     finally:
         client.close()
+
+
+def _as_server_error(e: Exception, client: ServerClient) -> ServerError:
+    """A ServerError as it is; anything else (a bug, a reply nobody foresaw) fails the prompt
+    without retrying it, and the connection, in an unknown state, is dropped."""
+    if isinstance(e, ServerError):
+        return e
+    client.close()
+    return ServerError(f"unexpected error: {type(e).__name__}: {e}", retryable=False, server_fault=False)
 
 
 def _server_failed(server: RemoteServer, started: float, error: ServerError, results: queue.Queue) -> None:

@@ -68,7 +68,7 @@ def run_benchmark(runtime: Runtime, prompts: list[BenchPrompt], configs: list[Be
     if options.sampling.greedy:
         if progress:
             progress(runner.total_runs, runner.total_runs, "checking outputs against none", None)
-        verdicts = judge_runs(runtime.judge_context(), by_id, runs)
+        verdicts = judge_runs(runtime.judge_context(), by_id, runs, runtime.target_model.detokenize)
     else:
         verdicts = [None] * len(runs)  # sampled outputs differ by design; acceptance tells the story
 

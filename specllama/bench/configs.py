@@ -17,6 +17,7 @@ from specllama.errors import SpecllamaError
 DEFAULT_CONFIGS = "none;auto:k=auto;suffix:k=auto;model:k=2;model:k=4;model:k=4,verify=stairs"
 DRAFTER_KINDS = ("none", "auto", "suffix", "model")
 VERIFY_MODES = ("causal", "stairs")
+DEFAULT_K = "auto"
 
 
 class BenchConfigError(SpecllamaError):
@@ -85,7 +86,9 @@ def parse_config(text: str) -> BenchConfig:
         if values:
             raise BenchConfigError(f"config '{spec}': 'none' takes no options (it is plain decoding)")
         return BASELINE
-    k = _parse_k(spec, values.get("k", "4"))
+    # The command line's default (run, chat and batch: -k auto), so "auto" here is what "auto"
+    # is everywhere else; the label always spells k out.
+    k = _parse_k(spec, values.get("k", DEFAULT_K))
     verify = values.get("verify", "causal")
     if verify not in VERIFY_MODES:
         raise BenchConfigError(f"config '{spec}': verify must be one of {', '.join(VERIFY_MODES)}")

@@ -1,36 +1,97 @@
 """Greedy benchmark runs against plain decoding, token by token.
 
 The comparison itself (first divergence, near-tie by the target's top-2 logit gap) is
-specllama/exactness.py; this module only pairs each run with the `none` run of its prompt.
+specllama/decoding/exactness.py; this module pairs each run with the `none` run of its prompt and
+gives every verdict other than "identical" its evidence: where the outputs part, the target's
+top-2 gap there (or why there is none), and both texts from that point.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 from specllama.bench.runner import RunRecord
-from specllama.decoding.exactness import NEAR_TIE_LOGITS, Comparison, compare_greedy
+from specllama.decoding.exactness import NEAR_TIE_LOGITS, Comparison, compare_greedy, top2_gap
 from specllama.llama.context import DecodeContext
 
-__all__ = ["NEAR_TIE_LOGITS", "Comparison", "judge_runs", "comparison_dict"]
+__all__ = ["NEAR_TIE_LOGITS", "Comparison", "Divergence", "judge_runs", "comparison_dict"]
+
+# Tokens of text shown on each side of a divergence.
+CONTEXT_TOKENS = 12
 
 
-def judge_runs(target: DecodeContext, prompts: dict[str, Sequence[int]],
-               runs: Sequence[RunRecord]) -> list[Comparison | None]:
+@dataclass(frozen=True)
+class Divergence(Comparison):
+    """A comparison that is not "identical", with what a reader needs to judge it."""
+    why_no_gap: str | None = None  # set when the gap could not be measured, saying why
+    common_text: str = ""  # the last tokens both runs share before they part
+    reference_text: str = ""  # plain decoding's text from the divergence on
+    candidate_text: str = ""  # this run's text from the divergence on
+
+
+def judge_runs(target: DecodeContext, prompts: dict[str, Sequence[int]], runs: Sequence[RunRecord],
+               detokenize: Callable[[Sequence[int]], str] | None = None) -> list[Comparison | None]:
     """One comparison per run (aligned with `runs`): each run against the first `none` run of its
     prompt. None where there is no baseline. Clears the target's cache."""
-    reference: dict[str, Sequence[int]] = {}
+    reference: dict[str, RunRecord] = {}
     for run in runs:
         key = str(run.prompt_id)
         if run.config.is_baseline and key not in reference:
-            reference[key] = run.token_ids
+            reference[key] = run
     out: list[Comparison | None] = []
     for run in runs:
         key = str(run.prompt_id)
         ref = reference.get(key)
-        out.append(None if ref is None else compare_greedy(target, prompts[key], ref, run.token_ids))
+        if ref is None:
+            out.append(None)
+            continue
+        comparison = compare_greedy(target, prompts[key], ref.token_ids, run.token_ids)
+        out.append(comparison if comparison.identical
+                   else _with_evidence(target, prompts[key], ref, run, comparison, detokenize))
     return out
 
 
+def _with_evidence(target: DecodeContext, prompt: Sequence[int], ref: RunRecord, run: RunRecord, c: Comparison,
+                   detokenize: Callable[[Sequence[int]], str] | None) -> Divergence:
+    at = c.position
+    gap, near_tie, why = c.gap, c.near_tie, None
+    if gap is None:  # one run ended where the other went on: compare_greedy measures no gap there
+        shorter = ref if len(ref.token_ids) < len(run.token_ids) else run
+        finish = shorter.summary.finish_reason
+        if finish == "stop":
+            # It chose end-of-generation where the other chose a token: a divergence like any other,
+            # and the target's top-2 gap after the common prefix says whether it was a near-tie.
+            gap = top2_gap(target, list(prompt) + list(ref.token_ids[:at]))
+            near_tie = gap < NEAR_TIE_LOGITS
+        else:
+            who = "plain decoding" if shorter is ref else shorter.config.label
+            why = (f"{who} stopped after {at} tokens ({finish}) while the other went on: not a choice between "
+                   "two tokens, so there is no top-2 gap to judge")
+    text = detokenize or (lambda ids: " ".join(map(str, ids)))
+    return Divergence(False, at, gap, near_tie, why_no_gap=why,
+                      common_text=text(ref.token_ids[max(0, at - CONTEXT_TOKENS):at]),
+                      reference_text=text(ref.token_ids[at:at + CONTEXT_TOKENS]),
+                      candidate_text=text(run.token_ids[at:at + CONTEXT_TOKENS]))
+
+
 def comparison_dict(c: Comparison) -> dict:
-    return {"status": c.verdict, "position": c.position, "gap": c.gap}
+    entry = {"status": c.verdict, "position": c.position, "gap": c.gap}
+    if isinstance(c, Divergence):
+        entry.update({"why_no_gap": c.why_no_gap, "common_text": c.common_text,
+                      "none_text": c.reference_text, "text": c.candidate_text})
+    return entry
+
+
+def explain(config: str, prompt_id: object, divergence: dict) -> str:
+    """One line for a run that is not identical to plain decoding, with its evidence."""
+    where = f"{config} on prompt {prompt_id!r} parts from plain decoding at token {divergence['position']}"
+    if divergence.get("gap") is not None:
+        judged = f"top-2 gap {divergence['gap']:.3f} logits ({'within' if divergence['status'] == 'near_tie' else 'above'} " \
+                 f"the {NEAR_TIE_LOGITS} near-tie tolerance)"
+    else:
+        judged = divergence.get("why_no_gap") or "no gap measured"
+    if "common_text" not in divergence:
+        return f"{where}: {judged}"
+    return (f"{where}: {judged}; after {divergence['common_text']!r}, none: {divergence['none_text']!r}, "
+            f"{config}: {divergence['text']!r}")

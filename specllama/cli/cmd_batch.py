@@ -18,7 +18,7 @@ from specllama.batch.prompts_file import PromptItem, id_key, read_prompts
 
 def add_batch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE",
-                   help="prompts: JSONL with \"id\" and \"prompt\" (optional \"system\"), or plain text, one a line")
+                   help="prompts: JSONL with \"id\" and \"prompt\" (optional \"system\"), or plain text, one a line; - reads stdin")
     p.add_argument("-o", "--output", required=True, metavar="OUT.jsonl",
                    help="results, one JSON line per prompt; ids already there are skipped (resume)")
     p.add_argument("--system", help="a system message for prompts that do not carry their own")
@@ -71,11 +71,12 @@ def _run_locked(args: argparse.Namespace, prompts, config) -> int:
 def open_batch_output(args: argparse.Namespace, prompts, err: Console):
     """For a local or a server batch alike: reports malformed lines, reads (and repairs) OUT.
     Returns (its state, an exit status when nothing is left to do, else None)."""
-    from specllama.batch.output import open_output
+    from specllama.batch.output import open_output, refuse_changed_prompts
 
     for bad in prompts.bad:
         err.print(f"specllama: {args.file} {bad} (skipped)", markup=False)
     state = open_output(args.output, inputs=[args.file])
+    refuse_changed_prompts(args.output, prompts.items, state)
     if state.repaired:
         err.print(f"specllama: {args.output}: {state.repaired}", markup=False)
     if not prompts.items:
@@ -96,6 +97,9 @@ def report_outcome(args: argparse.Namespace, prompts, report, err: Console, not_
     if not_attempted:
         err.print(f"specllama: {not_attempted} prompt(s) not done: no server answered through a whole "
                   "retry schedule; rerun the same command when they are back", markup=False)
+    if getattr(report, "context_full", 0):  # a local batch's; servers say "length" for both
+        err.print(f"specllama: {report.context_full} answer(s) stopped because the context was full (finish_reason "
+                  "\"context\"), not at --max-tokens; raise --ctx to let them finish", markup=False)
     acc = f", acceptance {report.acceptance:.1%}" if report.acceptance is not None else ""
     err.print(f"specllama: {report.written} written, {report.skipped} already done, {len(report.failed)} failed, "
               f"{len(prompts.bad)} malformed line(s){acc} -> {args.output}", markup=False)

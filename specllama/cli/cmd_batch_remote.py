@@ -4,6 +4,7 @@ servers (llama-server, vLLM, llama-cpp-python's server) instead of models loaded
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -54,9 +55,12 @@ def server_urls(args: argparse.Namespace) -> list[str]:
     urls = list(args.server)
     if args.servers_file:
         try:
-            lines = Path(args.servers_file).read_text(encoding="utf-8").splitlines()
+            lines = Path(args.servers_file).read_text(encoding="utf-8-sig").splitlines()
         except OSError as e:
             raise SpecllamaError(f"cannot read --servers-file {args.servers_file}: {e.strerror or e}") from None
+        except UnicodeDecodeError as e:
+            raise SpecllamaError(f"--servers-file {args.servers_file} is not UTF-8 text ({e.reason} at byte "
+                                 f"{e.start})") from None
         urls += [ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()]
     unique = list(dict.fromkeys(url.rstrip("/") for url in urls))
     if not unique:
@@ -67,27 +71,32 @@ def server_urls(args: argparse.Namespace) -> list[str]:
 def cmd_remote_batch(args: argparse.Namespace) -> int:
     from specllama.batch.prompts_file import read_prompts
     from specllama.batch.remote import run_remote_batch
-    from specllama.batch.server_client import SamplingRequest, base_url
+    from specllama.batch.server_client import SamplingRequest, base_url, check_timeout
     from specllama.batch.server_pool import RetryPolicy
     from specllama.cli.cmd_batch import open_batch_output, report_outcome, sigterm_as_interrupt
+    from specllama.cli.options import sampling_params
 
     if args.pair or args.target or args.draft:
         raise SpecllamaError("--pair/--target/--draft choose local models; with --server the servers' own "
                              "models answer (name one with --model)")
-    if args.retries < 0 or args.backoff <= 0 or args.timeout <= 0:
-        raise SpecllamaError("--retries must be >= 0, --backoff and --timeout > 0")
+    if args.retries < 0 or not 0 < args.backoff < math.inf:  # NaN fails both comparisons
+        raise SpecllamaError("--retries must be >= 0, --backoff a finite number > 0")
+    check_timeout(args.timeout)
+    api_key = server_api_key()
     urls = server_urls(args)
     for url in urls:
         base_url(url)  # a bad address fails before anything is read or sent
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    sampling = SamplingRequest(max_tokens=args.max_tokens, temperature=args.temp, top_p=args.top_p,
-                               top_k=args.top_k, min_p=args.min_p, seed=args.seed, stop=tuple(args.stop))
+    # The local batch's checks (SamplingParams): a server is sent only values that mean something.
+    params = sampling_params(args)
+    sampling = SamplingRequest(max_tokens=args.max_tokens, temperature=params.temperature, top_p=params.top_p,
+                               top_k=params.top_k, min_p=params.min_p, seed=params.seed, stop=tuple(args.stop))
     prompts = read_prompts(args.file)
     state, nothing_to_do = open_batch_output(args, prompts, err)
     if nothing_to_do is not None:
         return nothing_to_do
 
-    servers = prepare_servers(urls, args, RetryPolicy(args.retries, args.backoff), err)
+    servers = prepare_servers(urls, args, RetryPolicy(args.retries, args.backoff), err, api_key)
     with sigterm_as_interrupt(), remote_progress(err, [s.url for s in servers]) as progress:
         report = run_remote_batch(servers, prompts.items, sampling, args.output, system=args.system,
                                   state=state, progress=progress)
@@ -95,13 +104,20 @@ def cmd_remote_batch(args: argparse.Namespace) -> int:
     return report_outcome(args, prompts, report, err, not_attempted=report.not_attempted)
 
 
-def prepare_servers(urls: list[str], args: argparse.Namespace, policy, err: Console) -> list:
+def server_api_key() -> str | None:
+    from specllama.batch.server_client import check_api_key
+
+    api_key = os.environ.get("SPECLLAMA_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+    if api_key:
+        check_api_key(api_key)
+    return api_key
+
+
+def prepare_servers(urls: list[str], args: argparse.Namespace, policy, err: Console, api_key: str | None) -> list:
     """Each server's model name and concurrency: the options when given, else what it reports."""
     from specllama.batch.remote import DEFAULT_MODEL, RemoteServer
     from specllama.batch.server_client import ServerClient, ServerError, discover
     from specllama.batch.server_pool import ServerHealth
-
-    api_key = os.environ.get("SPECLLAMA_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
 
     def ask(url: str):
         client = ServerClient(url, api_key=api_key, timeout=min(args.timeout, DISCOVERY_TIMEOUT))

@@ -54,10 +54,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
                          + " (a benchmark needs every prompt; fix or remove these lines)")
     if not prompt_file.items:
         raise BenchError(f"{args.prompts} holds no prompts")
-    from specllama.cli.paths import check_writable
-    for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
-        if path:
-            check_writable(path, flag)  # a benchmark that cannot write its results loses them all
+    from specllama.cli.paths import check_writable, refuse_clashing_outputs
+    outputs = [(flag, path) for flag, path in (("--json", args.json), ("--markdown", args.markdown)) if path]
+    refuse_clashing_outputs(outputs, inputs=[("--prompts", args.prompts)]
+                            + ([("--draft-corpus", args.draft_corpus)] if args.draft_corpus else []))
+    for flag, path in outputs:
+        check_writable(path, flag)  # a benchmark that cannot write its results loses them all
 
     if args.parallel:
         from specllama.cli.cmd_bench_parallel import cmd_bench_parallel
@@ -72,12 +74,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with runtime:
         prompts = bench_prompts(runtime, prompt_file.items)
         options = BenchOptions(max_tokens=args.max_tokens, repeat=args.repeat, sampling=sampling)
-        settings = {"prompts_file": str(args.prompts)}
+        from specllama.runtime import EXACT_MODE
+
+        settings = {"prompts_file": str(args.prompts), "decoding": EXACT_MODE if opts.exact else "default"}
         with bench_progress() as progress:
             outcome = run_benchmark(runtime, prompts, configs, options, progress=progress, settings=settings)
 
     doc = outcome.document
     print(terminal_table(outcome.summaries, outcome.curve, doc["machine"]))
+    if opts.exact:
+        print(f"{EXACT_MODE}: every configuration, none included, decodes this way; 'identical to none' compares "
+              "with plain decoding in exact mode, whose text can differ from a default run")
     try:
         if args.json:
             write_json(args.json, doc)
@@ -92,7 +99,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"specllama: config {s.config} failed: {s.failed}", file=sys.stderr)
     different = sum((s.identical or {}).get("different", 0) for s in outcome.summaries)
     if different:
-        print(f"specllama: {different} greedy run(s) differ from plain decoding beyond a near-tie", file=sys.stderr)
+        from specllama.bench.pairing import explain
+
+        print(f"specllama: {different} greedy run(s) differ from plain decoding beyond a near-tie:", file=sys.stderr)
+        for r in outcome.results:
+            if r.identical == "different" and r.divergence:
+                print(f"specllama:   {explain(r.config, r.prompt_id, r.divergence)}", file=sys.stderr)
     return 1 if failed or different else 0
 
 

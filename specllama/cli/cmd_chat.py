@@ -46,6 +46,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from specllama.tui import ChatApp  # Textual loads only for this command
     from specllama.tui.history import default_path
 
+    require_terminal()
     settings = chat_settings(args)  # bad sampling options fail before anything loads
     opts = chat_load_options(args)
     def build(load: LoadOptions, progress, status) -> Runtime:  # the first load, and any the model picker asks for
@@ -61,7 +62,17 @@ def cmd_chat(args: argparse.Namespace) -> int:
         print(trace, file=sys.stderr)
     if app.load_failed is not None:  # the app said why; the exit status says it to scripts too
         raise ModelsNotLoadedError(f"could not load the models: {app.load_failed}")
-    return 1 if app.unexpected_errors else 0
+    # Textual ends the app on an exception it caught itself (it prints the traceback) with a
+    # non-zero return code: a crash must not exit 0.
+    crashed = getattr(app, "return_code", 0) not in (0, None)
+    return 1 if app.unexpected_errors or crashed else 0
+
+
+def require_terminal() -> None:
+    """The chat reads keys from a terminal; with stdin a file or /dev/null, Textual waits forever."""
+    if not sys.stdin.isatty():
+        raise SpecllamaError("chat needs a terminal (stdin is not one); for scripts use `specllama run` or "
+                             "`specllama batch`")
 
 
 class ModelsNotLoadedError(SpecllamaError):

@@ -13,7 +13,7 @@ import argparse
 import sys
 from dataclasses import replace
 
-from specllama.cli.options import load_options
+from specllama.cli.options import drafter_choice, load_options
 from specllama.cli.progress import download_bar
 from specllama.decoding.cost.curve import CostCurve
 from specllama.decoding.cost.model import break_even_acceptance, choose_parallel
@@ -84,7 +84,9 @@ def batching_lines(curve: CostCurve) -> list[str]:
 
 
 def cmd_costs(args: argparse.Namespace) -> int:
-    opts = load_options(args)
+    # The drafters named explicitly: costs decodes nothing, so load_options' "decoding plainly"
+    # note for --target without a draft would be wrong here (the target is measured alone).
+    opts = load_options(args, drafters=(drafter_choice(args),))
     if args.parallel == "auto":
         opts = replace(opts, n_ctx=min(opts.n_ctx, 1024))  # costs only measures: keep 8 caches small
     with download_bar() as progress:

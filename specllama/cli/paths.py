@@ -38,3 +38,29 @@ def check_writable(path: str | Path, what: str) -> Path:
     if not os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
         raise OutputPathError(f"{what} {path}: cannot create files in {folder} (permission denied)")
     return path
+
+
+def same_path(a: str | Path, b: str | Path) -> bool:
+    """Whether two spellings name one file: the same resolved path (symlinks followed), or, for
+    files that exist, the same inode (hard links)."""
+    a, b = Path(a).expanduser(), Path(b).expanduser()
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist yet
+        return False
+
+
+def refuse_clashing_outputs(outputs: list[tuple[str, str | Path]], inputs: list[tuple[str, str | Path]]) -> None:
+    """Raise OutputPathError when an output (flag, path) is one of the inputs, or two outputs are one
+    file: the second write would destroy the input or the first output."""
+    for n, (flag, path) in enumerate(outputs):
+        for in_flag, source in inputs:
+            if same_path(path, source):
+                raise OutputPathError(f"{flag} {path} is the {in_flag} file: choose another name, "
+                                      "results are never written over their input")
+        for other_flag, other in outputs[n + 1:]:
+            if same_path(path, other):
+                raise OutputPathError(f"{flag} and {other_flag} name the same file ({path}): "
+                                      "one would overwrite the other; give each its own name")

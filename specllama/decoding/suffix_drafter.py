@@ -31,6 +31,7 @@ occurrence (raw 0.5) drafts nothing until acceptance has been observed to be hig
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -75,9 +76,19 @@ class SuffixProposal(Proposal):
     where: str = ""  # "live", "history" or "corpus": which index matched
 
 
+# A corpus larger than this is a mistake (a disk image, a device), not text to draft from.
+MAX_CORPUS_BYTES = 256 << 20
+
+
 def read_corpus(path: str | Path) -> str:
     """The corpus text, or DraftCorpusError in one line (checked before any model loads, too)."""
     try:
+        info = Path(path).stat()
+        if not stat.S_ISREG(info.st_mode):  # /dev/zero, a pipe: read until memory runs out
+            raise DraftCorpusError(f"draft corpus {path} is not a regular file")
+        if info.st_size > MAX_CORPUS_BYTES:
+            raise DraftCorpusError(f"draft corpus {path} is {info.st_size / 2**20:,.0f} MiB; at most "
+                                   f"{MAX_CORPUS_BYTES >> 20} MiB is read (its index is held in memory)")
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise DraftCorpusError(f"cannot read draft corpus {path}: not UTF-8 text") from None

@@ -26,6 +26,8 @@ from specllama.errors import ModelFileError
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_GGUF_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32  # GGUF spec; overridden by general.alignment
+# Arrays of arrays are legal GGUF, but no model nests them beyond a level or two (llama.cpp reads none).
+MAX_ARRAY_DEPTH = 32
 
 # Kept beside the format because they are facts about token ids every reader needs.
 # llama.cpp common/speculative.cpp: the draft and target vocab sizes may differ by at most this
@@ -122,6 +124,7 @@ class _HeaderParser:
         self.off = 0
         self.where = "the file header"  # what is being read, for error messages
         self._u64 = struct.Struct(byte_order + "Q")
+        self.depth = 0  # arrays of arrays being read
 
     def _take(self, fmt: str) -> Any:
         s = struct.Struct(self.order + fmt)
@@ -200,18 +203,27 @@ class _HeaderParser:
 
     def _value(self, key: str, vtype: GGUFValueType) -> MetadataValue:
         if vtype == GGUFValueType.ARRAY:
-            sub_type = self._value_type(self._take("I"))
-            count = self._take("Q")
-            self._check_count(count, struct.calcsize(_SCALAR_FORMATS.get(sub_type, "Q")))
-            if self.decode_array(key):
-                items: Any = self._array(sub_type, count)
-            else:
-                self._skip_array(sub_type, count)
-                items = SkippedArray(count)
-            return MetadataValue(items, vtype, sub_type)
+            self.depth += 1
+            try:
+                return self._array_value(key)
+            finally:
+                self.depth -= 1
         if vtype == GGUFValueType.STRING:
             return MetadataValue(self._string(strict=False), vtype)
         return MetadataValue(self._take(_SCALAR_FORMATS[vtype]), vtype)
+
+    def _array_value(self, key: str) -> MetadataValue:
+        if self.depth > MAX_ARRAY_DEPTH:  # nested arrays are read recursively: bound the recursion
+            raise _Corrupt(f"{self.where} nests arrays more than {MAX_ARRAY_DEPTH} deep")
+        sub_type = self._value_type(self._take("I"))
+        count = self._take("Q")
+        self._check_count(count, struct.calcsize(_SCALAR_FORMATS.get(sub_type, "Q")))
+        if self.decode_array(key):
+            items: Any = self._array(sub_type, count)
+        else:
+            self._skip_array(sub_type, count)
+            items = SkippedArray(count)
+        return MetadataValue(items, GGUFValueType.ARRAY, sub_type)
 
     def _array(self, sub_type: GGUFValueType, count: int) -> list[Any]:
         fmt = _SCALAR_FORMATS.get(sub_type)

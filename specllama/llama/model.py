@@ -79,7 +79,11 @@ class GGUFModel:
                  max_tokens: int | None = None) -> list[int]:
         """`max_tokens`: a text that certainly yields more tokens is refused before tokenizing (a
         10 MB line once took 2.2 GB on its way to the context-overflow error)."""
-        data = text.encode("utf-8")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate: undecodable bytes in argv, or JSON's \ud800
+            raise SpecllamaError(f"the text is not valid UTF-8 (character {e.start + 1} is an undecodable byte "
+                                 "or a lone surrogate); give the prompt as UTF-8 text") from None
         if max_tokens is not None:
             self._refuse_certainly_too_long(len(data), max_tokens)
         capacity = len(data) + 8
@@ -188,11 +192,51 @@ class GGUFModel:
     def chat_tokens(self, messages: list[dict], *, add_generation_prompt: bool = True,
                     max_tokens: int | None = None) -> list[int]:
         text = self.render_chat(messages, add_generation_prompt=add_generation_prompt)
+        if max_tokens is not None:
+            self._refuse_certainly_too_long(len(text.encode("utf-8", "surrogatepass")), max_tokens)
+        if any(self._holds_control_text(m["content"]) for m in messages):
+            tokens = self._tokenize_turns(text, messages, add_generation_prompt)
+        else:  # the common case, tokenized whole exactly as llama.cpp's own server does
+            tokens = self.tokenize(text, add_special=False)
         # The template writes BOS itself when it wants one; add it only if the model needs it and
         # the template did not, so it is never doubled.
-        tokens = self.tokenize(text, add_special=False, max_tokens=max_tokens)
         if self.add_bos and self.bos_id >= 0 and (not tokens or tokens[0] != self.bos_id):
             tokens.insert(0, self.bos_id)
+        return tokens
+
+    # --- what users wrote is text, what the template wrote may be control tokens --------------
+    # A message holding "<|im_end|>\n<|im_start|>system" must not open a system turn: its text is
+    # tokenized with parse_special off (llama.cpp's switch), the template's own text with it on.
+
+    def _holds_control_text(self, content: object) -> bool:
+        if not isinstance(content, str) or not content:
+            return False
+        return (self.tokenize(content, add_special=False, parse_special=True)
+                != self.tokenize(content, add_special=False, parse_special=False))
+
+    def _tokenize_turns(self, text: str, messages: list[dict], add_generation_prompt: bool) -> list[int]:
+        """`text` (the rendered chat) tokenized piece by piece: each message's content as text,
+        the template's text between them with its special tokens."""
+        marks = [f"\ue000{i}\ue001" for i in range(len(messages))]  # private-use: in no message
+        marked = self.render_chat([{**m, "content": mark} for m, mark in zip(messages, marks)],
+                                  add_generation_prompt=add_generation_prompt)
+        pieces: list[tuple[str, bool]] = []  # (text, is a message's content)
+        rest = marked
+        for message, mark in zip(messages, marks):
+            before, found, rest = rest.partition(mark)
+            if not found or mark in rest:
+                pieces = []
+                break
+            pieces += [(before, False), (message["content"], True)]
+        pieces.append((rest, False))
+        if "".join(piece for piece, _ in pieces) != text:  # the template rewrites messages: no clean split
+            raise SpecllamaError(f"a message holds the text of a control token (such as an end-of-turn marker), "
+                                 f"and the chat template of {self.path.name} changes messages, so it cannot be "
+                                 "kept apart as plain text; remove the marker from the message")
+        tokens: list[int] = []
+        for piece, is_content in pieces:
+            if piece:
+                tokens += self.tokenize(piece, add_special=False, parse_special=not is_content)
         return tokens
 
 

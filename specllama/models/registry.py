@@ -163,7 +163,17 @@ def _parse_model(name: str, raw: dict, file: Path) -> ModelSpec:
         raise ConfigError(f"{where}: needs a source: path, registry or hub")
     if "file" not in fields:
         raise ConfigError(f"{where}: missing key 'file' (the file name in the cache)")
+    _check_file_name(fields["file"], f"{where}.file")
     return _build(ModelSpec, {"name": name, "defined_in": file, **fields}, where)
+
+
+def _check_file_name(name: str, where: str) -> None:
+    """`file` names a file inside the cache: an absolute path or a `..` would make `pull` write, and
+    `verify` read, anywhere on the disk."""
+    if (not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name
+            or Path(name).is_absolute() or Path(name).name != name):
+        raise ConfigError(f"{where}: {name!r} must be a plain file name (it is stored in the model cache); "
+                          "for a file elsewhere on disk use path = \"...\"")
 
 
 def _read_toml(file: Path) -> dict:
@@ -172,6 +182,8 @@ def _read_toml(file: Path) -> dict:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{file}: not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{file}: not UTF-8 text ({e.reason} at byte {e.start}); TOML files are UTF-8") from None
     except OSError as e:
         raise ConfigError(f"{file}: cannot read: {e.strerror}") from None
 

