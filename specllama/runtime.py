@@ -295,6 +295,17 @@ class Runtime:
         """How many prompts run_many decodes together (under auto: on the costs known now)."""
         return self.engine.parallelism(self.opts.parallel)
 
+    def parallel_reason(self) -> str:
+        """Why --parallel auto starts where it does, in a clause for the batch's status line."""
+        prior = self.step_costs.prior
+        basis = ("what earlier runs' steps cost here" if prior.learned
+                 else "the startup curve" if self.cost_curve else "a generic guess, nothing learnt here yet")
+        why = f"--parallel auto, on {basis}; chosen again as this run's steps show their costs"
+        if self.opts.exact:
+            why += (f"; exact mode: at most {self.target_model.exact_max_batch} rows a decode and no repacked "
+                    "kernels, so rows cost more than in a plain run")
+        return why
+
     def parallelism_for(self, parallel: int | str) -> int:
         """What run_many would make of `parallel` now (a number within the slots, or auto's choice)."""
         return self.engine.parallelism(parallel)

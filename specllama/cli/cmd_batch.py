@@ -60,7 +60,7 @@ def _run_locked(args: argparse.Namespace, prompts, config) -> int:
     with download_bar() as fetch:
         runtime = Runtime(load_options(args), progress=fetch, status=lambda m: print(m, file=sys.stderr))
     n = runtime.parallelism
-    why = " (--parallel auto: the most tokens/s on this machine's measured costs)" if args.parallel == "auto" else ""
+    why = f" to start ({runtime.parallel_reason()})" if args.parallel == "auto" else ""
     err.print(f"specllama: {n} prompt(s) per decode{why}", markup=False)
     with runtime, sigterm_as_interrupt(), batch_progress(err) as progress:
         report = run_batch(runtime, prompts.items, config, args.output,
