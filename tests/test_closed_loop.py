@@ -54,7 +54,7 @@ def run(drafter: str, backend, prior: Prior, *, draft_seconds: float | None = No
     drafters: dict = {"suffix": suffix}
     acceptance: dict = {}
     if draft_seconds is not None:
-        drafters["model"] = ModelDrafter(FakeContext(counting_rule(), clock=clock, cost=lambda rows: draft_seconds))
+        drafters["model"] = ModelDrafter(FakeContext(counting_rule(), clock=clock, cost=lambda rows: draft_seconds), clock)
         acceptance["model"] = PositionAcceptance(costs.ratio, costs.draft_ratio, k_max=K_AUTO_MAX)
     drafters["auto"] = AutoDrafter(suffix, drafters.get("model"), acceptance.get("model"), costs.ratio)
     engine = Engine(target, drafters, acceptance, costs, clock=clock)
@@ -141,3 +141,20 @@ def test_the_realised_check_benches_a_source_whose_estimates_are_wrong():
     assert drafting <= len(steps) // 8  # benched after a few steps each time, for longer and longer
     plain = T1 * (TOKENS + len(PROMPT) - 1)
     assert clock.now <= plain * 1.15
+
+
+def test_a_draft_models_catch_up_is_not_counted_as_a_draft_positions_cost():
+    """After sitting out steps under auto the draft model first decodes what it missed; that
+    decode of many tokens would make a draft token look dear, so only one-token positions count."""
+    from specllama.decoding.drafters import DraftRequest
+
+    clock = FakeClock()
+    drafter = ModelDrafter(FakeContext(counting_rule(), clock=clock, cost=lambda rows: 0.01 * rows), clock)
+    config = GenerationConfig(drafter="model", k=3)
+    rng = np.random.default_rng(0)
+    drafter.propose([DraftRequest(0, list(range(1, 21)), 3, config, rng)])  # 20 unseen tokens, then 2 drafts
+    assert drafter.timed_decodes == 2 and drafter.timed_seconds == pytest.approx(0.02)
+    committed = list(range(1, 21)) + [21, 22]  # two drafts accepted; the target's token follows
+    drafter.rollback(0, 21)
+    drafter.propose([DraftRequest(0, committed, 3, config, rng)])  # catch-up of 1 token: a position like any
+    assert drafter.timed_decodes == 5 and drafter.timed_seconds == pytest.approx(0.02 + 0.01 + 0.02)

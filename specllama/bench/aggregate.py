@@ -139,9 +139,14 @@ def _fill(summary: ConfigSummary, config: BenchConfig, mine: list[tuple[RunRecor
     rss = [r.rss_bytes for r, _ in mine if r.rss_bytes]
     summary.peak_rss_bytes = max(rss) if rss else None
     if curve is not None:
-        # A suffix draft costs next to nothing; auto's steps are costed as free when the model drafted none.
-        free = config.drafter == "suffix" or (config.drafter == "auto" and not stats.drafted_by.get("model"))
-        draft_ratio = 0.0 if free else None
+        # A suffix draft costs next to nothing; under auto only the model's share of the drafts
+        # costs c (per drafted token, spread over all drafts: the steps' mix is not recorded).
+        draft_ratio = None
+        if config.drafter == "suffix":
+            draft_ratio = 0.0
+        elif config.drafter == "auto":
+            share = stats.drafted_by.get("model", 0) / stats.drafted if stats.drafted else 0.0
+            draft_ratio = share * curve.draft_ratio if share and curve.draft_ratio is not None else 0.0
         alpha = stats.acceptance if not config.is_baseline else 0.0
         # Stairs decode (K+1)(K+2)/2 tokens per step; timed as one causal batch of that size, an
         # approximation (their attention spans differ), so read that prediction as a rough one.

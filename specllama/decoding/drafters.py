@@ -19,8 +19,9 @@ draft later texts from.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -100,6 +101,8 @@ class NoDrafter(_Quiet):
 
 
 LOCKSTEP_BACKLOG = 32  # catch-ups up to this long ride in the shared decode (K_MAX + 1 fits)
+CATCH_UP_TIMED = 2  # a first decode of at most this many tokens a sequence (the usual last accepted
+# draft and the target's token) counts as a draft position's cost
 
 
 class ModelDrafter(_Quiet):
@@ -110,8 +113,14 @@ class ModelDrafter(_Quiet):
 
     name = "model"
 
-    def __init__(self, ctx: DecodeContext):
+    def __init__(self, ctx: DecodeContext, clock: Callable[[], float] = time.perf_counter):
         self.ctx = ctx
+        self.clock = clock
+        # What one draft position costs, for the planner (cost/online.py): decodes of one token per
+        # sequence, and their seconds. A catch-up of several tokens (the model sat out steps under
+        # auto) is real work but not what another draft token costs: it is not counted here.
+        self.timed_decodes = 0
+        self.timed_seconds = 0.0
 
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
         ctx = self.ctx
@@ -130,7 +139,7 @@ class ModelDrafter(_Quiet):
             if backlog > LOCKSTEP_BACKLOG:
                 ctx.decode(r.committed[ctx.past(r.seq):-1], logits="none", seq=r.seq)
         parts = [DecodePart(r.seq, r.committed[ctx.past(r.seq):], "last") for _, r, _ in live]
-        rows = [block[0] for block in ctx.decode_parts(parts)] if parts else []
+        rows = self._decode(parts, timed=max((len(p.tokens) for p in parts), default=0) <= CATCH_UP_TIMED)
         q_rows: dict[int, list[np.ndarray]] = {i: [] for i, _, _ in live}
         step = 0
         while live:
@@ -147,12 +156,21 @@ class ModelDrafter(_Quiet):
                     next_tokens.append(token)
             live, step = keep, step + 1
             if live:
-                parts = [DecodePart(r.seq, [t], "last") for (_, r, _), t in zip(live, next_tokens)]
-                rows = [block[0] for block in ctx.decode_parts(parts)]
+                rows = self._decode([DecodePart(r.seq, [t], "last") for (_, r, _), t in zip(live, next_tokens)], timed=True)
         for i, q in q_rows.items():
             if q:
                 proposals[i].q = np.stack(q)
         return proposals
+
+    def _decode(self, parts: list[DecodePart], timed: bool) -> list[np.ndarray]:
+        if not parts:
+            return []
+        start = self.clock()
+        rows = [block[0] for block in self.ctx.decode_parts(parts)]
+        if timed:
+            self.timed_decodes += 1
+            self.timed_seconds += self.clock() - start
+        return rows
 
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:
         # Everything but the last token: propose() decodes that one and gets its logits.

@@ -76,6 +76,8 @@ class Engine:
         self.clock = clock
         self.planner = Planner(self.costs, self._exact_rows())
         # Contexts whose time inside llama_decode a step reports (the target's, the draft model's).
+        # Draft models that time their own draft positions (drafters.ModelDrafter).
+        self._draft_models = [d for d in self.drafters.values() if hasattr(d, "timed_decodes")]
         contexts = [target] + [getattr(d, "ctx", None) for d in self.drafters.values()]
         self._timed = list({id(c): c for c in contexts if hasattr(c, "llama_seconds")}.values())
         # A unified cache (stairs verification) uses its extra sequences as scratch: one slot.
@@ -259,7 +261,8 @@ class Engine:
         ks = planner.lengths(running, planner.caps(running, target))
         # --- draft ---------------------------------------------------------------------------
         t_draft_start = clock()
-        proposals, draft_decodes = self._draft(running, ks)
+        timed_before = [(d.timed_decodes, d.timed_seconds) for d in self._draft_models]
+        proposals = self._draft(running, ks)
         t_draft = clock() - t_draft_start
         planner.cut(running, proposals)
         # --- decode: one target decode for every sequence (per verifier; stairs runs alone) ----
@@ -287,7 +290,8 @@ class Engine:
         t_step = clock() - t_start
         rows = sum(s.verifier.batch_tokens(len(proposals[s.slot].tokens)) for s in running)
         self.costs.record_step(rows, t_step - t_draft)
-        self.costs.record_draft(draft_decodes, t_draft)
+        for d, (decodes, seconds) in zip(self._draft_models, timed_before):
+            self.costs.record_draft(d.timed_decodes - decodes, d.timed_seconds - seconds)
         sources = [proposals[s.slot].source if proposals[s.slot].tokens else "" for s in running]
         planner.judge_step(running, sources, [v.n_accepted + 1 for v in verdicts], t_step)
         # --- emit ----------------------------------------------------------------------------
@@ -302,15 +306,13 @@ class Engine:
                 yield seq.tag, event
             yield seq.tag, step
 
-    def _draft(self, running: list[SequenceState], ks: list[int]) -> tuple[dict[int, Proposal], int]:
-        """Each drafter proposes once for all of its sequences; returns the proposals by slot and
-        how many draft-model decodes that took (lockstep: one per draft position)."""
+    def _draft(self, running: list[SequenceState], ks: list[int]) -> dict[int, Proposal]:
+        """Each drafter proposes once for all of its sequences; returns the proposals by slot."""
         proposals: dict[int, Proposal] = {seq.slot: Proposal([]) for seq in running}
         by_drafter: dict[int, list[tuple[SequenceState, int]]] = {}
         for seq, k in zip(running, ks):
             if k:
                 by_drafter.setdefault(id(seq.drafter), []).append((seq, k))
-        model_tokens = 0
         for group in by_drafter.values():
             drafter = group[0][0].drafter
             asks = [DraftRequest(seq.slot, seq.committed, k, seq.config, seq.rng,
@@ -319,9 +321,7 @@ class Engine:
                 proposal.tokens = proposal.tokens[:k]
                 proposal.source = proposal.source or drafter.name
                 proposals[seq.slot] = proposal
-                if proposal.source == "model":
-                    model_tokens = max(model_tokens, len(proposal.tokens))
-        return proposals, model_tokens
+        return proposals
 
 
 def _next_request(requests, idle: bool):
