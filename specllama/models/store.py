@@ -19,6 +19,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
+from specllama import dirs
 from specllama.errors import DownloadError, ModelFileError
 from specllama.models.registry import HubSource, ModelSpec, RegistrySource
 
@@ -32,10 +33,7 @@ def _no_progress(done: int, total: int | None, what: str) -> None:
 
 
 def cache_dir() -> Path:
-    if os.environ.get("SPECLLAMA_CACHE"):
-        return Path(os.environ["SPECLLAMA_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "specllama"
+    return dirs.cache_dir()
 
 
 def models_dir() -> Path:
