@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specllama.cli.cmd_costs import break_even_acceptance
 from specllama.cli.main import main
-from specllama.decoding.cost_curve import CostCurve, expected_tokens_per_step
+from specllama.decoding.cost_curve import CostCurve, break_even_acceptance, expected_tokens_per_step
 
 
 def test_break_even_acceptance_solves_the_cost_model():

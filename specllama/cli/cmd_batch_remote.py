@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
-from specllama.errors import SpecllamaError
+from specllama.cli.batch_common import open_batch_output, report_outcome, sigterm_as_interrupt
+from specllama.errors import SpecllamaError, UsageError
 
 # Asking a server for its model and slots at the start should not wait as long as a generation may.
 DISCOVERY_TIMEOUT = 10.0
@@ -25,8 +26,8 @@ def add_server_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("servers (instead of local models; sampling options become request fields)")
     g.add_argument("--server", action="append", default=[], metavar="URL",
                    help="an OpenAI-compatible server, e.g. http://host:8080 (repeatable); the API key comes "
-                        "from SPECLLAMA_API_KEY or OPENAI_API_KEY")
-    g.add_argument("--servers-file", metavar="FILE", help="server URLs, one a line (# comments)")
+                        "from SPECLLAMA_API_KEY or OPENAI_API_KEY (default: none: local models)")
+    g.add_argument("--servers-file", metavar="FILE", help="server URLs, one a line (# comments; default: none)")
     g.add_argument("--model", metavar="NAME",
                    help="the request's \"model\" (default: what each server lists at /v1/models, else 'default')")
     g.add_argument("--concurrency", type=_positive_int, metavar="N",
@@ -69,13 +70,12 @@ def cmd_remote_batch(args: argparse.Namespace) -> int:
     from specllama.batch.remote import run_remote_batch
     from specllama.batch.server_client import SamplingRequest, base_url
     from specllama.batch.server_pool import RetryPolicy
-    from specllama.cli.cmd_batch import open_batch_output, report_outcome, sigterm_as_interrupt
 
     if args.pair or args.target or args.draft:
-        raise SpecllamaError("--pair/--target/--draft choose local models; with --server the servers' own "
+        raise UsageError("--pair/--target/--draft choose local models; with --server the servers' own "
                              "models answer (name one with --model)")
     if args.retries < 0 or args.backoff <= 0 or args.timeout <= 0:
-        raise SpecllamaError("--retries must be >= 0, --backoff and --timeout > 0")
+        raise UsageError("--retries must be >= 0, --backoff and --timeout > 0")
     urls = server_urls(args)
     for url in urls:
         base_url(url)  # a bad address fails before anything is read or sent

@@ -7,10 +7,10 @@ import argparse
 import json
 import sys
 
-from specllama.errors import SpecllamaError
+from specllama.errors import UsageError
 
 
-class ParallelListError(SpecllamaError):
+class ParallelListError(UsageError):
     """--parallel names something that is not a number of prompts or 'auto'."""
 
 
@@ -34,14 +34,13 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
     from dataclasses import asdict, replace
 
     from specllama.bench.parallel import peak_rss_mb, run_parallel_bench, summarize
-    from specllama.cli.cmd_bench import bench_progress
     from specllama.cli.options import load_options
-    from specllama.cli.progress import download_bar
+    from specllama.cli.progress import bench_progress, download_bar
     from specllama.decoding.engine import GenerationConfig
     from specllama.decoding.request import PARALLEL_AUTO_MAX
-    from specllama.runtime import Runtime
     from specllama.decoding.sampling import SamplingParams
     from specllama.llama.machine import machine_info
+    from specllama.runtime import Runtime
 
     levels = parse_levels(args.parallel)
     slots = max([n for n in levels if n != "auto"] + ([PARALLEL_AUTO_MAX] if "auto" in levels else []))

@@ -11,8 +11,9 @@ import random
 import sys
 
 from specllama.decoding.request import GenerationConfig
-from specllama.runtime import LoadOptions
 from specllama.decoding.sampling import SamplingParams
+from specllama.errors import SpecllamaError, UsageError
+from specllama.runtime import LoadOptions
 
 
 def no_draft_named(args: argparse.Namespace) -> bool:
@@ -64,8 +65,11 @@ def sampling_params(args: argparse.Namespace) -> SamplingParams:
     """Also replaces a random seed request (-1) in `args` by the seed chosen, for --stats to show."""
     args.random_seed = args.seed == RANDOM_SEED
     args.seed = resolve_seed(args.seed)
-    return SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                          seed=args.seed)
+    try:
+        return SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+                              seed=args.seed)
+    except SpecllamaError as e:  # the values were typed on the command line: a usage mistake (exit 2)
+        raise UsageError(str(e)) from None
 
 
 RANDOM_SEED = -1  # as in llama.cpp: --seed -1 picks one
