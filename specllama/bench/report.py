@@ -1,6 +1,6 @@
 """Benchmark output: the terminal table, the Markdown table and the JSON document.
 
-The JSON schema is documented in README.md ("## Benchmark"); bump SCHEMA when a field changes
+The JSON schema is documented in docs/benchmarks.md; bump SCHEMA when a field changes
 meaning or disappears (adding fields is compatible).
 """
 
