@@ -166,7 +166,7 @@ complete_words specllama models ''
 """
     done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["models", "--max-tokens", "list pull info check quantize verify"]
+    assert done.stdout.splitlines() == ["models", "--max-tokens", "list pull add rm info check quantize verify"]
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])

