@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
+from specllama.cli.arguments import at_least_one
 from specllama.cli.batch_common import open_batch_output, report_outcome, sigterm_as_interrupt
 from specllama.errors import SpecllamaError, UsageError
 
@@ -30,7 +31,7 @@ def add_server_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--servers-file", metavar="FILE", help="server URLs, one a line (# comments; default: none)")
     g.add_argument("--model", metavar="NAME",
                    help="the request's \"model\" (default: what each server lists at /v1/models, else 'default')")
-    g.add_argument("--concurrency", type=_positive_int, metavar="N",
+    g.add_argument("--concurrency", type=at_least_one, metavar="N",
                    help="requests in flight per server (default: the server's slots when it reports them, "
                         "llama-server's -np; else 1: give vLLM, which batches any number, 16 or more)")
     g.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
@@ -39,16 +40,6 @@ def add_server_arguments(p: argparse.ArgumentParser) -> None:
                    help="further attempts of a prompt after a retryable failure (default 5)")
     g.add_argument("--backoff", type=float, default=1.0, metavar="SECONDS",
                    help="first cool-down of a failing server; doubles per failure up to 60 s (default 1)")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {n}")
-    return n
 
 
 def server_urls(args: argparse.Namespace) -> list[str]:
