@@ -23,7 +23,10 @@ DESCRIPTION = """Generate one completion and stream it to stdout.
   specllama run "Write a haiku about caches"
   git diff | specllama run "review this"          piped text comes first, then the argument
   specllama run -f question.txt --stats           statistics on stderr
-  specllama run -m qwen2.5-coder-7b -n 128 "..."  llama.cpp's short options work"""
+  specllama run -m qwen2.5-coder-7b -n 128 "..."  llama.cpp's short options work
+
+Piped or redirected stdin is read to its end: a script whose stdin is a pipe that stays open
+without input should give `</dev/null`."""
 
 
 class PromptSourceError(SpecllamaError):
