@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _size(n: int | None) -> str:
-    return f"{n / 1e6:,.0f} MB" if n else "?"
+    return f"{n / 1e6:,.0f} MB" if n else "-"
 
 
 def _source(spec: ModelSpec) -> str:
@@ -103,6 +103,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
     print("\npairs: " + ", ".join(f"{p.name} ({p.draft} -> {p.target})" + (" [default]" if p.name == registry.default_pair else "")
                                   for p in registry.pairs.values()))
+    if any(r["size"] is None for r in rows):
+        print("(SIZE -: a hub model whose entry records no size; known once pulled)")
     print(f"cache: {store.models_dir()} ({used / 1e6:,.0f} MB used by registered models)")
     print(f"registries: {', '.join(map(str, registry.files))}")
     return 0
