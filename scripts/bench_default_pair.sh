@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduce README.md's benchmark table: the default pair (Qwen2.5-Coder 1.5B target, 0.5B draft)
+# Reproduce docs/benchmarks.md's benchmark table: the default pair (Qwen2.5-Coder 1.5B target, 0.5B draft)
 # on bench/prompts.jsonl, every configuration against plain decoding, greedy.
 #
 #   ./scripts/bench_default_pair.sh                 # results in bench/results/<host>-<date>.{json,md}
@@ -35,6 +35,6 @@ status=0
 # the tables are still written and say which.
 if [[ -f $stem.md ]]; then
     echo
-    echo "wrote $stem.json and $stem.md (paste the .md table into README.md, ## Benchmark)"
+    echo "wrote $stem.json and $stem.md (paste the .md table into docs/benchmarks.md)"
 fi
 exit "$status"

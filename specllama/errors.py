@@ -2,14 +2,12 @@
 
 Every mistake a user can make (a missing model, a corrupt file, a bad pair, a prompt that does not
 fit) raises a subclass of SpecllamaError with a message that stands alone on one line. The CLI
-prints that line and exits non-zero; nothing else is caught, so real bugs still show a traceback.
+prints that line and exits 1 (2 for a UsageError); nothing else is caught, so real bugs still show a traceback.
 """
 
 
 class SpecllamaError(Exception):
-    """A problem the user can fix; str(error) is the one line the CLI prints."""
-
-    exit_code = 2
+    """A problem the user can fix; str(error) is the one line the CLI prints (exit status 1)."""
 
 
 class ConfigError(SpecllamaError):
@@ -30,3 +28,8 @@ class ContextOverflowError(SpecllamaError):
 
 class DownloadError(SpecllamaError):
     """Fetching model parts from the package registry or a hub failed."""
+
+
+class UsageError(SpecllamaError):
+    """The command line itself is wrong (conflicting options, no prompt): exit status 2, like
+    argparse's own errors; every other SpecllamaError is a failure, exit status 1."""

@@ -65,7 +65,7 @@ def test_duplicate_ids_stop_batch_before_any_generation(tmp_path, capsys, tiny_m
     out = tmp_path / "out.jsonl"
     code = main(["batch", str(path), "-o", str(out), "--target", str(tiny_models["a"]), "--no-draft"])
     err = capsys.readouterr().err
-    assert code == 2 and "duplicate prompt ids" in err and len(err.strip().splitlines()) == 1
+    assert code == 1 and "duplicate prompt ids" in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
 
 
@@ -122,12 +122,12 @@ def test_the_prompts_file_as_output_is_refused_and_kept(tmp_path, capsys):
     prompts.write_bytes(b"Write a haiku about caches.")
     code = main(["batch", str(prompts), "-o", str(prompts), "--target", str(tmp_path / "never-loaded.gguf")])
     err = capsys.readouterr().err
-    assert code == 2 and "is the prompts file" in err and len(err.strip().splitlines()) == 1
+    assert code == 1 and "is the prompts file" in err and len(err.strip().splitlines()) == 1
     assert prompts.read_bytes() == b"Write a haiku about caches."
     # The same file under another name (a symlink) is the same file.
     link = tmp_path / "link.txt"
     link.symlink_to(prompts)
-    assert main(["batch", str(prompts), "-o", str(link), "--target", "x.gguf"]) == 2
+    assert main(["batch", str(prompts), "-o", str(link), "--target", "x.gguf"]) == 1
     assert prompts.read_bytes() == b"Write a haiku about caches."
 
 

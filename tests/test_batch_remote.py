@@ -177,7 +177,7 @@ def test_server_options_are_checked_before_anything_is_sent(tmp_path, capsys):
     prompts, _ = write_prompts(tmp_path / "p.jsonl", 1)
     servers = tmp_path / "servers.txt"
     servers.write_text("# the fleet\n\n")
-    assert main(["batch", str(prompts), "-o", str(tmp_path / "o.jsonl"), "--servers-file", str(servers)]) == 2
+    assert main(["batch", str(prompts), "-o", str(tmp_path / "o.jsonl"), "--servers-file", str(servers)]) == 1
     assert main(["batch", str(prompts), "-o", str(tmp_path / "o.jsonl"), "--server", "ftp://x"]) == 2
     assert main(["batch", str(prompts), "-o", str(tmp_path / "o.jsonl"), "--server", "http://127.0.0.1:9",
                  "--target", "x.gguf"]) == 2

@@ -213,7 +213,7 @@ def test_bench_refuses_a_prompts_file_with_bad_lines(tmp_path, capsys, tiny_mode
     bad.write_text('{"id": "a", "prompt": "x"}\n{"id": "b"\n')
     code = main(["bench", "--prompts", str(bad), "--target", str(tiny_models["a"]), "--configs", "none"])
     err = capsys.readouterr().err
-    assert code == 2 and "line 2" in err and len(err.strip().splitlines()) == 1
+    assert code == 1 and "line 2" in err and len(err.strip().splitlines()) == 1
 
 
 def test_sampled_bench_skips_the_identity_check(runtime, tmp_path):

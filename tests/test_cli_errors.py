@@ -15,9 +15,13 @@ def run_cli(capsys, *argv):
     return code, out, err
 
 
-def assert_one_line_error(code, err, *fragments):
-    assert code != 0
+def assert_one_line_error(code, err, *fragments, usage=False):
+    """One error line; a usage mistake (exit 2) shows the command's usage before it, as argparse does."""
+    assert code == (2 if usage else 1), err
     lines = err.strip().splitlines()
+    if usage:
+        assert lines[0].startswith("usage: specllama "), err
+        lines = lines[-1:]
     assert len(lines) == 1 and lines[0].startswith("specllama: error: "), err
     for fragment in fragments:
         assert fragment in lines[0]
@@ -56,7 +60,7 @@ def test_prompt_longer_than_the_context(capsys, tiny_models):
 
 def test_bad_sampling_option(capsys, tiny_models):
     code, _, err = run_cli(capsys, "run", "hi", "--target", str(tiny_models["a"]), "--no-draft", "--top-p", "1.5")
-    assert_one_line_error(code, err, "top_p")
+    assert_one_line_error(code, err, "top_p", usage=True)
 
 
 def test_check_exit_status_on_tiny_pairs(capsys, tiny_models):
@@ -69,5 +73,5 @@ def test_check_exit_status_on_tiny_pairs(capsys, tiny_models):
 def test_a_real_process_prints_no_traceback(tmp_path):
     result = subprocess.run([sys.executable, "-m", "specllama", "models", "info", str(tmp_path / "nope.gguf")],
                             capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert "Traceback" not in result.stderr and result.stderr.startswith("specllama: error:")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from specllama.cli.cmd_costs import break_even_acceptance
 from specllama.cli.main import main
 from specllama.decoding.cost.curve import CostCurve
-from specllama.decoding.cost.model import expected_tokens_uniform
+from specllama.decoding.cost.model import break_even_acceptance, expected_tokens_uniform
 
 
 def test_break_even_acceptance_solves_the_cost_model():
@@ -27,3 +28,8 @@ def test_costs_command_measures_once_then_reads_the_cache(tiny_models, tmp_path,
     assert "T(n)/T(1)" in out and "draft model breaks even" in out and "suffix drafter breaks even" in out
     assert main(argv) == 0
     assert "measuring" not in capsys.readouterr().err
+    assert main(argv + ["--json"]) == 0  # the same cached measurement, for scripts
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["target"] == tiny_models["a"].name and doc["draft"] == tiny_models["b"].name
+    assert doc["curve"]["t1_s"] > 0 and set(doc["break_even_acceptance"]) == {"model", "suffix"}
+    assert set(doc["break_even_acceptance"]["suffix"]) == {str(k) for k in range(1, 7)}

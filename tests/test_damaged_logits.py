@@ -29,6 +29,6 @@ def test_non_finite_logits_raise_a_model_file_error(nan_model):
 
 
 def test_run_says_so_in_one_line(nan_model, capsys):
-    assert main(["run", "hi", "--target", str(nan_model), "--max-tokens", "3", "--ctx", "256"]) != 0
+    assert main(["run", "hi", "--target", str(nan_model), "--max-tokens", "3", "--ctx", "256"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "non-finite logits" in err[0] and "models verify" in err[0]

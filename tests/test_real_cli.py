@@ -11,7 +11,9 @@ pytestmark = pytest.mark.real_models
 
 
 def specllama(*argv, timeout=300):
-    return subprocess.run([sys.executable, "-m", "specllama", *argv], capture_output=True, text=True, timeout=timeout)
+    # stdin /dev/null: `run` reads piped stdin into the prompt, and the runner's stdin may be a pipe
+    return subprocess.run([sys.executable, "-m", "specllama", *argv], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
 
 
 def test_run_no_draft_prints_a_completion_from_the_target(real_model):

@@ -216,18 +216,18 @@ def test_settings_steps_stay_in_range():
 
 
 def test_chat_command_options_load_the_draft_where_it_pays_or_is_asked_for():
-    from specllama.cli.cmd_chat import chat_load_options
+    from specllama.cli.cmd_chat import chat_load_options, settings_from_args
     from specllama.cli.main import build_parser
 
     args = build_parser().parse_args(["chat", "-k", "3", "--drafter", "lookup", "--temp", "0.7"])
-    settings = ChatSettings.from_args(args)
+    settings = settings_from_args(args)
     assert (settings.drafter, settings.k, settings.temperature) == ("suffix", 3, 0.7)  # lookup: its old name
     opts = chat_load_options(args)
     assert opts.load_draft and opts.draft_if_pays  # auto is on offer: the draft only where it can pay
     asked = chat_load_options(build_parser().parse_args(["chat", "--drafter", "model"]))
     assert asked.load_draft and not asked.draft_if_pays  # asked for: loaded, F2 can switch freely
     default = build_parser().parse_args(["chat", "--drafter", "none"])
-    assert ChatSettings.from_args(default).k == "auto"
+    assert settings_from_args(default).k == "auto"
     alone = build_parser().parse_args(["chat", "--target", "/models/t.gguf", "--no-draft"])
     assert chat_load_options(alone).draft is None  # no draft named: auto / suffix / none only
     with pytest.raises(SpecllamaError):

@@ -1,6 +1,6 @@
 """Benchmark output: the terminal table, the Markdown table and the JSON document.
 
-The JSON schema is documented in README.md ("## Benchmark"); bump SCHEMA when a field changes
+The JSON schema is documented in docs/benchmarks.md; bump SCHEMA when a field changes
 meaning or disappears (adding fields is compatible).
 """
 
@@ -82,8 +82,10 @@ def terminal_table(summaries: list[ConfigSummary], curve: CostCurve | None, mach
 
 def _machine_line(machine: dict) -> str:
     placement = f"models on {machine['placement']}, " if machine.get("placement") else ""
+    peak = machine.get("peak_rss_bytes")  # None where the platform cannot tell (Windows)
     return (f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['threads']} threads, {placement}"
-            f"llama-cpp-python {machine['llama_cpp_python']}, peak RSS {machine['peak_rss_bytes'] / 2**20:,.0f} MiB")
+            f"llama-cpp-python {machine['llama_cpp_python']}, "
+            f"peak RSS {f'{peak / 2**20:,.0f} MiB' if peak is not None else 'not known here'}")
 
 
 def markdown(summaries: list[ConfigSummary], curve: CostCurve | None, machine: dict, models: dict) -> str:

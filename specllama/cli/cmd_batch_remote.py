@@ -16,7 +16,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
-from specllama.errors import SpecllamaError
+from specllama.cli.arguments import at_least_one
+from specllama.cli.batch_common import open_batch_output, report_outcome, sigterm_as_interrupt
+from specllama.errors import SpecllamaError, UsageError
 
 # Asking a server for its model and slots at the start should not wait as long as a generation may.
 DISCOVERY_TIMEOUT = 10.0
@@ -26,11 +28,11 @@ def add_server_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("servers (instead of local models; sampling options become request fields)")
     g.add_argument("--server", action="append", default=[], metavar="URL",
                    help="an OpenAI-compatible server, e.g. http://host:8080 (repeatable); the API key comes "
-                        "from SPECLLAMA_API_KEY or OPENAI_API_KEY")
-    g.add_argument("--servers-file", metavar="FILE", help="server URLs, one a line (# comments)")
+                        "from SPECLLAMA_API_KEY or OPENAI_API_KEY (default: none: local models)")
+    g.add_argument("--servers-file", metavar="FILE", help="server URLs, one a line (# comments; default: none)")
     g.add_argument("--model", metavar="NAME",
                    help="the request's \"model\" (default: what each server lists at /v1/models, else 'default')")
-    g.add_argument("--concurrency", type=_positive_int, metavar="N",
+    g.add_argument("--concurrency", type=at_least_one, metavar="N",
                    help="requests in flight per server (default: the server's slots when it reports them, "
                         "llama-server's -np; else 1: give vLLM, which batches any number, 16 or more)")
     g.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
@@ -39,16 +41,6 @@ def add_server_arguments(p: argparse.ArgumentParser) -> None:
                    help="further attempts of a prompt after a retryable failure (default 5)")
     g.add_argument("--backoff", type=float, default=1.0, metavar="SECONDS",
                    help="first cool-down of a failing server; doubles per failure up to 60 s (default 1)")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {n}")
-    return n
 
 
 def server_urls(args: argparse.Namespace) -> list[str]:
@@ -73,15 +65,17 @@ def cmd_remote_batch(args: argparse.Namespace) -> int:
     from specllama.batch.remote import run_remote_batch
     from specllama.batch.server_client import SamplingRequest, base_url, check_timeout
     from specllama.batch.server_pool import RetryPolicy
-    from specllama.cli.cmd_batch import open_batch_output, report_outcome, sigterm_as_interrupt
     from specllama.cli.options import sampling_params
 
     if args.pair or args.target or args.draft:
-        raise SpecllamaError("--pair/--target/--draft choose local models; with --server the servers' own "
+        raise UsageError("--pair/--target/--draft choose local models; with --server the servers' own "
                              "models answer (name one with --model)")
     if args.retries < 0 or not 0 < args.backoff < math.inf:  # NaN fails both comparisons
-        raise SpecllamaError("--retries must be >= 0, --backoff a finite number > 0")
-    check_timeout(args.timeout)
+        raise UsageError("--retries must be >= 0, --backoff a finite number > 0")
+    try:
+        check_timeout(args.timeout)
+    except SpecllamaError as e:  # typed on the command line: a usage mistake
+        raise UsageError(str(e)) from None
     api_key = server_api_key()
     urls = server_urls(args)
     for url in urls:

@@ -4,49 +4,62 @@ from __future__ import annotations
 
 import argparse
 import sys
-from contextlib import contextmanager
-from typing import Iterator
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from specllama.batch.prompts_file import read_prompts
 from specllama.bench.configs import DEFAULT_CONFIGS, parse_configs
+from specllama.cli.arguments import add_model_options, at_least_one, seed_value
+from specllama.cli.cmd_bench_parallel import cmd_bench_parallel
+from specllama.cli.paths import OutputPathError, check_writable
 from specllama.decoding.sampling import SamplingParams
 
 # llama.cpp is loaded only when a benchmark runs, so building the parser (`--help`) stays instant.
 
+HELP = "benchmark draft configurations against plain decoding"
+DESCRIPTION = """Run every prompt under each configuration, interleaved, and compare tokens/s with plain
+decoding (the 'none' configuration, always included); greedy outputs are checked against it.
+
+  specllama bench --prompts prompts.jsonl --repeat 3 --json results.json
+
+The JSON schema and measured results: docs/benchmarks.md."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_bench_arguments(p)
+    add_model_options(p)
+
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> None:
-    from specllama.cli.main import at_least_one, seed_value
     p.add_argument("--prompts", required=True, metavar="FILE",
                    help="JSONL with \"id\" and \"prompt\" (chat template applied), or plain text, one prompt a line")
     p.add_argument("--configs", default=DEFAULT_CONFIGS,
                    help=f"configurations separated by ';' (default \"{DEFAULT_CONFIGS}\"); 'none' is always included")
-    p.add_argument("--max-tokens", type=at_least_one, default=128, help="tokens generated per run (default 128)")
+    p.add_argument("-n", "--max-tokens", type=at_least_one, default=128, metavar="N",
+                   help="tokens generated per run (default 128)")
     p.add_argument("--repeat", type=at_least_one, default=1, help="runs per configuration and prompt (median taken; default 1)")
     p.add_argument("--temp", type=float, default=0.0, help="temperature (default 0: greedy, outputs checked against none)")
-    p.add_argument("--seed", type=seed_value, help="sampling seed (every run uses it; -1 = a random one)")
-    p.add_argument("--json", metavar="OUT", help="write the full results as JSON (schema in README, ## Benchmark)")
-    p.add_argument("--markdown", metavar="OUT", help="write the summary table as Markdown")
+    p.add_argument("--seed", type=seed_value,
+                   help="sampling seed (every run uses it; -1 = a random one; default: none, greedy needs none)")
+    p.add_argument("--json", metavar="OUT",
+                   help="write the full results as JSON (schema in docs/benchmarks.md; default: not written)")
+    p.add_argument("--markdown", metavar="OUT", help="write the summary table as Markdown (default: not written)")
     p.add_argument("--parallel", metavar="N,N,...",
                    help="instead of --configs: a batch job's throughput with N prompts per decode, e.g. 1,2,4,auto "
-                        "(plain decoding; --repeat rounds, interleaved; N = 1 is the baseline)")
-    p.add_argument("--draft-corpus", metavar="FILE", help="a UTF-8 text file the suffix drafter also drafts from")
+                        "(plain decoding; --repeat rounds, interleaved; N = 1 is the baseline; default: off)")
+    p.add_argument("--draft-corpus", metavar="FILE",
+                   help="a UTF-8 text file the suffix drafter also drafts from (default: none)")
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from specllama.bench.benchmark import BenchError, BenchOptions, bench_prompts, run_benchmark
     from specllama.bench.report import markdown, terminal_table, write_json, write_text
-    from specllama.cli.options import load_options
-    from specllama.cli.progress import download_bar
+    from specllama.cli.options import load_options, resolve_seed
+    from specllama.cli.progress import bench_progress, download_bar
     from specllama.runtime import Runtime
 
     # Everything the user typed is checked before minutes of model loading.
     configs = parse_configs(args.configs)
     if args.max_tokens < 1 or args.repeat < 1:
         raise BenchError("--max-tokens and --repeat must be at least 1")
-    from specllama.cli.options import resolve_seed
     sampling = SamplingParams(temperature=args.temp, seed=resolve_seed(args.seed))
     prompt_file = read_prompts(args.prompts)
     if prompt_file.bad:
@@ -54,7 +67,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                          + " (a benchmark needs every prompt; fix or remove these lines)")
     if not prompt_file.items:
         raise BenchError(f"{args.prompts} holds no prompts")
-    from specllama.cli.paths import check_writable, refuse_clashing_outputs
+    from specllama.cli.paths import refuse_clashing_outputs
     outputs = [(flag, path) for flag, path in (("--json", args.json), ("--markdown", args.markdown)) if path]
     refuse_clashing_outputs(outputs, inputs=[("--prompts", args.prompts)]
                             + ([("--draft-corpus", args.draft_corpus)] if args.draft_corpus else []))
@@ -62,7 +75,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
         check_writable(path, flag)  # a benchmark that cannot write its results loses them all
 
     if args.parallel:
-        from specllama.cli.cmd_bench_parallel import cmd_bench_parallel
         return cmd_bench_parallel(args, prompt_file.items)
 
     # The draft model is loaded for a model config, and for auto only where it can pay (the runtime
@@ -91,7 +103,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if args.markdown:
             write_text(args.markdown, markdown(outcome.summaries, outcome.curve, doc["machine"], doc["models"]))
     except OSError as e:  # checked writable at the start; a full disk can still fail here
-        from specllama.cli.paths import OutputPathError
         raise OutputPathError(f"cannot write {e.filename or 'the results'}: {e.strerror or e} "
                               "(the table above is the summary)") from None
     failed = [s for s in outcome.summaries if s.failed]
@@ -106,23 +117,3 @@ def cmd_bench(args: argparse.Namespace) -> int:
             if r.identical == "different" and r.divergence:
                 print(f"specllama:   {explain(r.config, r.prompt_id, r.divergence)}", file=sys.stderr)
     return 1 if failed or different else 0
-
-
-@contextmanager
-def bench_progress() -> Iterator:
-    """A bar with ETA on a terminal; one line per finished run otherwise (logs stay readable)."""
-    console = Console(stderr=True, soft_wrap=True)
-    columns = (TextColumn("{task.description:<36}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
-        task = bar.add_task("bench", total=None)
-
-        def update(done: int, total: int, what: str, record) -> None:  # a bench.runner.ProgressCallback
-            bar.update(task, completed=done, total=total, description=what)
-            if record is not None and not console.is_terminal:
-                s = record.summary
-                acc = f", acceptance {s.acceptance:.0%}" if s.acceptance is not None else ""
-                console.print(f"[{done}/{total}] {what}: {s.tokens} tokens, {s.tokens_per_s:.2f} tok/s{acc}",
-                              highlight=False, markup=False)
-
-        yield update

@@ -7,10 +7,10 @@ import argparse
 import json
 import sys
 
-from specllama.errors import SpecllamaError
+from specllama.errors import UsageError
 
 
-class ParallelListError(SpecllamaError):
+class ParallelListError(UsageError):
     """--parallel names something that is not a number of prompts or 'auto'."""
 
 
@@ -34,9 +34,8 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
     from dataclasses import asdict, replace
 
     from specllama.bench.parallel import peak_rss_mb, run_parallel_bench, summarize
-    from specllama.cli.cmd_bench import bench_progress
     from specllama.cli.options import load_options
-    from specllama.cli.progress import download_bar
+    from specllama.cli.progress import bench_progress, download_bar
     from specllama.decoding.engine import GenerationConfig
     from specllama.decoding.request import PARALLEL_AUTO_MAX
     from specllama.decoding.sampling import SamplingParams

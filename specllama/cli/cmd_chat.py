@@ -4,18 +4,54 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from specllama.cli.options import load_options
+from specllama.cli.arguments import HelpFormatter, add_engine_options, add_model_options
 from specllama.decoding.request import DRAFTERS
 from specllama.errors import SpecllamaError
-from specllama.models.registry import load_registry
-from specllama.runtime import LoadOptions, Runtime, model_refs
+
+if TYPE_CHECKING:
+    from specllama.runtime import LoadOptions
+
+HELP = "a multi-turn chat in the terminal that shows speculation live"
+DESCRIPTION = ("A terminal chat that colours each token by origin and shows speed and acceptance live. The "
+               "draft model is loaded whenever the pair or --draft names one, so the drafter, K, temperature "
+               "and p_min change without reloading. F1 in the app lists the keys; see docs/chat.md.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--system", help="a system message (default: none, or your saved chat defaults)")
+    add_model_options(p)
+    add_engine_options(p)
+
+
+def settings_from_args(args: argparse.Namespace):
+    """The chat's starting settings from the command line (--target alone: no model drafter;
+    --seed -1: a random seed, chosen now)."""
+    from specllama.cli.options import drafter_choice, resolve_seed
+    from specllama.tui.settings import ChatSettings
+
+    return ChatSettings(drafter=drafter_choice(args), k=args.k, temperature=args.temp, p_min=args.p_min,
+                        top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=resolve_seed(args.seed),
+                        max_tokens=args.max_tokens, stop=tuple(args.stop), verify=args.verify,
+                        system=getattr(args, "system", None))
+
+
+def default_args() -> argparse.Namespace:
+    """What `specllama chat` with no options parses to."""
+    parser = argparse.ArgumentParser(formatter_class=HelpFormatter)
+    add_arguments(parser)
+    return parser.parse_args([])
 
 
 def chat_load_options(args: argparse.Namespace) -> LoadOptions:
     """What to load. The draft model is loaded whenever the pair or --draft names one, whatever
     drafter is chosen first, so the chat can switch to it later without reloading anything. Naming
     mistakes are found here, before the app starts, and print one line like `run`."""
+    from specllama.cli.options import load_options
+    from specllama.models.registry import load_registry
+    from specllama.runtime import model_refs
+
     # Under auto (the default) the draft model is loaded only where it can pay (runtime.draft_decision);
     # asking for the model drafter or naming --draft loads it, and the chat can then switch freely.
     wants_model = args.drafter == "model" or bool(args.draft)
@@ -28,22 +64,22 @@ def chat_load_options(args: argparse.Namespace) -> LoadOptions:
 def chat_settings(args: argparse.Namespace):
     """The command line's settings over the user's saved defaults (chat.toml): an option counts
     as given when it differs from the parser's default."""
-    from specllama.cli.main import build_parser
     from specllama.tui import ChatSettings, user_defaults
 
-    given = ChatSettings.from_args(args)
+    given = settings_from_args(args)
     saved = user_defaults.load()
     if not saved:
         return given
-    parser_defaults = ChatSettings.from_args(build_parser().parse_args(["chat"]))
+    parser_defaults = settings_from_args(default_args())
     base = user_defaults.apply(saved, parser_defaults)
     default_values = parser_defaults.as_dict()
     return ChatSettings.from_dict({name: value for name, value in given.as_dict().items()
                                    if value != default_values[name]}, base)
 
 
-def cmd_chat(args: argparse.Namespace) -> int:
-    from specllama.tui import ChatApp  # Textual loads only for this command
+def run(args: argparse.Namespace) -> int:
+    from specllama.runtime import Runtime  # llama.cpp and Textual load only for this command
+    from specllama.tui import ChatApp
     from specllama.tui.history import default_path
 
     require_terminal()
@@ -77,5 +113,3 @@ def require_terminal() -> None:
 
 class ModelsNotLoadedError(SpecllamaError):
     """The chat ended without models: its one-line reason, exit status 1."""
-
-    exit_code = 1

@@ -10,34 +10,58 @@ curve is only where that starts, so the learnt costs are printed beside it when 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from specllama.cli.options import drafter_choice, load_options
-from specllama.cli.progress import download_bar
-from specllama.decoding.cost.curve import CostCurve
-from specllama.decoding.cost.model import break_even_acceptance, choose_parallel
-from specllama.decoding.request import PARALLEL_AUTO_MAX
-from specllama.llama.machine import cpu_model
-from specllama.runtime import Runtime
+from specllama.cli.arguments import add_model_options
+from specllama.decoding.request import PARALLEL_AUTO_MAX, drafter_name
+
+if TYPE_CHECKING:  # the cost modules load llama.cpp: imported where used, so `--help` stays instant
+    from specllama.decoding.cost.curve import CostCurve
 
 K_SHOWN = 6
+
+HELP = "this machine's measured costs: why speculation is or is not faster"
+DESCRIPTION = """Measure (once, then cached) what a bare target decode of n tokens costs on this machine relative
+to one token, T(n)/T(1), and print the acceptance rate each drafter needs to break even at each draft
+length K, beside what earlier runs' own steps cost here (what `-k auto` starts from; it goes on
+learning from every step). How these numbers drive `-k auto`: docs/how-it-works.md."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--remeasure", action="store_true", help="measure again even if a cached curve exists (default: off)")
+    p.add_argument("--drafter", choices=("model", "suffix"), type=drafter_name, default="model",
+                   help="the drafter whose break-even is shown with the suffix drafter's: model (default) or "
+                        "suffix ('lookup' is an alias of suffix)")
+    p.add_argument("--parallel", action="store_const", const="auto", default=1,
+                   help="also measure large batches (to 64 tokens) and show how many prompts to decode together "
+                        "(default: off)")
+    p.add_argument("--json", action="store_true", help="print the measurements as one JSON object (default: off)")
+    add_model_options(p)
+
+
+def break_even_table(curve: CostCurve) -> dict[str, dict[str, float | None]]:
+    """drafter -> {K: the per-position acceptance it needs to match plain decoding, None: never}."""
+    from specllama.decoding.cost.model import break_even_acceptance
+
+    drafters = {"suffix": 0.0} | ({"model": curve.draft_ratio} if curve.draft_ratio is not None else {})
+    return {name: {str(k): break_even_acceptance(curve.ratio, k, c) for k in range(1, K_SHOWN + 1)}
+            for name, c in drafters.items()}
 
 
 def describe(curve: CostCurve, draft_name: str | None) -> list[str]:
     lines = [f"target: one token takes {curve.t1_s * 1e3:.1f} ms ({1 / curve.t1_s:.1f} tok/s); "
              f"verifying n tokens in one batch costs T(n)/T(1):",
              "  " + "  ".join(f"n={n}: {r:.2f}" for n, r in enumerate(curve.ratios[:K_SHOWN + 1], start=1))]
-    drafters = [("suffix drafter", 0.0)]
     if curve.draft_ratio is not None:
         lines.append(f"draft {draft_name}: one token costs {curve.draft_ratio:.2f} of a target token")
-        drafters.insert(0, ("draft model", curve.draft_ratio))
-    for name, c in drafters:
-        needs = []
-        for k in range(1, K_SHOWN + 1):
-            alpha = break_even_acceptance(curve.ratio, k, c)
-            needs.append(f"K={k}: " + (f"{alpha:.0%}" if alpha is not None else "never"))
-        lines.append(f"{name} breaks even at per-position acceptance  " + "  ".join(needs))
+    labels = {"model": "draft model", "suffix": "suffix drafter"}
+    table = break_even_table(curve)
+    for name in sorted(table, key=lambda n: n != "model"):  # the draft model first, as before
+        needs = [f"K={k}: " + (f"{alpha:.0%}" if alpha is not None else "never") for k, alpha in table[name].items()]
+        lines.append(f"{labels[name]} breaks even at per-position acceptance  " + "  ".join(needs))
     if curve.max_n > K_SHOWN + 1:
         lines += batching_lines(curve)
     return lines
@@ -69,6 +93,8 @@ def weight_note(path) -> str | None:
 
 def batching_lines(curve: CostCurve) -> list[str]:
     """What decoding several prompts together gives: N tokens for T(N), plain decoding each."""
+    from specllama.decoding.cost.model import choose_parallel
+
     shown = [n for n in (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64) if n <= curve.max_n]
     rates = {n: n / curve.ratio(n) / curve.t1_s for n in shown}
     best = choose_parallel(curve.ratio, PARALLEL_AUTO_MAX)
@@ -83,7 +109,29 @@ def batching_lines(curve: CostCurve) -> list[str]:
     return lines
 
 
-def cmd_costs(args: argparse.Namespace) -> int:
+def learnt_costs(runtime) -> dict | None:
+    """What earlier runs' steps cost here, where the engine starts from; None: nothing learnt yet."""
+    if not runtime.learned_costs():
+        return None
+    prior = runtime.costs.prior
+    return {"t1_s": prior.t1_s, "ratios": {str(n): prior.ratio(n) for n in range(1, K_SHOWN + 2)},
+            "draft_ratio": prior.draft_ratio}
+
+
+def learnt_line(learnt: dict) -> str:
+    ratios = "  ".join(f"n={n}: {r:.2f}" for n, r in learnt["ratios"].items())
+    c = f"; draft c = {learnt['draft_ratio']:.2f}" if learnt["draft_ratio"] is not None else ""
+    return (f"what earlier runs' steps cost here (where the engine starts): T(1) {learnt['t1_s'] * 1e3:.1f} ms; "
+            f"T(n)/T(1) {ratios}{c}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from specllama.cli.options import drafter_choice, load_options  # the runtime loads llama.cpp: only when measuring
+    from specllama.cli.progress import download_bar
+    from specllama.decoding.cost.model import choose_parallel
+    from specllama.llama.machine import cpu_model
+    from specllama.runtime import Runtime
+
     # The drafters named explicitly: costs decodes nothing, so load_options' "decoding plainly"
     # note for --target without a draft would be wrong here (the target is measured alone).
     opts = load_options(args, drafters=(drafter_choice(args),))
@@ -94,17 +142,27 @@ def cmd_costs(args: argparse.Namespace) -> int:
     with runtime:
         curve = runtime.measure_startup_curve(args.remeasure, lambda: print(
             "measuring this machine's decode costs (10-60 s, once per machine, models and threads)...", file=sys.stderr))
+        learnt = learnt_costs(runtime)
+        note = weight_note(runtime.target_path) if curve.max_n > K_SHOWN + 1 else None
+        if args.json:
+            print(json.dumps({
+                "machine": {"cpu": cpu_model(), "threads": runtime.threads},
+                "target": runtime.target_path.name,
+                "draft": runtime.draft_path.name if runtime.draft_path else None,
+                "curve": curve.to_dict(),
+                "break_even_acceptance": break_even_table(curve),
+                "parallel_auto": choose_parallel(curve.ratio, PARALLEL_AUTO_MAX) if curve.max_n > K_SHOWN + 1 else None,
+                "weights_note": note,
+                "cache_file": str(runtime.cost_cache_file()),
+                "learnt": learnt,
+            }, indent=1))
+            return 0
         print(f"machine: {cpu_model()}, {runtime.threads} threads; target {runtime.target_path.name}")
         for line in describe(curve, runtime.draft_path.name if runtime.draft_path else None):
             print(line)
-        note = weight_note(runtime.target_path) if curve.max_n > K_SHOWN + 1 else None
         if note:
             print(note)
         print(f"(bare decodes, cached in {runtime.cost_cache_file()}; --remeasure to measure again)")
-        learnt = runtime.costs.prior
-        if runtime.learned_costs():
-            ratios = "  ".join(f"n={n}: {learnt.ratio(n):.2f}" for n in range(1, K_SHOWN + 2))
-            c = f"; draft c = {learnt.draft_ratio:.2f}" if learnt.draft_ratio is not None else ""
-            print(f"what earlier runs' steps cost here (what the engine starts from): T(1) {learnt.t1_s * 1e3:.1f} ms; "
-                  f"T(n)/T(1) {ratios}{c}")
+        if learnt:
+            print(learnt_line(learnt))
     return 0

@@ -1,75 +1,144 @@
-"""`specllama run`: one completion streamed to stdout; statistics to stderr."""
+"""`specllama run`: one completion streamed to stdout; statistics to stderr (or all as JSON).
+
+The prompt comes the way llm and llama.cpp users expect: an argument, `-f FILE`, `-` for all of
+stdin, and piped stdin joined before the argument (`git diff | specllama run "review this"`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import stat
 import sys
 from pathlib import Path
 
-from specllama.cli.options import generation_config, load_options
-from specllama.cli.progress import download_bar
-from specllama.cli.summary_text import format_summary
-from specllama.decoding.events import DoneEvent, TokenEvent
-from specllama.errors import SpecllamaError
-from specllama.runtime import Runtime
+from specllama.cli.arguments import add_engine_options, add_model_options
+from specllama.cli.output import check_stdout, emit
+from specllama.errors import SpecllamaError, UsageError
+
+HELP = "generate one completion for a prompt (chat template applied)"
+DESCRIPTION = """Generate one completion and stream it to stdout.
+
+  specllama run "Write a haiku about caches"
+  git diff | specllama run "review this"          piped text comes first, then the argument
+  specllama run -f question.txt --stats           statistics on stderr
+  specllama run -m qwen2.5-coder-7b -n 128 "..."  llama.cpp's short options work
+
+Piped or redirected stdin is read to its end: a script whose stdin is a pipe that stays open
+without input should give `</dev/null`."""
 
 
 class PromptSourceError(SpecllamaError):
-    """The prompt cannot be read (missing file, not UTF-8, both a prompt and -f)."""
+    """The prompt cannot be read (missing file, not UTF-8)."""
 
 
-def read_prompt(args: argparse.Namespace) -> str:
-    """The prompt argument, `-` for stdin, or -f FILE (a 200 KB prompt cannot be an argument)."""
-    from specllama.cli.main import DEFAULT_PROMPT
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("prompt", nargs="?",
+                   help="the prompt; '-' reads the whole prompt from stdin; text piped to stdin is put before it "
+                        "(default: none: give a prompt, -f FILE or pipe text)")
+    p.add_argument("-f", "--file", metavar="FILE", dest="prompt_file",
+                   help="read the prompt from FILE (UTF-8), for prompts too long for the command line (default: none)")
+    p.add_argument("--system", help="a system message (default: none)")
+    p.add_argument("--stats", action="store_true",
+                   help="print speed and acceptance statistics to stderr (default: off)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout when done: the text and the statistics (default: off, "
+                        "the text is streamed)")
+    add_model_options(p)
+    add_engine_options(p)
 
+
+def piped_stdin() -> str | None:
+    """Text piped or redirected into stdin (a pipe or a file); None for a terminal, /dev/null, a
+    closed stdin, or a stdin that is not a real file (an embedding program's stand-in)."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):
+        return None
+    if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+        return None
+    return _decode_stdin()
+
+
+def _decode_stdin() -> str:
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise PromptSourceError("the text on stdin is not UTF-8") from None
+
+
+def read_prompt(args: argparse.Namespace) -> str | None:
+    """The prompt: the argument or -f FILE, after any text piped to stdin (llm's rule), or all of
+    stdin for `-`. None when there is none at all (the caller prints the usage)."""
     if args.prompt_file is not None and args.prompt is not None:
-        raise PromptSourceError("give the prompt as an argument or with -f FILE, not both")
+        raise UsageError("give the prompt as an argument or with -f FILE, not both")
+    if args.prompt == "-":
+        return _decode_stdin()
+    given = args.prompt
     if args.prompt_file is not None:
         path = Path(args.prompt_file)
         try:
-            return path.read_text(encoding="utf-8")
+            given = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             raise PromptSourceError(f"{path} is not UTF-8 text") from None
         except OSError as e:
             raise PromptSourceError(f"cannot read the prompt file {path}: {e.strerror or e}") from None
-    if args.prompt == "-":
-        try:
-            return sys.stdin.buffer.read().decode("utf-8")
-        except UnicodeDecodeError:
-            raise PromptSourceError("the prompt on stdin is not UTF-8 text") from None
-    return DEFAULT_PROMPT if args.prompt is None else args.prompt
+    piped = piped_stdin()
+    if piped is None or not piped.strip():
+        return given
+    return piped.rstrip("\n") + ("\n\n" + given if given else "")
 
 
-def _emit(text: str) -> None:
-    from specllama.cli.main import StdoutClosedError
+def model_name_hint(prompt: str) -> str | None:
+    """`specllama run qwen2.5-coder-7b` (Ollama's habit) names a model, not a question."""
+    from specllama.models.registry import load_registry
 
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        raise  # `| head` took what it wanted: main() ends quietly
-    except (OSError, ValueError, AttributeError) as e:  # closed (>&-: stdout is None or its fd is bad)
-        reason = getattr(e, "strerror", None) or str(e)
-        raise StdoutClosedError(f"cannot write the output to stdout ({reason})") from None
+    name = prompt.strip()
+    if " " in name or not name:
+        return None
+    registry = load_registry()
+    if name in registry.models:
+        return (f"'{name}' is a model name, not a prompt; to use that model: "
+                f"specllama run -m {name} \"your prompt\"")
+    if name in registry.pairs:
+        return f"'{name}' is a pair name, not a prompt; to use that pair: specllama run --pair {name} \"your prompt\""
+    return None
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from specllama.cli.main import StdoutClosedError
+def run(args: argparse.Namespace) -> int:
+    # The runtime loads llama.cpp: imported here, so `--help` and completion never wait for it.
+    from specllama.cli.options import generation_config, load_options
+    from specllama.cli.progress import download_bar
+    from specllama.cli.summary_text import format_summary, summary_json
+    from specllama.decoding.events import DoneEvent, TokenEvent
+    from specllama.runtime import Runtime
 
-    if sys.stdout is None:  # started with stdout closed (`>&-`): say so before loading anything
-        raise StdoutClosedError("stdout is closed: there is nowhere to write the output")
+    check_stdout()
     config = generation_config(args)  # validate sampling options before loading anything
     prompt_text = read_prompt(args)
+    if prompt_text is None:
+        raise UsageError("no prompt: give one as an argument, with -f FILE, or pipe text to stdin")
     if not prompt_text.strip():
-        raise PromptSourceError("the prompt is empty")
+        raise UsageError("the prompt is empty")
+    if prompt_text == args.prompt and (hint := model_name_hint(args.prompt)):
+        raise UsageError(hint)
     with download_bar() as progress:
         runtime = Runtime(load_options(args), progress=progress, status=lambda m: print(m, file=sys.stderr))
     with runtime:
         generation = runtime.generate(runtime.prompt_tokens(prompt_text, args.system), config)
+        pieces: list[str] = []
         for event in generation:
             if isinstance(event, (TokenEvent, DoneEvent)) and event.text:
-                _emit(event.text)
-        _emit("\n")
+                if args.json:
+                    pieces.append(event.text)  # one object at the end: a script parses it whole
+                else:
+                    emit(event.text)
+        if args.json:
+            document = {"text": "".join(pieces), **summary_json(generation.summary, runtime, config)}
+            emit(json.dumps(document, ensure_ascii=False) + "\n")
+        else:
+            emit("\n")
         if args.stats:
             print(format_summary(generation.summary, runtime, config), file=sys.stderr)
             if getattr(args, "random_seed", False):

@@ -12,6 +12,7 @@ import sys
 
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.sampling import SamplingParams
+from specllama.errors import SpecllamaError, UsageError
 from specllama.runtime import LoadOptions
 
 
@@ -23,7 +24,24 @@ def no_draft_named(args: argparse.Namespace) -> bool:
             and bool(args.target) and not args.draft and not args.pair)
 
 
+def pick_draft_for_target(args: argparse.Namespace) -> None:
+    """`--target X --drafter model` without --draft: a cached, compatible draft from the registry,
+    said on stderr (nothing is downloaded). Done once; drafter_choice and load_options call it, so
+    every command that reads the drafter sees the draft it picked."""
+    if getattr(args, "draft_picked", None) is not None or not no_draft_named(args):
+        return
+    from specllama.models.draft_pick import pick_draft
+    from specllama.models.registry import load_registry
+
+    args.draft_picked = pick_draft(args.target, load_registry()) or ""
+    if args.draft_picked:
+        args.draft = args.draft_picked
+        print(f"specllama: --target without --draft: drafting with {args.draft} (cached, its tokenizer matches the "
+              "target's); pass --draft NAME|PATH to choose another", file=sys.stderr)
+
+
 def drafter_choice(args: argparse.Namespace) -> str:
+    pick_draft_for_target(args)
     if getattr(args, "no_draft", False) or no_draft_named(args):
         return "none"
     return getattr(args, "drafter", "none")
@@ -33,9 +51,10 @@ def load_options(args: argparse.Namespace, *, drafters: tuple[str, ...] | None =
                  stairs: bool | None = None) -> LoadOptions:
     """`drafters`: every drafter the session may use (default: the one chosen); the draft model is
     loaded only when the model drafter is among them."""
+    pick_draft_for_target(args)
     if drafters is None and no_draft_named(args):
-        print("specllama: no draft model (--target without --draft or --pair): decoding plainly; "
-              "pass --draft NAME|PATH to speculate", file=sys.stderr)
+        print("specllama: no draft model (--target without --draft or --pair, and no cached draft that fits): "
+              "decoding plainly; pass --draft NAME|PATH to speculate", file=sys.stderr)
     drafters = drafters or (drafter_choice(args),)
     corpus = getattr(args, "draft_corpus", None)
     if corpus:
@@ -63,8 +82,11 @@ def sampling_params(args: argparse.Namespace) -> SamplingParams:
     """Also replaces a random seed request (-1) in `args` by the seed chosen, for --stats to show."""
     args.random_seed = args.seed == RANDOM_SEED
     args.seed = resolve_seed(args.seed)
-    return SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                          seed=args.seed)
+    try:
+        return SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+                              seed=args.seed)
+    except SpecllamaError as e:  # the values were typed on the command line: a usage mistake (exit 2)
+        raise UsageError(str(e)) from None
 
 
 RANDOM_SEED = -1  # as in llama.cpp: --seed -1 picks one

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from specllama.errors import SpecllamaError
+from specllama.errors import SpecllamaError, UsageError
 
 
 class OutputPathError(SpecllamaError):
@@ -52,15 +52,19 @@ def same_path(a: str | Path, b: str | Path) -> bool:
         return False
 
 
+class ClashingOutputsError(OutputPathError, UsageError):
+    """Two of the command line's paths name one file where one is written: a usage mistake."""
+
+
 def refuse_clashing_outputs(outputs: list[tuple[str, str | Path]], inputs: list[tuple[str, str | Path]]) -> None:
-    """Raise OutputPathError when an output (flag, path) is one of the inputs, or two outputs are one
+    """Raise ClashingOutputsError when an output (flag, path) is one of the inputs, or two outputs are one
     file: the second write would destroy the input or the first output."""
     for n, (flag, path) in enumerate(outputs):
         for in_flag, source in inputs:
             if same_path(path, source):
-                raise OutputPathError(f"{flag} {path} is the {in_flag} file: choose another name, "
+                raise ClashingOutputsError(f"{flag} {path} is the {in_flag} file: choose another name, "
                                       "results are never written over their input")
         for other_flag, other in outputs[n + 1:]:
             if same_path(path, other):
-                raise OutputPathError(f"{flag} and {other_flag} name the same file ({path}): "
+                raise ClashingOutputsError(f"{flag} and {other_flag} name the same file ({path}): "
                                       "one would overwrite the other; give each its own name")

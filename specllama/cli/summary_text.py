@@ -78,3 +78,33 @@ def calibration_text(calibrator: Calibrator) -> str:
              f"raw {r.low:.1f}-{r.high:.1f}: predicted {r.predicted:.2f} / observed {r.observed:.2f} (n={r.count})"
              for r in rows]
     return "suffix calibration (predicted / observed acceptance):\n  " + "\n  ".join(parts)
+
+
+def summary_json(s: Summary, runtime: Runtime, config: GenerationConfig) -> dict:
+    """The same facts as format_summary, as plain JSON values for `run --json` (times in seconds)."""
+    return {
+        "finish_reason": s.finish_reason,
+        "target": runtime.target_path.name,
+        "draft": runtime.draft_path.name if runtime.draft_path else None,
+        "drafter": s.drafter,
+        "k": config.k if s.drafter != "none" else 0,
+        "temperature": config.sampling.temperature,
+        "seed": config.sampling.seed,
+        "prompt_tokens": s.prompt_tokens,
+        "reused_tokens": s.reused_tokens,
+        "tokens": s.tokens,
+        "t_prompt_s": s.t_prompt,
+        "t_generate_s": s.t_generate,
+        "tokens_per_s": s.tokens_per_s,
+        "steps": s.steps,
+        "drafted": s.drafted,
+        "accepted": s.accepted,
+        "acceptance": s.acceptance,
+        "mean_accepted": s.mean_accepted,
+        "per_position_acceptance": s.per_position,
+        "drafted_by": dict(s.drafted_by),
+        "accepted_by": dict(s.accepted_by),
+        "t_draft_s": s.t_draft,
+        "t_verify_s": s.t_verify,
+        "t_python_s": s.t_python,
+    }

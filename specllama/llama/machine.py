@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import platform
-import resource
 import sys
 from pathlib import Path
 
 from specllama.llama.backend import default_threads, library_version, system_info
+
+try:
+    import resource  # POSIX only: on Windows the peak is simply not known, and everything else runs
+except ImportError:
+    resource = None
 
 
 def cpu_model() -> str:
@@ -21,8 +25,11 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def peak_rss_bytes() -> int:
-    """The process's high-water mark of resident memory (ru_maxrss is KiB on Linux, bytes on macOS)."""
+def peak_rss_bytes() -> int | None:
+    """The process's high-water mark of resident memory (ru_maxrss is KiB on Linux, bytes on macOS);
+    None where the platform has no getrusage (Windows)."""
+    if resource is None:
+        return None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
 

@@ -15,6 +15,7 @@ from specllama.llama.quantize import quantize
 from specllama.models import store
 from specllama.models.registry import Registry, user_registry_path
 from specllama.models.resolve import resolve
+from specllama.models.user_registry import append_entry, entry_text
 
 
 def quantized_name(name: str, type_name: str) -> str:
@@ -40,9 +41,6 @@ def quantize_and_register(ref: str, type_name: str, registry: Registry, new_name
     finally:
         partial.unlink(missing_ok=True)
     role = registry.models[ref].role if ref in registry.models else "draft"
-    entry = (f'\n[models."{name}"]\ndescription = "{ref} requantized to {type_name.upper()} by specllama"\n'
-             f'role = "{role}"\nfile = "{dst.name}"\npath = "{dst}"\n')
-    user_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(user_file, "a", encoding="utf-8") as f:
-        f.write(entry)
+    append_entry(user_file, entry_text(name, {"description": f"{ref} requantized to {type_name.upper()} by specllama",
+                                              "role": role, "file": dst.name, "path": str(dst)}))
     return name, dst, user_file

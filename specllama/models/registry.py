@@ -1,8 +1,9 @@
 """models.toml -> frozen dataclasses.
 
-The shipped registry sits at the top of the checkout; a user file in the XDG config directory adds
-entries or replaces them whole by name. Every error names the file and the key, because a typo in a
-TOML table is otherwise hard to find.
+The shipped registry is package data (specllama/models/models.toml, read through importlib.resources,
+so an installed wheel finds it wherever it lives); a user file in the config directory
+(specllama.dirs) adds entries or replaces them whole by name. Every error names the file and the
+key, because a typo in a TOML table is otherwise hard to find.
 """
 
 from __future__ import annotations
@@ -10,17 +11,20 @@ from __future__ import annotations
 import os
 import tomllib
 from dataclasses import dataclass
+from importlib.resources import files as package_files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from specllama.dirs import config_dir
 from specllama.errors import ConfigError
 
-SHIPPED_REGISTRY = Path(__file__).resolve().parents[2] / "models.toml"
+# Not Path(__file__).parents[...]: in a wheel (pip, pipx, uv tool) the checkout's top is not there.
+SHIPPED_REGISTRY: Traversable = package_files("specllama.models").joinpath("models.toml")
 ROLES = ("target", "draft", "any")
 
 
 def user_registry_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(os.environ.get("SPECLLAMA_CONFIG", Path(base) / "specllama" / "models.toml"))
+    return Path(os.environ.get("SPECLLAMA_CONFIG") or config_dir() / "models.toml")
 
 
 @dataclass(frozen=True)
@@ -176,9 +180,9 @@ def _check_file_name(name: str, where: str) -> None:
                           "for a file elsewhere on disk use path = \"...\"")
 
 
-def _read_toml(file: Path) -> dict:
+def _read_toml(file: Path | Traversable) -> dict:
     try:
-        with open(file, "rb") as f:
+        with file.open("rb") as f:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{file}: not valid TOML: {e}") from None
@@ -198,7 +202,7 @@ def _check_user_file(user: Path, *, named_by_env: bool) -> None:
         raise ConfigError(f"SPECLLAMA_CONFIG names {user}, which does not exist; create it or unset SPECLLAMA_CONFIG")
 
 
-def load_registry(shipped: Path = SHIPPED_REGISTRY, user: Path | str | None = None, *,
+def load_registry(shipped: Path | Traversable = SHIPPED_REGISTRY, user: Path | str | None = None, *,
                   user_may_be_missing: bool = False) -> Registry:
     """The shipped registry with the user's file layered on top (entries replaced whole by name).
     `user_may_be_missing`: the caller is about to create the user file (`models quantize`)."""

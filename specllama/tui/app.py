@@ -38,7 +38,7 @@ from specllama.tui.widgets.chat_message import warm_highlighter
 
 # Repaints of a streaming answer and the panel: at most 4 a second and, when the UI shares its
 # cores with llama.cpp's threads, fewer while the UI thread would use more than UI_BUDGET of a core;
-# each costs two layouts and a compositor pass (cadence.py; README, "What the UI costs").
+# each costs two layouts and a compositor pass (cadence.py; docs/chat.md, "What the UI costs").
 LIVE_INTERVAL = 0.25
 UI_BUDGET = 0.05
 CONTEXT_FULL = "context full: ctrl+n starts a new chat"

@@ -1,11 +1,12 @@
 """Conversations that last: every chat saved as it happens, in one SQLite file.
 
-Where: `$SPECLLAMA_DATA/chats.sqlite3` if set, else `$XDG_DATA_HOME/specllama/chats.sqlite3`
-(default ~/.local/share/specllama/). WAL mode: a write (one per answer flush, ~10 a second at most)
-does not block readers and costs one append to the log; `synchronous=NORMAL` keeps the database
-consistent across a crash and loses at most the last transactions on power loss, which for a chat
-is the last flush. The schema's version lives in `PRAGMA user_version`; `migrate` brings an older
-file up to date one step at a time, so a newer specllama never needs the user to delete history.
+Where: `$SPECLLAMA_DATA/chats.sqlite3` if set, else in the platform's data folder (specllama.dirs:
+~/.local/share/specllama/ on Linux, ~/Library/Application Support/specllama/ on macOS).
+WAL mode: a write (one per answer flush, ~10 a second at most) does not block readers and costs
+one append to the log; `synchronous=NORMAL` keeps the database consistent across a crash and
+loses at most the last transactions on power loss, which for a chat is the last flush. The
+schema's version lives in `PRAGMA user_version`; `migrate` brings an older file up to date one
+step at a time, so a newer specllama never needs the user to delete history.
 
 Any failure to open or write (a corrupt file, a database locked by another program) raises
 HistoryUnavailable: the app says so once and chats on without history.
@@ -14,7 +15,6 @@ HistoryUnavailable: the app says so once and chats on without history.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
 import time
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from specllama.dirs import data_dir
 from specllama.errors import SpecllamaError
 
 FILE_NAME = "chats.sqlite3"
@@ -32,10 +33,7 @@ class HistoryUnavailable(SpecllamaError):
 
 
 def default_path() -> Path:
-    if os.environ.get("SPECLLAMA_DATA"):
-        return Path(os.environ["SPECLLAMA_DATA"]) / FILE_NAME
-    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(base) / "specllama" / FILE_NAME
+    return data_dir() / FILE_NAME
 
 
 def _v1(db: sqlite3.Connection) -> None:

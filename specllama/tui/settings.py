@@ -7,7 +7,6 @@ sampling when an answer starts); switching the drafter never reloads a model.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field, replace
 
 from specllama.decoding.engine import GenerationConfig
@@ -47,15 +46,6 @@ class ChatSettings:
         if self.k != "auto" and not 1 <= self.k <= K_MAX:
             raise SpecllamaError(f"k must be 'auto' or between 1 and {K_MAX}, got {self.k!r}")
         self.generation_config()  # the engine's own checks (drafter, verify, max_tokens, p_min)
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> ChatSettings:
-        from specllama.cli.options import drafter_choice, resolve_seed  # --target alone: none; --seed -1: random
-
-        drafter = drafter_choice(args)
-        return cls(drafter=drafter, k=args.k, temperature=args.temp, p_min=args.p_min, top_k=args.top_k,
-                   top_p=args.top_p, min_p=args.min_p, seed=resolve_seed(args.seed), max_tokens=args.max_tokens,
-                   stop=tuple(args.stop), verify=args.verify, system=getattr(args, "system", None))
 
     def as_dict(self) -> dict:
         """What a saved conversation or the user's defaults keep (plain JSON / TOML values)."""

@@ -1,4 +1,4 @@
-"""The user's chat defaults: `$XDG_CONFIG_HOME/specllama/chat.toml` (default ~/.config/...).
+"""The user's chat defaults: chat.toml in the config folder (specllama.dirs: ~/.config/specllama/ on Linux).
 
 Written by the settings screen when asked ("save as my defaults"), read when `specllama chat`
 starts; options given on the command line win over it. TOML is written by hand (the stdlib reads
@@ -8,10 +8,10 @@ TOML but does not write it); the values are a few numbers and strings.
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from pathlib import Path
 
+from specllama.dirs import config_dir
 from specllama.errors import SpecllamaError
 from specllama.tui.settings import ChatSettings
 
@@ -23,8 +23,7 @@ class UserDefaultsError(SpecllamaError):
 
 
 def config_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
-    return Path(base) / "specllama" / "chat.toml"
+    return config_dir() / "chat.toml"
 
 
 def load(path: Path | None = None) -> dict:
