@@ -104,3 +104,20 @@ def test_a_curve_timed_on_a_busy_machine_is_neither_trusted_nor_cached(tmp_path,
     good = CostCurve(0.05, [1.0, 1.5, 2.1, 2.4], None, 256, 3)
     cost_cache.save(key, good)
     assert cost_cache.load_cached(key) == good
+
+
+def test_a_rarely_seen_row_count_forgets_a_bad_first_impression():
+    """A warm-up's slow first decodes priced 2-row steps out; nothing drafted, so nothing timed
+    them again. A few old samples expire and the estimate turns optimistic, so one is tried."""
+    from specllama.decoding.cost.online import STALE_STEPS
+
+    costs = fed(StepCosts(), lambda rows: 0.05, [1] * 5)
+    costs.record_step(2, 0.09)  # a page-faulting first batch: 1.8x
+    costs.record_step(2, 0.09)
+    assert costs.ratio(2) == pytest.approx(1.8)
+    fed(costs, lambda rows: 0.05, [1] * STALE_STEPS)
+    assert costs.ratio(2) == pytest.approx(1.8)  # not yet
+    fed(costs, lambda rows: 0.05, [1])
+    assert costs.ratio(2) == pytest.approx(generic_ratio(2))  # forgotten: tried again
+    well_known = fed(StepCosts(), lambda rows: 0.05 * (1 + 0.8 * (rows - 1)), [1, 2] * 4 + [1] * (STALE_STEPS + 5))
+    assert well_known.ratio(2) == pytest.approx(1.8)  # many samples stand

@@ -35,6 +35,15 @@ PRIOR_SAMPLES = 1  # a prior value counts as this many samples until more real o
 # compute-bound 2-core CPU (0.5-0.7). Confident suffix drafts get tried, teaching the real slope.
 GENERIC_SLOPE = 0.35
 MAX_SLOPE = 1.0  # one more row never costs more than a whole one-row step
+# A row count seen only a few times and not for a while forgets those samples: the first decodes of
+# a process (page faults) or a moment of contention could otherwise price it out for good, since
+# the planner never chooses what looks dear and so never times it again. Measured: a benchmark's
+# warm-up left T(2)/T(1) at 1.80 and T(3) at 3.26 (1.52 and ~2.0 in steady steps), and `auto` then
+# drafted nothing in 72 runs.
+# Each time a count is forgotten it waits twice as long to be forgotten again, and a forgotten
+# count is priced on the generic shape, not the prior (which may be what misled in the first place).
+FEW_SAMPLES = 4
+STALE_STEPS = 64
 MIN_SLOPE = 0.02  # nor nothing
 
 
@@ -57,6 +66,8 @@ class StepCosts:
     prior: Prior = field(default_factory=Prior)
     window: int = WINDOW
     target: dict[int, deque] = field(default_factory=dict)  # rows -> recent step seconds
+    last_seen: dict[int, int] = field(default_factory=dict)  # rows -> the step it was last timed at
+    forgotten: dict[int, int] = field(default_factory=dict)  # rows -> how often its samples expired
     draft: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # recent draft-decode seconds
     steps: int = 0
     last_t1_step: int = -1  # when T(1) was last observed (a plain step): the planner probes when it is stale
@@ -78,8 +89,13 @@ class StepCosts:
         self.steps += 1
         self._memo.clear()
         self.target.setdefault(rows, deque(maxlen=self.window)).append(seconds)
+        self.last_seen[rows] = self.steps
         if rows == 1:
             self.last_t1_step = self.steps
+        for n in [n for n, samples in self.target.items() if n != 1 and len(samples) < FEW_SAMPLES
+                  and self.steps - self.last_seen[n] > STALE_STEPS << self.forgotten.get(n, 0)]:
+            del self.target[n]  # estimated again as unseen: optimistic, so it is timed again
+            self.forgotten[n] = self.forgotten.get(n, 0) + 1
 
     def record_draft(self, decodes: int, seconds: float) -> None:
         """The draft model spent `seconds` on `decodes` decodes (draft positions) this step."""
@@ -145,8 +161,9 @@ class StepCosts:
         if not any(n > 1 and n != rows for n in self.target):
             # No other batch timed yet: the more optimistic of the prior and the generic shape, so
             # a startup curve claiming batches are dear (measured on a busy machine, or a bare
-            # benchmark) cannot stop every draft, and so every chance to learn better.
-            return min(prior, generic_ratio(rows))
+            # benchmark) cannot stop every draft, and so every chance to learn better. Once
+            # batches were timed and forgotten, the generic shape alone.
+            return generic_ratio(rows) if self.forgotten else min(prior, generic_ratio(rows))
         return self._between_observed(rows, t1)
 
     def draft_ratio(self) -> float | None:
