@@ -159,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_arguments(bench)
     add_model_options(bench)
 
+    from specllama.cli.cmd_serve import add_serve_parser
+    add_serve_parser(sub)
+
     costs = sub.add_parser("costs", help="this machine's measured costs: why speculation is or is not faster")
     costs.add_argument("--remeasure", action="store_true", help="measure again even if a cached curve exists")
     costs.add_argument("--drafter", choices=("model", "suffix"), type=drafter_name, default="model",
@@ -203,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bench":
             from specllama.cli.cmd_bench import cmd_bench
             return cmd_bench(args)
+        if args.command == "serve":
+            from specllama.cli.cmd_serve import cmd_serve
+            return cmd_serve(args)
         if args.command == "costs":
             from specllama.cli.cmd_costs import cmd_costs
             return cmd_costs(args)
