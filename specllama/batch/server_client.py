@@ -66,6 +66,11 @@ class ServerReply:
     tokens_per_s: float
     drafted: int | None  # llama.cpp timings.draft_n, when the server speculates
     accepted: int | None
+    # specllama serve's "speculation" block (other servers send none): target decodes, and drafts
+    # and acceptances per drafter, so its records read like a local batch's.
+    steps: int | None = None
+    drafted_by: dict[str, int] | None = None
+    accepted_by: dict[str, int] | None = None
 
 
 def base_url(url: str) -> tuple[str, str, int, str]:
@@ -121,9 +126,12 @@ def parse_chat_reply(status: int, headers: dict[str, str], data: bytes, seconds:
     per_s = timings.get("predicted_per_second")
     if not isinstance(per_s, (int, float)) or isinstance(per_s, bool) or per_s <= 0:
         per_s = tokens / seconds if seconds > 0 else 0.0
+    spec = obj.get("speculation") if isinstance(obj.get("speculation"), dict) else {}
     return ServerReply(text=text, finish_reason=choice.get("finish_reason"), tokens=tokens,
                        prompt_tokens=_int(usage.get("prompt_tokens")), seconds=seconds, tokens_per_s=float(per_s),
-                       drafted=_int(timings.get("draft_n")), accepted=_int(timings.get("draft_n_accepted")))
+                       drafted=_int(timings.get("draft_n")), accepted=_int(timings.get("draft_n_accepted")),
+                       steps=_int(spec.get("steps")), drafted_by=_counts(spec.get("drafted_by")),
+                       accepted_by=_counts(spec.get("accepted_by")))
 
 
 def http_error(status: int, headers: dict[str, str], data: bytes) -> ServerError:
@@ -235,6 +243,13 @@ def _snippet(data: bytes, limit: int = 200) -> str:
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _counts(value: object) -> dict[str, int] | None:
+    """A {source: count} object, or None when absent or not that shape."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) and _int(v) is not None for k, v in value.items()):
+        return None
+    return dict(value)
 
 
 def discover(client: ServerClient) -> tuple[str | None, int | None]:
