@@ -30,7 +30,9 @@ class DrainingServer(uvicorn.Server):
 
     def handle_exit(self, sig, frame) -> None:
         super().handle_exit(sig, frame)
-        self._captured_signals.clear()  # stopped on request: exit 0, do not die of the signal afterwards
+        captured = getattr(self, "_captured_signals", None)  # uvicorn >= 0.29 re-raises what it captured
+        if isinstance(captured, list):
+            captured.clear()  # stopped on request: exit 0, do not die of the signal afterwards
 
     async def shutdown(self, sockets=None) -> None:
         self.state.draining = True
