@@ -27,6 +27,9 @@ def server(tiny_models, tmp_path_factory):
 def test_models_health_and_props(server):
     models = server.client().models.list()
     assert [m.id for m in models.data] == ["a"]
+    assert server.client().models.retrieve("a").id == "a"
+    with pytest.raises(openai.NotFoundError):
+        server.client().models.retrieve("b")
     status, _, data = server.request("GET", "/health", auth=False)  # open without the key
     assert status == 200 and json.loads(data)["status"] == "ok" and json.loads(data)["slots"] == 4
     status, _, data = server.get("/props")

@@ -55,6 +55,8 @@ def create_app(state: ServerState, api_key: str | None = None) -> Starlette:
         Route("/v1/chat/completions", _handler(state, chat=True), methods=["POST"]),
         Route("/v1/completions", _handler(state, chat=False), methods=["POST"]),
         Route("/v1/models", lambda request: JSONResponse(_models(state)), methods=["GET"]),
+        Route("/v1/models/{model_id:path}", lambda request: _model(state, request.path_params["model_id"]),
+              methods=["GET"]),
         Route("/health", lambda request: _health(state), methods=["GET"]),
         Route("/v1/health", lambda request: _health(state), methods=["GET"]),
         Route("/props", lambda request: JSONResponse(_props(state)), methods=["GET"]),
@@ -236,6 +238,11 @@ def _models(state: ServerState) -> dict:
     return {"object": "list", "data": [{"id": served.name, "object": "model", "created": int(state.started),
                                         "owned_by": "specllama",
                                         "meta": {"n_ctx": served.n_ctx, "drafters": list(served.drafters)}}]}
+
+
+def _model(state: ServerState, model_id: str) -> Response:
+    state.served.check_model({"model": model_id})  # 404 for another name
+    return JSONResponse(_models(state)["data"][0])
 
 
 def _props(state: ServerState) -> dict:
