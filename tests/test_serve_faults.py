@@ -97,15 +97,31 @@ def test_a_full_queue_answers_503_with_retry_after(tiny_models, tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_ends_streams_cleanly_and_exits_0(tiny_models, tmp_path, sig):
+    """A running stream ends with an error event and [DONE] (the client raises, it does not hang),
+    a running whole request gets 503 (batch --server retries it elsewhere), the process exits 0."""
     live = tiny_server(tiny_models, tmp_path, "--parallel", "2")
     stream = long_stream(live)
     chunks = iter(stream)
     next(chunks)
+    whole = {}
+
+    def ask_whole():
+        try:
+            live.client().chat.completions.create(model="a", messages=[{"role": "user", "content": "Go on."}],
+                                                  max_tokens=LONG)
+        except openai.APIStatusError as e:
+            whole["status"] = e.status_code
+
+    thread = threading.Thread(target=ask_whole)
+    thread.start()
+    wait_for(lambda: live.metrics()["specllama_requests_active"] == 2, what="both requests running")
     started = time.monotonic()
     live.proc.send_signal(sig)
     with pytest.raises(openai.APIError, match="shutting down"):
         for _ in chunks:  # the rest of the stream, up to the server's closing error event
             pass
+    thread.join(15)
+    assert whole == {"status": 503}
     assert live.stop(timeout=15) == 0
     assert time.monotonic() - started < 15
     stderr = live.stderr()
