@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import platform
+import signal
 import socket
 import statistics
 import subprocess
@@ -54,17 +55,24 @@ class Server:
         self.url = f"http://127.0.0.1:{port}"
         env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "PYTHONPATH": str(REPO)}
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log.open("ab"))
+        try:
+            self._wait_ready(log)
+        except BaseException:  # interrupted while it starts: leave no server behind
+            self.stop()
+            raise
+
+    def _wait_ready(self, log: Path) -> None:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise SystemExit(f"{name} exited: see {log}")
+                raise SystemExit(f"{self.name} exited: see {log}")
             try:
                 with urllib.request.urlopen(self.url + "/v1/models", timeout=2) as r:
                     self.model = json.loads(r.read())["data"][0]["id"]
                     return
             except OSError:
                 time.sleep(0.2)
-        raise SystemExit(f"{name} did not start: see {log}")
+        raise SystemExit(f"{self.name} did not start: see {log}")
 
     def props(self) -> dict:
         try:
@@ -239,6 +247,7 @@ async def replay(server: Server, sessions: dict, drafter: str, max_tokens: int) 
 
 def agentic(args, logs: Path) -> list[dict]:
     sessions = json.loads((REPO / "bench" / "agent_sessions.json").read_text())
+    sessions["sessions"] = sessions["sessions"][:args.sessions]
     runs = []
     for r in range(args.rounds):
         for drafter in (("auto", "none") if r % 2 == 0 else ("none", "auto")):
@@ -285,7 +294,8 @@ def report(runs: list[dict], args, target: Path) -> str:
                   f"(goal < 2x); slots {r.get('slots')}", ""]
     ag = [r for r in runs if r["part"] == "agentic"]
     if ag:
-        lines += ["## Agentic replay (bench/agent_sessions.json, one agent, sessions in turn)", "",
+        lines += [f"## Agentic replay (the first {args.sessions} sessions of bench/agent_sessions.json, one agent, "
+                  "sessions in turn)", "",
                   "| round | drafter | seconds | tokens | tokens/s | drafts accepted (by source) | prompt tokens cached |",
                   "|---|---|---|---|---|---|---|"]
         for r in ag:
@@ -317,22 +327,30 @@ def main() -> int:
     p.add_argument("--max-tokens", type=int, default=32, help="per request in the throughput part")
     p.add_argument("--agent-max-tokens", type=int, default=600)
     p.add_argument("--latency-repeats", type=int, default=5)
+    p.add_argument("--sessions", type=int, default=3, help="replay the first N sessions of bench/agent_sessions.json")
     p.add_argument("--target", default="qwen2.5-coder-1.5b", help="llama-cpp-python's model (the default pair's target)")
     p.add_argument("--out", help="write OUT.md (report) and OUT.json (every run)")
     p.add_argument("specllama_args", nargs="*", help="more options for specllama serve (after --)")
     args = p.parse_args()
+    # Stopped by SIGTERM, or SIGINT where a background shell ignored it: the servers are stopped and
+    # the parts that finished are reported.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     parts = {"throughput", "latency", "agentic"} if args.parts == "all" else set(args.parts.split(","))
     target = Path(args.target) if Path(args.target).is_file() else store.ensure(load_registry().model(args.target))
     logs = Path("/tmp") / f"bench_serve_logs_{os.getpid()}"
     logs.mkdir(parents=True, exist_ok=True)
     print(f"bench_serve: logs in {logs}", flush=True)
     runs: list[dict] = []
-    if "latency" in parts:
-        runs += latency(args, logs)
-    if "throughput" in parts:
-        runs += throughput(args, target, logs)
-    if "agentic" in parts:
-        runs += agentic(args, logs)
+    try:
+        if "latency" in parts:
+            runs += latency(args, logs)
+        if "throughput" in parts:
+            runs += throughput(args, target, logs)
+        if "agentic" in parts:
+            runs += agentic(args, logs)
+    except KeyboardInterrupt:  # a part cut short: the report covers the parts that finished
+        print("bench_serve: interrupted; reporting the parts that finished", flush=True)
     text = report(runs, args, target)
     print(text)
     if args.out:
