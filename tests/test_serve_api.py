@@ -183,6 +183,16 @@ def test_a_prompt_longer_than_the_context_is_400(server):
         server.client().completions.create(model="a", prompt="word " * 2000)
 
 
+def test_completions_take_token_ids_within_the_vocabulary(server):
+    client = server.client()
+    ids = client.completions.create(model="a", prompt=[9707, 11, 1879], max_tokens=4, temperature=0)
+    assert ids.usage.prompt_tokens == 3
+    for bad in ([10**9], [-1], [], [[1, 2]]):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(model="a", prompt=bad, max_tokens=4)
+        assert e.value.body["param"] == "prompt"
+
+
 def test_wrong_or_missing_api_key_is_401(server):
     status, error, _ = _error(server.request("GET", "/v1/models", auth=False))
     assert status == 401 and error["code"] == "invalid_api_key"

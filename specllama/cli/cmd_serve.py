@@ -85,7 +85,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             name = args.alias or runtime.target_path.stem
             served = ServedModel(name=name, aliases=frozenset({runtime.target_path.name, runtime.target_name}),
                                  n_ctx=runtime.context_use()[1], defaults=defaults,
-                                 default_max_tokens=default_max_tokens, drafters=runtime.drafters)
+                                 default_max_tokens=default_max_tokens, drafters=runtime.drafters,
+                                 n_vocab=runtime.target_model.n_vocab)
             metrics = Metrics(runtime.parallelism)
             state = ServerState(runtime, EngineWorker(runtime, args.queue, metrics), served, metrics, args.max_body)
             host, port = sock.getsockname()[:2]

@@ -44,6 +44,7 @@ class ServedModel:
     defaults: GenerationConfig
     default_max_tokens: int | None  # None: until the context is full (serve's default)
     drafters: tuple[str, ...]  # what a request may name
+    n_vocab: int = 0  # token ids a raw prompt may hold: 0 to n_vocab - 1
 
     def check_model(self, body: dict) -> None:
         model = body.get("model")
@@ -81,11 +82,11 @@ def parse_completion(body: object, served: ServedModel, tokenize_text) -> Job:
         if not prompt:
             raise invalid("'prompt' is empty", "prompt")
         tokens = tokenize_text(prompt)
-    elif isinstance(prompt, list) and prompt and all(_is_int(t) and t >= 0 for t in prompt):
+    elif isinstance(prompt, list) and prompt and all(_is_int(t) and 0 <= t < served.n_vocab for t in prompt):
         tokens = list(prompt)
     else:
-        raise invalid("'prompt' must be a string, a list of one string, or a list of token ids "
-                      "(several prompts in one request are not supported)", "prompt")
+        raise invalid("'prompt' must be a string, a list of one string, or a list of token ids from 0 to "
+                      f"{served.n_vocab - 1} (several prompts in one request are not supported)", "prompt")
     return _job(body, served, tokens)
 
 
