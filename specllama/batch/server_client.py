@@ -66,8 +66,8 @@ class ServerReply:
     tokens_per_s: float
     drafted: int | None  # llama.cpp timings.draft_n, when the server speculates
     accepted: int | None
-    # specllama serve's "speculation" block (other servers send none): target decodes, and drafts
-    # and acceptances per drafter, so its records read like a local batch's.
+    # specllama serve's "speculation" block (other servers send none; batch/serve_reply.py): target
+    # decodes, and drafts and acceptances per drafter, so its records read like a local batch's.
     steps: int | None = None
     drafted_by: dict[str, int] | None = None
     accepted_by: dict[str, int] | None = None
@@ -126,12 +126,9 @@ def parse_chat_reply(status: int, headers: dict[str, str], data: bytes, seconds:
     per_s = timings.get("predicted_per_second")
     if not isinstance(per_s, (int, float)) or isinstance(per_s, bool) or per_s <= 0:
         per_s = tokens / seconds if seconds > 0 else 0.0
-    spec = obj.get("speculation") if isinstance(obj.get("speculation"), dict) else {}
     return ServerReply(text=text, finish_reason=choice.get("finish_reason"), tokens=tokens,
                        prompt_tokens=_int(usage.get("prompt_tokens")), seconds=seconds, tokens_per_s=float(per_s),
-                       drafted=_int(timings.get("draft_n")), accepted=_int(timings.get("draft_n_accepted")),
-                       steps=_int(spec.get("steps")), drafted_by=_counts(spec.get("drafted_by")),
-                       accepted_by=_counts(spec.get("accepted_by")))
+                       drafted=_int(timings.get("draft_n")), accepted=_int(timings.get("draft_n_accepted")))
 
 
 def http_error(status: int, headers: dict[str, str], data: bytes) -> ServerError:
@@ -173,7 +170,8 @@ class ServerClient:
     def chat(self, body: dict) -> ServerReply:
         started = time.monotonic()
         status, headers, data = self.request("POST", "/v1/chat/completions", json.dumps(body).encode())
-        return parse_chat_reply(status, headers, data, time.monotonic() - started)
+        from specllama.batch.serve_reply import with_speculation  # not at the top: it imports this module
+        return with_speculation(parse_chat_reply(status, headers, data, time.monotonic() - started), data)
 
     def get_json(self, path: str) -> object | None:
         """A GET whose JSON answer is optional information (None on 4xx or a body that is not JSON);
@@ -243,13 +241,6 @@ def _snippet(data: bytes, limit: int = 200) -> str:
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _counts(value: object) -> dict[str, int] | None:
-    """A {source: count} object, or None when absent or not that shape."""
-    if not isinstance(value, dict) or not all(isinstance(k, str) and _int(v) is not None for k, v in value.items()):
-        return None
-    return dict(value)
 
 
 def discover(client: ServerClient) -> tuple[str | None, int | None]:
