@@ -13,25 +13,34 @@ DEFAULT_QUEUE = 64
 DEFAULT_MAX_BODY = 8 * 1024 * 1024  # an agent's whole conversation with a few files in it fits many times over
 
 
-def add_serve_parser(sub) -> None:
-    from specllama.cli.main import add_engine_options, add_model_options
+HELP = "an OpenAI-compatible HTTP server (chat/completions, completions, models)"
+DESCRIPTION = ("One engine for every client: requests are decoded together (continuous batching), re-sent "
+               "conversations reuse a slot's cache, and the suffix drafter drafts from every earlier answer. "
+               "Sampling, drafter and --max-tokens options set the defaults of requests that do not say (no "
+               "--max-tokens: the rest of the context). See docs/serve.md.")
 
-    p = sub.add_parser("serve", help="an OpenAI-compatible HTTP server (chat/completions, completions, models)",
-                       description="One engine for every client: requests are decoded together (continuous "
-                                   "batching), re-sent conversations reuse a slot's cache, and the suffix drafter "
-                                   "drafts from every earlier answer. Sampling, drafter and --max-tokens options "
-                                   "set the defaults of requests that do not say (no --max-tokens: the rest of the "
-                                   "context). See docs/serve.md.")
+
+def cli_helpers():
+    """The shared option builders: specllama/cli/arguments.py since the CLI's reorganisation on
+    main, cli/main.py before it (this branch's base); the lead can drop the fallback at merge."""
+    try:
+        from specllama.cli import arguments as helpers
+    except ImportError:
+        from specllama.cli import main as helpers
+    return helpers
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    helpers = cli_helpers()
     _add_server_arguments(p)
-    add_model_options(p)
-    add_engine_options(p)
+    helpers.add_model_options(p)
+    helpers.add_engine_options(p)
     # A client that names no max_tokens gets the rest of the context, as from llama-server.
     p.set_defaults(max_tokens=None)
 
 
 def _add_server_arguments(p: argparse.ArgumentParser) -> None:
-    from specllama.cli.main import at_least_one, parallel_count
-
+    at_least_one, parallel_count = cli_helpers().at_least_one, cli_helpers().parallel_count
     g = p.add_argument_group("server")
     g.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 for every interface)")
@@ -59,8 +68,11 @@ def _port(text: str) -> int:
     return port
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from specllama.cli.cmd_batch import sigterm_as_interrupt
+def run(args: argparse.Namespace) -> int:
+    try:  # moved to cli/batch_common.py on main
+        from specllama.cli.batch_common import sigterm_as_interrupt
+    except ImportError:
+        from specllama.cli.cmd_batch import sigterm_as_interrupt
     from specllama.cli.cmd_chat import chat_load_options
     from specllama.cli.options import generation_config
     from specllama.cli.progress import download_bar

@@ -159,8 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_arguments(bench)
     add_model_options(bench)
 
-    from specllama.cli.cmd_serve import add_serve_parser
-    add_serve_parser(sub)
+    from specllama.cli import cmd_serve
+    cmd_serve.add_arguments(sub.add_parser("serve", help=cmd_serve.HELP, description=cmd_serve.DESCRIPTION))
 
     costs = sub.add_parser("costs", help="this machine's measured costs: why speculation is or is not faster")
     costs.add_argument("--remeasure", action="store_true", help="measure again even if a cached curve exists")
@@ -207,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
             from specllama.cli.cmd_bench import cmd_bench
             return cmd_bench(args)
         if args.command == "serve":
-            from specllama.cli.cmd_serve import cmd_serve
-            return cmd_serve(args)
+            from specllama.cli import cmd_serve
+            return cmd_serve.run(args)
         if args.command == "costs":
             from specllama.cli.cmd_costs import cmd_costs
             return cmd_costs(args)
