@@ -315,8 +315,15 @@ class Runtime:
         near-ties); nothing else should decode in it behind the engine's back."""
         return self.target_ctx
 
-    def cancel(self) -> None:
-        self.engine.cancel()
+    def cancel(self, tag: Hashable = None) -> None:
+        """Stop generating after the current step (from any thread): everything, or one request of
+        run_many's (its tag)."""
+        self.engine.cancel(tag)
+
+    def check(self, request: Request) -> None:
+        """Refuse a request that cannot run (a prompt longer than the context, a drafter not
+        loaded) before it is queued."""
+        self.engine.check(request)
 
     def reset(self) -> None:
         self.engine.reset()

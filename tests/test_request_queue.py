@@ -53,3 +53,20 @@ def test_an_idle_engine_waits_for_the_first_request():
     timer.start()
     events = list(engine.run_many(queue, parallel=2))
     assert [type(e) for _, e in events].count(DoneEvent) == 1
+
+
+def test_a_cancelled_request_is_forgotten_once_its_slot_is_free():
+    """A server cancels by tag for as long as it runs: the engine keeps no tag after the request ends."""
+    config = GenerationConfig(drafter="none", max_tokens=50)
+    engine, queue = model_engine(2), RequestQueue()
+    for tag in ("a", "b"):
+        queue.put(Request(PROMPTS[0], config, tag=tag))
+    queue.close()
+    ends = {}
+    for tag, event in engine.run_many(queue, parallel=2):
+        if isinstance(event, TokenEvent) and tag == "a":
+            engine.cancel("a")
+        elif isinstance(event, DoneEvent):
+            ends[tag] = event.summary.finish_reason
+    assert ends == {"a": "cancelled", "b": "length"}
+    assert not engine._cancel_tags

@@ -70,8 +70,13 @@ class RemoteReport:
 
 def make_remote_record(item: PromptItem, reply: ServerReply, server: str) -> dict:
     """The local record's fields (batch/local.make_record) plus the server and its draft counts.
-    mean_accepted needs the number of target decodes, which no server reports: null."""
+    mean_accepted needs the number of target decodes, which only specllama serve reports (null from
+    other servers); drafted_by / accepted_by, per drafter, likewise appear only from it."""
     acceptance = reply.accepted / reply.drafted if reply.drafted and reply.accepted is not None else None
+    mean_accepted = (round((reply.accepted + reply.steps) / reply.steps, 3)
+                     if reply.steps and reply.accepted is not None else None)
+    per_source = ({"drafted_by": reply.drafted_by, "accepted_by": reply.accepted_by or {}}
+                  if reply.drafted_by is not None else {})
     return {
         "id": item.id,
         "prompt": item.prompt,
@@ -79,13 +84,14 @@ def make_remote_record(item: PromptItem, reply: ServerReply, server: str) -> dic
         "tokens": reply.tokens,
         "tokens_per_s": round(reply.tokens_per_s, 3),
         "acceptance": acceptance,
-        "mean_accepted": None,
+        "mean_accepted": mean_accepted,
         "finish_reason": reply.finish_reason,
         "prompt_tokens": reply.prompt_tokens,
         "seconds": round(reply.seconds, 3),
         "server": server,
         "drafted": reply.drafted,
         "accepted": reply.accepted,
+        **per_source,
     }
 
 

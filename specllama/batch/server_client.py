@@ -78,6 +78,11 @@ class ServerReply:
     tokens_per_s: float
     drafted: int | None  # llama.cpp timings.draft_n, when the server speculates
     accepted: int | None
+    # specllama serve's "speculation" block (other servers send none; batch/serve_reply.py): target
+    # decodes, and drafts and acceptances per drafter, so its records read like a local batch's.
+    steps: int | None = None
+    drafted_by: dict[str, int] | None = None
+    accepted_by: dict[str, int] | None = None
 
 
 def base_url(url: str) -> tuple[str, str, int, str]:
@@ -198,7 +203,8 @@ class ServerClient:
     def chat(self, body: dict) -> ServerReply:
         started = time.monotonic()
         status, headers, data = self.request("POST", "/v1/chat/completions", json.dumps(body).encode())
-        return parse_chat_reply(status, headers, data, time.monotonic() - started)
+        from specllama.batch.serve_reply import with_speculation  # not at the top: it imports this module
+        return with_speculation(parse_chat_reply(status, headers, data, time.monotonic() - started), data)
 
     def get_json(self, path: str) -> object | None:
         """A GET whose JSON answer is optional information (None on 4xx or a body that is not JSON);

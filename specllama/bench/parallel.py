@@ -11,9 +11,7 @@ against the decode time measured.
 
 from __future__ import annotations
 
-import resource
 import statistics
-import sys
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -116,9 +114,3 @@ def summarize(runs: Sequence[ParallelRun], ratio: Ratio | None, labels: dict[int
                                    statistics.median(checks) if checks else None,
                                    statistics.median(r.latency_median_s for r in mine), len(mine)))
     return out
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory (ru_maxrss is KiB on Linux, bytes on macOS)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024

@@ -33,13 +33,13 @@ def parse_levels(text: str) -> list[int | str]:
 def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
     from dataclasses import asdict, replace
 
-    from specllama.bench.parallel import peak_rss_mb, run_parallel_bench, summarize
+    from specllama.bench.parallel import run_parallel_bench, summarize
     from specllama.cli.options import load_options
     from specllama.cli.progress import bench_progress, download_bar
     from specllama.decoding.engine import GenerationConfig
     from specllama.decoding.request import PARALLEL_AUTO_MAX
     from specllama.decoding.sampling import SamplingParams
-    from specllama.llama.machine import machine_info
+    from specllama.llama.machine import machine_info, peak_rss_bytes
     from specllama.runtime import Runtime
 
     levels = parse_levels(args.parallel)
@@ -61,10 +61,11 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
         machine = machine_info(runtime.threads, runtime.threads_batch, placement=runtime.placement,
                                gpu_layers=runtime.gpu_layers)
         models = {"target": runtime.target_path.name}
-        rss = peak_rss_mb()
+        peak = peak_rss_bytes()  # None on Windows (no getrusage)
+        rss = peak / (1 << 20) if peak is not None else None
         doc = {"kind": "parallel", "machine": machine, "models": models, "slots": slots,
                "n_ctx_per_sequence": runtime.context_use()[1], "max_tokens": args.max_tokens, "rounds": args.repeat,
-               "prompts_file": str(args.prompts), "peak_rss_mb": round(rss, 1),
+               "prompts_file": str(args.prompts), "peak_rss_mb": round(rss, 1) if rss is not None else None,
                "costs": runtime.costs.snapshot(),
                "summaries": [asdict(s) for s in summaries], "runs": [asdict(r) for r in runs]}
     text = table(summaries, machine, models, rss, slots, args)
@@ -78,13 +79,13 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
     return 1 if any(r.failed for r in runs) else 0
 
 
-def table(summaries, machine: dict, models: dict, rss: float, slots: int, args) -> str:
+def table(summaries, machine: dict, models: dict, rss: float | None, slots: int, args) -> str:
     def pct(x):
         return f"{x:.2f}x" if x is not None else "-"
 
     lines = [f"machine: {machine.get('cpu', '?')}, {machine.get('threads')} threads, {machine.get('placement')}; "
              f"target {models['target']}; {args.max_tokens} tokens a prompt, {args.repeat} round(s), "
-             f"{slots} cache sequences; peak RSS {rss:.0f} MB",
+             f"{slots} cache sequences; peak RSS " + (f"{rss:.0f} MB" if rss is not None else "not known here"),
              "",
              "| prompts at once | job tokens/s (median) | vs 1 at a time (median of rounds) | predicted N/T(N) "
              "| decode time / curve's prediction | median prompt latency |",

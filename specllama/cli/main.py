@@ -13,7 +13,7 @@ import sys
 
 from specllama.batch.server_client import ServerUrlError
 from specllama.bench.configs import BenchConfigError
-from specllama.cli import cmd_batch, cmd_bench, cmd_chat, cmd_completion, cmd_costs, cmd_models, cmd_run
+from specllama.cli import cmd_batch, cmd_bench, cmd_chat, cmd_completion, cmd_costs, cmd_models, cmd_run, cmd_serve
 from specllama.cli.arguments import EXIT_CODES_TEXT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, HelpFormatter
 from specllama.cli.output import StdoutClosedError, quiet_stdout
 from specllama.cli.version import VersionAction
@@ -25,6 +25,7 @@ COMMANDS = {
     "run": cmd_run,
     "batch": cmd_batch,
     "bench": cmd_bench,
+    "serve": cmd_serve,
     "costs": cmd_costs,
     "models": cmd_models,
     "completion": cmd_completion,

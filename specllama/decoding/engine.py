@@ -239,6 +239,7 @@ class Engine:
                              StopMatcher(config.stop), time.perf_counter())
 
     def _release(self, seq: SequenceState, free: list[int], clean: bool) -> None:
+        self._cancel_tags.discard(seq.tag)  # a server's tags are never reused: do not keep them all
         seq.drafter.finish(seq.slot, seq.committed)
         if clean:
             self.target.clear(seq.slot)

@@ -1,0 +1,375 @@
+"""Benchmark `specllama serve` (issue 21) with the official openai client, three parts:
+
+  throughput  aggregate tokens/s for 1, 4 and 16 concurrent clients, specllama serve (default
+              drafter auto) against llama-cpp-python's own server on the same target file;
+  latency     time to the first token of a short streamed request, idle and while 3 others stream;
+  agentic     bench/agent_sessions.json replayed as an agent sends it (each request re-sends the whole
+              conversation and asks for the whole file back), drafter auto against none (plain).
+
+Every measurement of specllama starts a fresh server, so no run drafts from another run's answers
+(the suffix drafter's history lives as long as the server). Runs are interleaved (A B, then B A),
+greedy, with the same threads for both servers; the report gives each run and the ratio of medians.
+
+  flock /tmp/specllama-heavy.lock .venv/bin/python scripts/bench_serve.py --parts all --out bench/measured/NAME
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import openai
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from specllama.llama.machine import cpu_model  # noqa: E402
+from specllama.models import store  # noqa: E402
+from specllama.models.registry import load_registry  # noqa: E402
+
+LEVELS = (1, 4, 16)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A server subprocess on 127.0.0.1, ready once GET /v1/models answers."""
+
+    def __init__(self, name: str, cmd: list[str], port: int, log: Path):
+        self.name, self.port = name, port
+        self.url = f"http://127.0.0.1:{port}"
+        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "PYTHONPATH": str(REPO)}
+        self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log.open("ab"))
+        try:
+            self._wait_ready(log)
+        except BaseException:  # interrupted while it starts: leave no server behind
+            self.stop()
+            raise
+
+    def _wait_ready(self, log: Path) -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{self.name} exited: see {log}")
+            try:
+                with urllib.request.urlopen(self.url + "/v1/models", timeout=2) as r:
+                    self.model = json.loads(r.read())["data"][0]["id"]
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise SystemExit(f"{self.name} did not start: see {log}")
+
+    def props(self) -> dict:
+        try:
+            with urllib.request.urlopen(self.url + "/props", timeout=5) as r:
+                return json.loads(r.read())
+        except OSError:
+            return {}
+
+    def client(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.url + "/v1", api_key="none", max_retries=0, timeout=1200)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def specllama_server(args, log: Path) -> Server:
+    port = free_port()
+    cmd = [sys.executable, "-m", "specllama", "serve", "--port", str(port), "--threads", str(args.threads),
+           "--ctx", str(args.ctx), "--parallel", args.parallel, *args.specllama_args]
+    return Server("specllama serve", cmd, port, log)
+
+
+def llama_cpp_server(args, target: Path, log: Path) -> Server:
+    port = free_port()
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(target), "--host", "127.0.0.1", "--port", str(port),
+           "--n_ctx", str(args.ctx), "--n_threads", str(args.threads), "--n_threads_batch", str(args.threads)]
+    return Server("llama-cpp-python server", cmd, port, log)
+
+
+# --- throughput ------------------------------------------------------------------------------------
+
+def code_prompts() -> list[str]:
+    lines = (REPO / "bench" / "prompts.jsonl").read_text().splitlines()
+    return [json.loads(line)["prompt"] for line in lines if line.strip()]
+
+
+async def run_clients(server: Server, prompts: list[str], clients: int, max_tokens: int) -> dict:
+    """Every prompt once, `clients` at a time; aggregate completion tokens / wall time."""
+    sem = asyncio.Semaphore(clients)
+    async with server.client() as client:
+        async def one(prompt: str):
+            async with sem:
+                return await client.chat.completions.create(
+                    model=server.model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
+                    temperature=0)
+
+        started = time.perf_counter()
+        replies = await asyncio.gather(*(one(p) for p in prompts))
+        wall = time.perf_counter() - started
+    tokens = sum(r.usage.completion_tokens for r in replies)
+    return {"requests": len(prompts), "tokens": tokens, "seconds": round(wall, 3), "tokens_per_s": round(tokens / wall, 3)}
+
+
+def throughput(args, target: Path, logs: Path) -> list[dict]:
+    prompts = code_prompts()
+    runs = []
+    llama = llama_cpp_server(args, target, logs / "llama_cpp_server.log")
+    try:
+        for r in range(args.rounds):
+            for level in LEVELS:
+                batch = [f"{prompts[i % len(prompts)]} (request {r}-{level}-{i})" for i in range(max(level, 8))]
+                order = ("specllama", "llama-cpp") if (r + LEVELS.index(level)) % 2 == 0 else ("llama-cpp", "specllama")
+                for name in order:
+                    if name == "specllama":
+                        server = specllama_server(args, logs / "specllama_serve.log")  # fresh: no history
+                        try:
+                            result = asyncio.run(run_clients(server, batch, level, args.max_tokens))
+                            result["slots"] = server.props().get("total_slots")
+                        finally:
+                            server.stop()
+                    else:
+                        result = asyncio.run(run_clients(llama, batch, level, args.max_tokens))
+                    runs.append({"part": "throughput", "server": name, "clients": level, "round": r, **result})
+                    print(f"  throughput round {r} {level:>2} clients {name:<10} {result['tokens_per_s']:7.2f} tok/s "
+                          f"({result['tokens']} tokens, {result['seconds']:.1f} s)", flush=True)
+    finally:
+        llama.stop()
+    return runs
+
+
+# --- latency ----------------------------------------------------------------------------------------
+
+async def first_token_seconds(client, model: str, prompt: str) -> float:
+    started = time.perf_counter()
+    stream = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
+                                                  max_tokens=8, temperature=0, stream=True)
+    seconds = None
+    async for chunk in stream:
+        if seconds is None and chunk.choices and chunk.choices[0].delta.content:
+            seconds = time.perf_counter() - started
+    return seconds if seconds is not None else time.perf_counter() - started
+
+
+async def latency_run(server: Server, repeats: int) -> dict:
+    prompts = code_prompts()
+    async with server.client() as client:
+        await first_token_seconds(client, server.model, "Say hello.")  # warm-up: the first decode allocates buffers
+        idle = [await first_token_seconds(client, server.model, f"Say hello to user number {i}.")
+                for i in range(repeats)]
+        started = asyncio.Event()
+        first_seen = [0]
+
+        async def long_stream(prompt: str):
+            stream = await client.chat.completions.create(model=server.model, messages=[{"role": "user", "content": prompt}],
+                                                          max_tokens=400, temperature=0, stream=True)
+            async for _ in stream:
+                first_seen[0] += 1
+                if first_seen[0] >= 3 * 2:
+                    started.set()
+                if stop_streams.is_set():
+                    await stream.close()
+                    return
+
+        stop_streams = asyncio.Event()
+        streams = [asyncio.ensure_future(long_stream(p)) for p in prompts[:3]]
+        await asyncio.wait_for(started.wait(), 300)
+        busy = [await first_token_seconds(client, server.model, f"Say goodbye to user number {i}.")
+                for i in range(repeats)]
+        stop_streams.set()
+        await asyncio.gather(*streams)
+    return {"idle": [round(s, 4) for s in idle], "busy": [round(s, 4) for s in busy],
+            "idle_median": round(statistics.median(idle), 4), "busy_median": round(statistics.median(busy), 4)}
+
+
+def latency(args, logs: Path) -> list[dict]:
+    server = specllama_server(args, logs / "specllama_serve.log")
+    try:
+        result = asyncio.run(latency_run(server, args.latency_repeats))
+        result["slots"] = server.props().get("total_slots")
+    finally:
+        server.stop()
+    print(f"  first token: idle median {result['idle_median'] * 1000:.0f} ms, while 3 stream "
+          f"{result['busy_median'] * 1000:.0f} ms ({result['busy_median'] / result['idle_median']:.2f}x)", flush=True)
+    return [{"part": "latency", **result}]
+
+
+# --- agentic replay ------------------------------------------------------------------------------------
+
+def mode_fields(mode: str) -> dict:
+    """A --modes entry as request fields: "auto", "none", or "suffix:k=4" (a drafter and its k)."""
+    drafter, _, k = mode.partition(":k=")
+    return {"drafter": drafter, **({"k": int(k)} if k else {})}
+
+
+async def replay(server: Server, sessions: dict, drafter: str, max_tokens: int) -> dict:
+    """Each session as an agent runs it: turn 1 sends the file and the first change; every next turn
+    re-sends everything so far (with the model's own answers) plus the next change."""
+    turns, texts = [], []
+    async with server.client() as client:
+        started = time.perf_counter()
+        for session in sessions["sessions"]:
+            messages = [{"role": "system", "content": sessions["system"]}]
+            for n, change in enumerate(session["turns"]):
+                ask = (f"{session['file']}:\n```python\n{session['content']}```\n\n{change}" if n == 0 else change)
+                messages.append({"role": "user", "content": ask})
+                t0 = time.perf_counter()
+                reply = await client.chat.completions.create(model=server.model, messages=messages, max_tokens=max_tokens,
+                                                             temperature=0, extra_body=mode_fields(drafter))
+                text = reply.choices[0].message.content
+                messages.append({"role": "assistant", "content": text})
+                spec = reply.model_extra["speculation"]
+                turns.append({"session": session["id"], "turn": n, "seconds": round(time.perf_counter() - t0, 3),
+                              "tokens": reply.usage.completion_tokens, "prompt_tokens": reply.usage.prompt_tokens,
+                              "cached_tokens": reply.usage.prompt_tokens_details.cached_tokens,
+                              "drafted_by": spec["drafted_by"], "accepted_by": spec["accepted_by"],
+                              "finish_reason": reply.choices[0].finish_reason})
+                texts.append(text)
+        wall = time.perf_counter() - started
+    tokens = sum(t["tokens"] for t in turns)
+    return {"seconds": round(wall, 3), "tokens": tokens, "tokens_per_s": round(tokens / wall, 3), "turns": turns,
+            "texts": texts}
+
+
+def agentic(args, logs: Path) -> list[dict]:
+    sessions = json.loads((REPO / "bench" / "agent_sessions.json").read_text())
+    sessions["sessions"] = sessions["sessions"][:args.sessions]
+    runs = []
+    for r in range(args.rounds):
+        modes = args.modes.split(",")
+        for drafter in (modes if r % 2 == 0 else modes[::-1]):
+            server = specllama_server(args, logs / "specllama_serve.log")  # fresh: no history, empty caches
+            try:
+                result = asyncio.run(replay(server, sessions, drafter, args.agent_max_tokens))
+            finally:
+                server.stop()
+            runs.append({"part": "agentic", "drafter": drafter, "round": r, **result})
+            accepted = sum(sum(t["accepted_by"].values()) for t in result["turns"])
+            print(f"  agentic round {r} drafter {drafter:<10} {result['seconds']:7.1f} s, {result['tokens']} tokens, "
+                  f"{result['tokens_per_s']:.2f} tok/s, {accepted} drafts accepted", flush=True)
+    return runs
+
+
+# --- report -----------------------------------------------------------------------------------------
+
+def report(runs: list[dict], args, target: Path) -> str:
+    lines = [f"# specllama serve benchmark ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
+             f"Machine: {cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}; "
+             f"threads {args.threads}; OMP_WAIT_POLICY=PASSIVE; greedy.",
+             f"Target: {target.name}; specllama serve --parallel {args.parallel} --ctx {args.ctx} "
+             f"{' '.join(args.specllama_args)} (default pair: the draft model is loaded only where it can pay)", ""]
+    tp = [r for r in runs if r["part"] == "throughput"]
+    if tp:
+        lines += ["## Aggregate throughput (tokens/s, medians over rounds; every prompt once, N clients at a time)", "",
+                  f"max_tokens {args.max_tokens}; 8 requests at 1 and 4 clients, 16 at 16; a fresh specllama "
+                  "server for each measurement.", "",
+                  "| clients | specllama serve | llama-cpp-python server | ratio | specllama slots |", "|---|---|---|---|---|"]
+        for level in LEVELS:
+            ours = [r["tokens_per_s"] for r in tp if r["clients"] == level and r["server"] == "specllama"]
+            theirs = [r["tokens_per_s"] for r in tp if r["clients"] == level and r["server"] == "llama-cpp"]
+            slots = {r.get("slots") for r in tp if r["clients"] == level and r["server"] == "specllama"}
+            lines.append(f"| {level} | {statistics.median(ours):.2f} | {statistics.median(theirs):.2f} | "
+                         f"{statistics.median(ours) / statistics.median(theirs):.2f}x | {', '.join(map(str, slots))} |")
+        one = statistics.median([r["tokens_per_s"] for r in tp if r["clients"] == 1 and r["server"] == "specllama"])
+        four = statistics.median([r["tokens_per_s"] for r in tp if r["clients"] == 4 and r["server"] == "specllama"])
+        lines += ["", f"specllama serve, 4 clients vs 1: {four / one:.2f}x (goal >= 1.3x)", ""]
+    lat = [r for r in runs if r["part"] == "latency"]
+    for r in lat:
+        lines += ["## First token of a short request (streamed, max_tokens 8)", "",
+                  f"idle: median {r['idle_median'] * 1000:.0f} ms {r['idle']}; while 3 others stream: median "
+                  f"{r['busy_median'] * 1000:.0f} ms {r['busy']}; ratio {r['busy_median'] / r['idle_median']:.2f}x "
+                  f"(goal < 2x); slots {r.get('slots')}", ""]
+    ag = [r for r in runs if r["part"] == "agentic"]
+    if ag:
+        lines += [f"## Agentic replay (the first {args.sessions} sessions of bench/agent_sessions.json, one agent, "
+                  "sessions in turn)", "",
+                  "| round | drafter | seconds | tokens | tokens/s | drafts accepted (by source) | prompt tokens cached |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in ag:
+            by: dict = {}
+            for t in r["turns"]:
+                for k, v in t["accepted_by"].items():
+                    by[k] = by.get(k, 0) + v
+            cached = sum(t["cached_tokens"] for t in r["turns"])
+            prompt = sum(t["prompt_tokens"] for t in r["turns"])
+            lines.append(f"| {r['round']} | {r['drafter']} | {r['seconds']:.1f} | {r['tokens']} | {r['tokens_per_s']:.2f} | "
+                         f"{by or '-'} | {cached}/{prompt} |")
+        plain = statistics.median([r["seconds"] for r in ag if r["drafter"] == "none"])
+        plain_rate = statistics.median([r["tokens_per_s"] for r in ag if r["drafter"] == "none"])
+        lines.append("")
+        for mode in dict.fromkeys(r["drafter"] for r in ag if r["drafter"] != "none"):
+            wall = statistics.median([r["seconds"] for r in ag if r["drafter"] == mode])
+            rate = statistics.median([r["tokens_per_s"] for r in ag if r["drafter"] == mode])
+            lines.append(f"{mode} vs plain: {plain / wall:.2f}x faster by median wall time, {rate / plain_rate:.2f}x by "
+                         "median tokens/s (goal for auto: >= 1.3x)")
+        same = all(a["texts"] == b["texts"] for a in ag for b in ag)
+        lines += [f"identical texts in every run: {same}", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--parts", default="all", help="comma-separated: throughput, latency, agentic (default all)")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--ctx", type=int, default=4096)
+    p.add_argument("--parallel", default="auto", help="specllama serve --parallel (default auto)")
+    p.add_argument("--max-tokens", type=int, default=32, help="per request in the throughput part")
+    p.add_argument("--agent-max-tokens", type=int, default=600)
+    p.add_argument("--latency-repeats", type=int, default=5)
+    p.add_argument("--modes", default="auto,none",
+                   help="agentic: drafters to compare, e.g. auto,none or suffix:k=4,none (none is the baseline)")
+    p.add_argument("--sessions", type=int, default=3, help="replay the first N sessions of bench/agent_sessions.json")
+    p.add_argument("--target", default="qwen2.5-coder-1.5b", help="llama-cpp-python's model (the default pair's target)")
+    p.add_argument("--out", help="write OUT.md (report) and OUT.json (every run)")
+    p.add_argument("specllama_args", nargs="*", help="more options for specllama serve (after --)")
+    args = p.parse_args()
+    # Stopped by SIGTERM, or SIGINT where a background shell ignored it: the servers are stopped and
+    # the parts that finished are reported.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    parts = {"throughput", "latency", "agentic"} if args.parts == "all" else set(args.parts.split(","))
+    target = Path(args.target) if Path(args.target).is_file() else store.ensure(load_registry().model(args.target))
+    logs = Path("/tmp") / f"bench_serve_logs_{os.getpid()}"
+    logs.mkdir(parents=True, exist_ok=True)
+    print(f"bench_serve: logs in {logs}", flush=True)
+    runs: list[dict] = []
+    try:
+        if "latency" in parts:
+            runs += latency(args, logs)
+        if "throughput" in parts:
+            runs += throughput(args, target, logs)
+        if "agentic" in parts:
+            runs += agentic(args, logs)
+    except KeyboardInterrupt:  # a part cut short: the report covers the parts that finished
+        print("bench_serve: interrupted; reporting the parts that finished", flush=True)
+    text = report(runs, args, target)
+    print(text)
+    if args.out:
+        Path(args.out + ".md").write_text(text + "\n")
+        Path(args.out + ".json").write_text(json.dumps(runs, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""`specllama serve`: the engine behind an OpenAI-compatible HTTP API (specllama/server/)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from specllama.cli.arguments import add_engine_options, add_model_options, at_least_one, parallel_count
+from specllama.decoding.request import PARALLEL_AUTO_MAX
+
+DEFAULT_PORT = 8080  # llama-server's
+DEFAULT_QUEUE = 64
+DEFAULT_MAX_BODY = 8 * 1024 * 1024  # an agent's whole conversation with a few files in it fits many times over
+
+
+HELP = "an OpenAI-compatible HTTP server (chat/completions, completions, models)"
+DESCRIPTION = ("One engine for every client: requests are decoded together (continuous batching), re-sent "
+               "conversations reuse a slot's cache, and the suffix drafter drafts from every earlier answer. "
+               "Sampling, drafter and --max-tokens options set the defaults of requests that do not say (no "
+               "--max-tokens: the rest of the context). See docs/serve.md.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    _add_server_arguments(p)
+    add_model_options(p)
+    add_engine_options(p)
+    # A client that names no max_tokens gets the rest of the context, as from llama-server.
+    p.set_defaults(max_tokens=None)
+
+
+def _add_server_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("server")
+    g.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 for every interface)")
+    g.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    g.add_argument("--api-key", metavar="KEY",
+                   help="require 'Authorization: Bearer KEY' on every route but /health (default: "
+                        "$SPECLLAMA_API_KEY when set, else no key)")
+    g.add_argument("--alias", metavar="NAME", help="the model id clients name (default: the target file's name)")
+    g.add_argument("--parallel", type=parallel_count, default="auto", metavar="N|auto",
+                   help="requests decoded together (default auto: the number that makes the most tokens/s on what "
+                        f"steps cost here, chosen again as they are learnt, at most {PARALLEL_AUTO_MAX}; each holds "
+                        "--ctx tokens of cache)")
+    g.add_argument("--queue", type=at_least_one, default=DEFAULT_QUEUE, metavar="N",
+                   help=f"requests that may wait for a slot; beyond that, 503 with Retry-After (default {DEFAULT_QUEUE})")
+    g.add_argument("--max-body", type=at_least_one, default=DEFAULT_MAX_BODY, metavar="BYTES",
+                   help=f"the largest request body accepted, else 413 (default {DEFAULT_MAX_BODY})")
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, got {port}")
+    return port
+
+
+def run(args: argparse.Namespace) -> int:
+    try:  # moved to cli/batch_common.py on main
+        from specllama.cli.batch_common import sigterm_as_interrupt
+    except ImportError:
+        from specllama.cli.cmd_batch import sigterm_as_interrupt
+    from specllama.cli.cmd_chat import chat_load_options
+    from specllama.cli.options import generation_config
+    from specllama.cli.progress import download_bar
+    from specllama.runtime import Runtime
+    from specllama.server.app import ServerState, create_app
+    from specllama.server.metrics import Metrics
+    from specllama.server.run import bind, serve
+    from specllama.server.schema import ServedModel
+    from specllama.server.worker import EngineWorker
+
+    default_max_tokens = args.max_tokens  # None (serve's default): until the context is full
+    args.max_tokens = default_max_tokens or 1  # every request sets its own; this only passes validation
+    defaults = generation_config(args)  # bad sampling options fail before anything loads
+    api_key = args.api_key or os.environ.get("SPECLLAMA_API_KEY") or None
+    sock = bind(args.host, args.port)  # a taken port fails now, not after minutes of loading
+    try:
+        # Loaded like the chat's: the draft model whenever the pair or --draft names one, so a request
+        # may ask for any drafter ("drafter" in its body) without a reload.
+        with sigterm_as_interrupt(), download_bar() as progress:
+            runtime = Runtime(chat_load_options(args), progress=progress, status=lambda m: print(m, file=sys.stderr))
+        with runtime:
+            name = args.alias or runtime.target_path.stem
+            served = ServedModel(name=name, aliases=frozenset({runtime.target_path.name, runtime.target_name}),
+                                 n_ctx=runtime.context_use()[1], defaults=defaults,
+                                 default_max_tokens=default_max_tokens, drafters=runtime.drafters,
+                                 n_vocab=runtime.target_model.n_vocab)
+            metrics = Metrics(runtime.parallelism)
+            state = ServerState(runtime, EngineWorker(runtime, args.queue, metrics), served, metrics, args.max_body)
+            host, port = sock.getsockname()[:2]
+            print(f"specllama serve: http://{host}:{port}/v1 · model '{name}' · {runtime.describe(defaults)} · "
+                  f"{runtime.parallelism} request(s) decoded together, {args.queue} may wait · drafters "
+                  f"{', '.join(runtime.drafters)} (default {defaults.drafter})"
+                  + (" · API key required" if api_key else ""), file=sys.stderr, flush=True)
+            serve(create_app(state, api_key), state, sock)
+    finally:
+        sock.close()
+    print("specllama serve: stopped", file=sys.stderr)
+    return 0

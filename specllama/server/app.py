@@ -1,0 +1,278 @@
+"""The HTTP side: Starlette routes over the engine worker.
+
+Why Starlette and not FastAPI: the API is six routes, and OpenAI's clients expect OpenAI's error
+JSON for every malformed body, which is what schema.py writes by hand; FastAPI's model validation
+would answer 422 in its own shape and need overriding field by field. Streams are plain server-sent
+events (`data: {json}` lines and `data: [DONE]`), written here rather than with sse-starlette,
+whose shutdown handling cancels streams mid-token: a stream here ends with an error event and
+[DONE] when the server stops, and its request is cancelled in the engine when the client leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from specllama.decoding.engine import DoneEvent, TokenEvent
+from specllama.decoding.engine import Request as EngineRequest
+from specllama.errors import ContextOverflowError, SpecllamaError
+from specllama.server.api_errors import APIError, invalid
+from specllama.server.metrics import Metrics
+from specllama.server.responses import Answer
+from specllama.server.schema import Job, ServedModel, parse_chat, parse_completion
+from specllama.server.worker import EngineWorker, QueueFull, Refused, ShuttingDown
+
+OPEN_PATHS = ("/health", "/v1/health")  # answered without the API key (load balancers probe them)
+RETRY_AFTER_FULL = 1  # seconds a client waits after a 503 for a full queue
+
+
+@dataclass
+class ServerState:
+    runtime: object
+    worker: EngineWorker
+    served: ServedModel
+    metrics: Metrics
+    max_body: int
+    draining: bool = False
+    started: float = field(default_factory=time.time)
+
+
+def create_app(state: ServerState, api_key: str | None = None) -> Starlette:
+    routes = [
+        Route("/v1/chat/completions", _handler(state, chat=True), methods=["POST"]),
+        Route("/v1/completions", _handler(state, chat=False), methods=["POST"]),
+        Route("/v1/models", lambda request: JSONResponse(_models(state)), methods=["GET"]),
+        Route("/v1/models/{model_id:path}", lambda request: _model(state, request.path_params["model_id"]),
+              methods=["GET"]),
+        Route("/health", lambda request: _health(state), methods=["GET"]),
+        Route("/v1/health", lambda request: _health(state), methods=["GET"]),
+        Route("/props", lambda request: JSONResponse(_props(state)), methods=["GET"]),
+        Route("/metrics", lambda request: _metrics(state), methods=["GET"]),
+    ]
+    handlers = {APIError: lambda request, e: e.response(), HTTPException: _http_error, Exception: _internal_error}
+    app = Starlette(routes=routes, exception_handlers=handlers)
+    if api_key:
+        app.add_middleware(APIKeyCheck, key=api_key)
+    return app
+
+
+class APIKeyCheck:
+    """`Authorization: Bearer KEY` on every route but the health check, compared in constant time
+    (hmac.compare_digest) so response timing says nothing about how much of a guess was right."""
+
+    def __init__(self, app, key: str):
+        self.app = app
+        self.expected = b"Bearer " + key.encode("utf-8")
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                error = APIError(401, "invalid or missing API key: send 'Authorization: Bearer KEY'",
+                                 code="invalid_api_key")
+                await error.response()(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _handler(state: ServerState, chat: bool):
+    async def handle(request: Request) -> Response:
+        if state.draining:
+            raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
+        body = await read_json(request, state.max_body)
+        job = await run_in_threadpool(_parse, state, body, chat)
+        return await _answer(state, request, job, Answer(state.served.name, chat=chat))
+
+    return handle
+
+
+def _parse(state: ServerState, body: object, chat: bool) -> Job:
+    """The request as the engine will run it; every reason it cannot run is a 400 now, not later."""
+    runtime, served = state.runtime, state.served
+    try:
+        if chat:
+            job = parse_chat(body, served, runtime.chat_tokens)
+        else:
+            job = parse_completion(body, served, lambda text: runtime.target_model.tokenize(text, max_tokens=served.n_ctx))
+        runtime.check(EngineRequest(job.prompt, job.config))
+    except ContextOverflowError as e:
+        raise invalid(str(e), "messages" if chat else "prompt", code="context_length_exceeded") from None
+    except SpecllamaError as e:  # a chat template that fails to render, a drafter that needs a cost curve
+        raise invalid(str(e)) from None
+    return job
+
+
+async def read_json(request: Request, limit: int) -> object:
+    """The body as JSON, refused with 413 past `limit` bytes (by its Content-Length when it says,
+    else as it arrives) before it is held in memory."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise APIError(413, f"the request body is {int(length)} bytes; this server accepts at most {limit}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise APIError(413, f"the request body is over {limit} bytes, the most this server accepts")
+        chunks.append(chunk)
+    try:
+        return json.loads(b"".join(chunks))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise invalid(f"the request body is not valid JSON: {e}") from None
+
+
+async def _answer(state: ServerState, request: Request, job: Job, answer: Answer) -> Response:
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue = asyncio.Queue()
+
+    def sink(event) -> None:  # called in the engine thread
+        if job.stream or not isinstance(event, TokenEvent):
+            try:
+                loop.call_soon_threadsafe(events.put_nowait, event)
+            except RuntimeError:  # the event loop has closed: the server is gone
+                pass
+
+    try:
+        tag = state.worker.submit(job.prompt, job.config, sink)
+    except QueueFull:
+        state.metrics.finished("refused")
+        raise APIError(503, "the server is busy: every slot is taken and the queue is full; try again shortly",
+                       retry_after=RETRY_AFTER_FULL) from None
+    except ShuttingDown:
+        raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL) from None
+    if job.stream:
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(_stream(state, request, tag, events, job, answer), media_type="text/event-stream",
+                                 headers=headers)
+    event = await _next_event(request, events)
+    if event is None:  # the client left: its slot is freed, nobody reads an answer
+        state.worker.cancel(tag)
+        return Response(status_code=499)
+    return _whole(event, answer)
+
+
+def _whole(event, answer: Answer) -> Response:
+    if isinstance(event, DoneEvent):
+        if event.summary.finish_reason == "cancelled":
+            raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
+        return JSONResponse(answer.whole(event.summary))
+    raise _failure(event)
+
+
+def _failure(event) -> APIError:
+    if isinstance(event, Refused):
+        return APIError(event.status, event.message, retry_after=RETRY_AFTER_FULL if event.status == 503 else None)
+    return APIError(500, f"generation failed: {event.message}")
+
+
+async def _stream(state: ServerState, request: Request, tag: int, events: asyncio.Queue, job: Job,
+                  answer: Answer) -> AsyncIterator[str]:
+    finished = False
+    try:
+        if answer.chat:
+            yield _sse(answer.first_chunk())
+        while True:
+            event = await _next_event(request, events)
+            if event is None:
+                return  # the client left (finally cancels its request)
+            if isinstance(event, TokenEvent):
+                if event.text:
+                    yield _sse(answer.text_chunk(event.text))
+                continue
+            finished = True
+            if isinstance(event, DoneEvent):
+                if event.text:
+                    yield _sse(answer.text_chunk(event.text))
+                if event.summary.finish_reason == "cancelled":
+                    yield _sse(APIError(503, "the server is shutting down: the answer is incomplete").body())
+                else:
+                    yield _sse(answer.last_chunk(event.summary))
+                    if job.include_usage:
+                        yield _sse(answer.usage_chunk(event.summary))
+            else:
+                yield _sse(_failure(event).body())
+            yield "data: [DONE]\n\n"
+            return
+    finally:
+        if not finished:
+            state.worker.cancel(tag)
+
+
+async def _next_event(request: Request, events: asyncio.Queue):
+    """The request's next event, or None when the client disconnects first."""
+    if not events.empty():
+        return events.get_nowait()
+    get = asyncio.ensure_future(events.get())
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        done, _ = await asyncio.wait({get, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (get, gone):
+            task.cancel()
+    return get.result() if get in done else None
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _sse(obj: dict) -> str:
+    return f"data: {json.dumps(obj, ensure_ascii=False, separators=(',', ':'))}\n\n"
+
+
+def _models(state: ServerState) -> dict:
+    served = state.served
+    return {"object": "list", "data": [{"id": served.name, "object": "model", "created": int(state.started),
+                                        "owned_by": "specllama",
+                                        "meta": {"n_ctx": served.n_ctx, "drafters": list(served.drafters)}}]}
+
+
+def _model(state: ServerState, model_id: str) -> Response:
+    state.served.check_model({"model": model_id})  # 404 for another name
+    return JSONResponse(_models(state)["data"][0])
+
+
+def _props(state: ServerState) -> dict:
+    """llama-server's /props fields that `specllama batch --server` reads (total_slots: its concurrency)."""
+    runtime = state.runtime
+    return {"total_slots": runtime.parallelism, "model_path": str(runtime.target_path),
+            "n_ctx": state.served.n_ctx, "drafters": list(state.served.drafters)}
+
+
+def _health(state: ServerState) -> Response:
+    active, queued = state.worker.counts()
+    if not state.worker.alive:
+        return JSONResponse({"status": "error", "error": state.worker.failure or "the engine has stopped"}, 503)
+    if state.draining:
+        return JSONResponse({"status": "shutting down"}, 503)
+    return JSONResponse({"status": "ok", "slots": state.runtime.parallelism, "active": active, "queued": queued})
+
+
+def _metrics(state: ServerState) -> Response:
+    active, queued = state.worker.counts()
+    return PlainTextResponse(state.metrics.render(active, queued), media_type="text/plain; version=0.0.4")
+
+
+def _http_error(request: Request, e: HTTPException) -> Response:
+    """Starlette's own 404 / 405 in OpenAI's shape."""
+    message = f"no route {request.method} {request.url.path}" if e.status_code in (404, 405) else str(e.detail)
+    return APIError(e.status_code, message).response()
+
+
+def _internal_error(request: Request, e: Exception) -> Response:
+    """A bug: the client gets a one-line 500, the server's log the traceback."""
+    traceback.print_exception(e, file=sys.stderr)
+    return APIError(500, f"internal server error ({type(e).__name__})").response()

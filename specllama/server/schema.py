@@ -1,0 +1,226 @@
+"""OpenAI request bodies -> what the engine runs: the prompt's tokens and a GenerationConfig.
+
+Fields the server uses are checked here, each wrong one answered with a 400 that names it (OpenAI's
+`param`); fields it does not use (user, presence_penalty, logit_bias, ...) are ignored, as llama.cpp's
+and vLLM's servers do, so clients that always send them work. Features it cannot honour (n > 1,
+tools, logprobs, images) are refused rather than silently dropped.
+
+Omitted sampling fields take the server's command-line values (`serve --temp 0.7` sets the default);
+per request, two extra fields choose the speculation (documented in docs/serve.md):
+  "drafter": "auto" | "suffix" | "model" | "none"   and   "k": draft tokens per step, or "auto".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from specllama.decoding.request import AUTO, DRAFTERS, K_MAX, GenerationConfig, drafter_name
+from specllama.decoding.sampling import SamplingParams
+from specllama.errors import SpecllamaError
+from specllama.server.api_errors import APIError, invalid
+
+MAX_STOPS = 16
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+@dataclass(frozen=True)
+class Job:
+    """One request, parsed: what to generate and how to answer."""
+
+    prompt: list[int]
+    config: GenerationConfig
+    stream: bool
+    include_usage: bool  # stream_options.include_usage: a last chunk with the usage
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What requests are checked against: the model's names, the context, the server's defaults."""
+
+    name: str  # the id /v1/models lists
+    aliases: frozenset[str]  # other names a request may use (the file's name, the GGUF's own name)
+    n_ctx: int
+    defaults: GenerationConfig
+    default_max_tokens: int | None  # None: until the context is full (serve's default)
+    drafters: tuple[str, ...]  # what a request may name
+    n_vocab: int = 0  # token ids a raw prompt may hold: 0 to n_vocab - 1
+
+    def check_model(self, body: dict) -> None:
+        model = body.get("model")
+        if model is None:
+            raise invalid(f"you must provide a model parameter (this server serves '{self.name}')", "model")
+        if not isinstance(model, str):
+            raise invalid("'model' must be a string", "model")
+        if model != self.name and model not in self.aliases:
+            raise APIError(404, f"the model '{model}' does not exist: this server serves '{self.name}'",
+                           param="model", code="model_not_found")
+
+
+def parse_chat(body: object, served: ServedModel, tokenize_chat) -> Job:
+    """POST /v1/chat/completions. `tokenize_chat(messages)` applies the model's chat template."""
+    body = _object(body)
+    served.check_model(body)
+    _refuse_unsupported(body, ("tools", "functions"), "tool and function calls are not supported")
+    messages = _messages(body.get("messages"))
+    prompt = tokenize_chat(messages)
+    return _job(body, served, prompt)
+
+
+def parse_completion(body: object, served: ServedModel, tokenize_text) -> Job:
+    """POST /v1/completions: a raw prompt (a string, a list of one string, or token ids), no template."""
+    body = _object(body)
+    served.check_model(body)
+    if body.get("echo"):
+        raise invalid("echo is not supported", "echo")
+    if body.get("suffix") is not None:
+        raise invalid("suffix (fill-in-the-middle) is not supported", "suffix")
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        if not prompt:
+            raise invalid("'prompt' is empty", "prompt")
+        tokens = tokenize_text(prompt)
+    elif isinstance(prompt, list) and prompt and all(_is_int(t) and 0 <= t < served.n_vocab for t in prompt):
+        tokens = list(prompt)
+    else:
+        raise invalid("'prompt' must be a string, a list of one string, or a list of token ids from 0 to "
+                      f"{served.n_vocab - 1} (several prompts in one request are not supported)", "prompt")
+    return _job(body, served, tokens)
+
+
+def _job(body: dict, served: ServedModel, prompt: list[int]) -> Job:
+    if len(prompt) + 1 > served.n_ctx:
+        raise invalid(f"the prompt is {len(prompt)} tokens but the context holds {served.n_ctx}: shorten it, "
+                      "or start the server with a larger --ctx", "messages", code="context_length_exceeded")
+    n = body.get("n", 1)
+    if n is not None and n != 1:
+        raise invalid("only n = 1 is supported", "n")
+    _refuse_unsupported(body, ("logprobs", "top_logprobs"), "logprobs are not supported")
+    stream = _flag(body, "stream")
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise invalid("'stream_options' must be an object", "stream_options")
+    include_usage = bool(options and _flag(options, "include_usage", param="stream_options.include_usage"))
+    return Job(prompt, _config(body, served), stream, include_usage)
+
+
+def _config(body: dict, served: ServedModel) -> GenerationConfig:
+    base = served.defaults
+    params = base.sampling
+    max_tokens = _optional(body, "max_completion_tokens", _is_int)  # the newer name wins
+    if max_tokens is None:
+        max_tokens = _optional(body, "max_tokens", _is_int)
+    if max_tokens is None:
+        max_tokens = served.default_max_tokens or served.n_ctx  # the engine stops when the context is full
+    if max_tokens < 1:
+        raise invalid("'max_tokens' must be at least 1", "max_tokens")
+    seed = _optional(body, "seed", _is_int)
+    if seed is not None and not -1 <= seed < 2**63:
+        raise invalid("'seed' must be between 0 and 2**63 - 1 (or -1 for a random one)", "seed")
+    sampling_fields = dict(
+        temperature=_optional(body, "temperature", _is_number, params.temperature),
+        top_p=_optional(body, "top_p", _is_number, params.top_p),
+        top_k=_optional(body, "top_k", _is_int, params.top_k),
+        min_p=_optional(body, "min_p", _is_number, params.min_p),
+        seed=params.seed if seed is None else (None if seed == -1 else seed))
+    try:
+        sampling = SamplingParams(**sampling_fields)
+    except SpecllamaError as e:
+        raise invalid(str(e), str(e).split(" ", 1)[0]) from None
+    drafter = _optional(body, "drafter", lambda v: isinstance(v, str), base.drafter)
+    drafter = drafter_name(drafter)
+    if drafter not in served.drafters:
+        loaded = ", ".join(served.drafters)
+        why = "" if drafter in DRAFTERS else f"unknown drafter '{drafter}': "
+        raise invalid(f"{why}this server's drafters are {loaded} (the model drafter needs the draft model "
+                      "loaded: start the server with --draft or --drafter model)", "drafter")
+    k = body.get("k", base.k)
+    if k != AUTO and not (_is_int(k) and 0 <= k <= K_MAX):
+        raise invalid(f"'k' must be 'auto' or a whole number from 0 to {K_MAX}", "k")
+    try:
+        return replace(base, max_tokens=max_tokens, sampling=sampling, drafter=drafter, k=k,
+                       stop=_stops(body.get("stop"), base.stop))
+    except SpecllamaError as e:
+        raise invalid(str(e)) from None
+
+
+def _messages(messages: object) -> list[dict]:
+    if not isinstance(messages, list) or not messages:
+        raise invalid("'messages' must be a non-empty array", "messages")
+    out = []
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise invalid(f"{where} must be an object", where)
+        role = ROLES.get(message.get("role"))
+        if role is None:
+            raise invalid(f"{where}.role must be one of {', '.join(ROLES)} (tool messages are not supported), "
+                          f"got {message.get('role')!r}", f"{where}.role")
+        out.append({"role": role, "content": _content(message.get("content"), role, f"{where}.content")})
+    return out
+
+
+def _content(content: object, role: str, where: str) -> str:
+    """A message's text: a string, or an array of text parts (what newer clients send)."""
+    if isinstance(content, str):
+        return content
+    if content is None and role == "assistant":
+        return ""
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise invalid(f"{where}: only text parts are supported ({{\"type\": \"text\", \"text\": ...}})", where)
+            texts.append(part["text"])
+        return "".join(texts)
+    raise invalid(f"{where} must be a string or an array of text parts", where)
+
+
+def _stops(stop: object, default: tuple[str, ...]) -> tuple[str, ...]:
+    if stop is None:
+        return default
+    stops = [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops) or len(stops) > MAX_STOPS:
+        raise invalid(f"'stop' must be a string or an array of at most {MAX_STOPS} strings", "stop")
+    return tuple(s for s in stops if s)
+
+
+def _object(body: object) -> dict:
+    if not isinstance(body, dict):
+        raise invalid("the request body must be a JSON object")
+    return body
+
+
+def _refuse_unsupported(body: dict, names: tuple[str, ...], message: str) -> None:
+    for name in names:
+        if body.get(name):  # null, false and [] are what clients send when they do not use it
+            raise invalid(message, name)
+
+
+def _flag(body: dict, name: str, param: str | None = None) -> bool:
+    value = body.get(name, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise invalid(f"'{param or name}' must be true or false", param or name)
+    return value
+
+
+def _optional(body: dict, name: str, valid, default=None):
+    value = body.get(name)
+    if value is None:
+        return default
+    if not valid(value):
+        kind = "a whole number" if valid is _is_int else "a number" if valid is _is_number else "a string"
+        raise invalid(f"'{name}' must be {kind}, got {value!r}", name)
+    return value
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)) and math.isfinite(value)

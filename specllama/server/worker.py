@@ -1,0 +1,151 @@
+"""The one engine thread behind every HTTP request.
+
+A single thread iterates `Runtime.run_many` over a live RequestQueue: requests that arrive while it
+decodes join between steps (continuous batching), a new request gets the free slot whose cache
+shares the longest prefix with it (the engine's _admit), and every finished text joins the suffix
+drafter's shared history, so an agent's re-sent context is drafted from. Each request's events go
+to its own sink (the handler's asyncio queue, fed through loop.call_soon_threadsafe).
+
+Cancelling: a request still waiting is taken out of the queue; one being generated is stopped by the
+engine after its current step, which frees its slot. Either way the sink is dropped at once: the
+client is gone and nothing more is sent to it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from specllama.decoding.engine import DoneEvent, FailedEvent, GenerationConfig, Request, StepEvent, TokenEvent
+from specllama.decoding.request_queue import CLOSED, RequestQueue
+from specllama.server.metrics import Metrics
+
+
+@dataclass(frozen=True)
+class Refused:
+    """What a sink gets instead of a result when the server refuses or abandons its request."""
+
+    status: int
+    message: str
+
+
+Sink = Callable[[object], None]  # TokenEvent, DoneEvent, FailedEvent or Refused, from the engine thread
+
+
+class QueueFull(Exception):
+    pass
+
+
+class ShuttingDown(Exception):
+    pass
+
+
+class EngineWorker:
+    def __init__(self, runtime, max_queue: int, metrics: Metrics):
+        self.runtime = runtime
+        self.max_queue = max_queue
+        self.metrics = metrics
+        self.queue = RequestQueue()
+        self._sinks: dict[int, Sink] = {}
+        self._unfinished: set[int] = set()  # submitted, no DoneEvent yet (waiting or holding a slot)
+        self._lock = threading.Lock()
+        self._tags = itertools.count()  # tags are never reused: the engine remembers cancelled ones
+        self._closed = False
+        self.failure: str | None = None  # set when the engine thread died (a bug): /health says so
+        self._thread = threading.Thread(target=self._run, name="specllama-engine", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() and self.failure is None
+
+    def submit(self, prompt: Sequence[int], config: GenerationConfig, sink: Sink) -> int:
+        """Queue a request; its events go to `sink`. Raises QueueFull or ShuttingDown."""
+        with self._lock:
+            if self._closed or self.failure is not None:
+                raise ShuttingDown
+            if len(self.queue) >= self.max_queue:
+                raise QueueFull
+            tag = next(self._tags)
+            self._sinks[tag] = sink
+            self._unfinished.add(tag)
+            self.queue.put(Request(list(prompt), config, tag))
+        return tag
+
+    def cancel(self, tag: int) -> None:
+        """The client went away: forget its sink, and stop its request (freeing its slot)."""
+        with self._lock:
+            self._sinks.pop(tag, None)
+            if tag not in self._unfinished:
+                return
+            if self.queue.discard(tag):
+                self._unfinished.discard(tag)
+                self.metrics.finished("cancelled")
+                return
+        self.runtime.cancel(tag)  # it holds a slot: stopped after the current step
+
+    def counts(self) -> tuple[int, int]:
+        """(requests generating, requests waiting for a slot)."""
+        with self._lock:
+            waiting = len(self.queue)
+            return len(self._unfinished) - waiting, waiting
+
+    def drain(self) -> None:
+        """Shutting down: refuse new requests, refuse the waiting ones, stop the running ones after
+        their current step (their handlers then end their streams cleanly)."""
+        with self._lock:
+            self._closed = True
+            waiting = []
+            while (request := self.queue.poll(block=False)) not in (None, CLOSED):
+                waiting.append(request.tag)
+            self.queue.close()
+            running = [tag for tag in self._unfinished if tag not in waiting]
+            for tag in waiting:
+                self._unfinished.discard(tag)
+                sink = self._sinks.pop(tag, None)
+                if sink:
+                    sink(Refused(503, "the server is shutting down"))
+                self.metrics.finished("refused")
+        for tag in running:
+            self.runtime.cancel(tag)
+
+    def join(self, timeout: float) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            for tag, event in self.runtime.run_many(self.queue):
+                self._route(tag, event)
+        except BaseException as e:  # a bug in the engine: every waiting client gets a 500, not silence
+            self.failure = f"{type(e).__name__}: {e}"
+            print(f"specllama serve: the engine stopped: {self.failure}", file=sys.stderr)
+            with self._lock:
+                self._closed = True
+                sinks = list(self._sinks.values())
+                self._sinks.clear()
+                self._unfinished.clear()
+            for sink in sinks:
+                sink(Refused(500, f"the engine stopped: {self.failure}"))
+            raise
+
+    def _route(self, tag: int, event) -> None:
+        if isinstance(event, StepEvent):
+            self.metrics.step(event)
+            return
+        if isinstance(event, TokenEvent):
+            self.metrics.token()
+        final = isinstance(event, (DoneEvent, FailedEvent))
+        with self._lock:
+            sink = self._sinks.pop(tag, None) if final else self._sinks.get(tag)
+            if final:
+                self._unfinished.discard(tag)
+        if final:
+            self.metrics.done(event)
+        if sink is not None:
+            sink(event)
