@@ -75,9 +75,9 @@ class Engine:
         self.costs = costs or StepCosts()
         self.clock = clock
         self.planner = Planner(self.costs, self._exact_rows())
-        # Contexts whose time inside llama_decode a step reports (the target's, the draft model's).
         # Draft models that time their own draft positions (drafters.ModelDrafter).
         self._draft_models = [d for d in self.drafters.values() if hasattr(d, "timed_decodes")]
+        # Contexts whose time inside llama_decode a step reports (the target's, the draft model's).
         contexts = [target] + [getattr(d, "ctx", None) for d in self.drafters.values()]
         self._timed = list({id(c): c for c in contexts if hasattr(c, "llama_seconds")}.values())
         # A unified cache (stairs verification) uses its extra sequences as scratch: one slot.

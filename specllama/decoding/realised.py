@@ -38,7 +38,6 @@ class _Record:
 class RealisedSpeed:
     records: dict[str, _Record] = field(default_factory=dict)
     benched: dict[str, int] = field(default_factory=dict)  # source -> steps left on the bench
-    step: int = 0
 
     def observe(self, source: str, tokens: int, seconds: float, t1: float | None) -> None:
         """A step that verified `source`'s draft emitted `tokens` in `seconds` (drafting
@@ -55,7 +54,6 @@ class RealisedSpeed:
 
     def tick(self) -> None:
         """One step went by."""
-        self.step += 1
         for source in list(self.benched):
             self.benched[source] -= 1
             if self.benched[source] <= 0:
@@ -64,7 +62,3 @@ class RealisedSpeed:
     def avoid(self) -> frozenset[str]:
         """Sources benched now."""
         return frozenset(self.benched)
-
-    def gain(self, source: str) -> float | None:
-        r = self.records.get(source)
-        return r.gain if r and r.steps else None
