@@ -79,6 +79,20 @@ def test_observe_feeds_the_calibrator_and_raises_the_draft_length():
     assert d.propose([ask(0, text)])[0].tokens  # now the calibrated confidence says it pays
 
 
+def test_a_cold_drafter_trusts_a_long_lone_match_and_not_a_short_one():
+    """Before any draft was judged, a lone earlier occurrence (raw 0.5) is priced by how much of it
+    matched: an agent's re-sent file, matched 18 tokens deep, is a copy in progress (observed 0.95
+    accepted); two matched tokens are a guess. Without the floors both were 0.55 and neither drafted."""
+    half = lambda n: 1 + 0.5 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731  T(2)/T(1) = 1.5
+    body = list(range(100, 140))
+    long_copy = body + body[:18]
+    short = body + body[:2]
+    assert SuffixDrafter(cost_ratio=half).propose([ask(0, long_copy)])[0].tokens[:2] == body[18:20]
+    assert SuffixDrafter(cost_ratio=half).propose([ask(0, short)])[0].tokens == []
+    unfloored = SuffixDrafter(cost_ratio=half, calibrator=Calibrator(groups=MATCH_GROUPS))
+    assert unfloored.propose([ask(0, long_copy)])[0].tokens == []  # what the floors change
+
+
 def test_a_text_whose_drafts_fail_stops_drafting_and_a_new_text_starts_afresh():
     """The calibrator is shared by all texts; TextFit scales it by how this text's drafts fare."""
     cal = Calibrator(groups=MATCH_GROUPS, prior_weight=1000.0)  # stuck at its prior: only the fit moves

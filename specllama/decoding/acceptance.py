@@ -120,11 +120,13 @@ class CalibrationBin:
 class Calibrator:
     """Raw confidence -> observed acceptance, per group (e.g. a match-length class) and per bin of
     raw confidence. Each bin starts from a prior of `prior_weight` pseudo-observations at the bin's
-    midpoint (an uncalibrated drafter is taken at its word) and moves to the observed rate as
-    judgements arrive: predicted = (accepted + w*mid) / (judged + w)."""
+    midpoint (an uncalibrated drafter is taken at its word), raised to its group's `floors` entry
+    when one is given (what is known of a group before this run: see SuffixDrafter's COLD_FLOORS),
+    and moves to the observed rate as judgements arrive: predicted = (accepted + w*prior) / (judged + w)."""
     bins: int = 10
     groups: int = 1
     prior_weight: float = 4.0
+    floors: Sequence[float] = ()  # per group, the least a bin's prior is: the group's known acceptance
     accepted: list[list[int]] = field(default_factory=list)
     judged: list[list[int]] = field(default_factory=list)
 
@@ -138,10 +140,13 @@ class Calibrator:
     def _group(self, group: int) -> int:
         return min(self.groups - 1, max(0, group))
 
+    def prior(self, b: int, g: int) -> float:
+        mid = (b + 0.5) / self.bins
+        return max(mid, self.floors[g]) if g < len(self.floors) else mid
+
     def predict(self, raw: float, group: int = 0) -> float:
         g, b = self._group(group), self._bin(raw)
-        mid = (b + 0.5) / self.bins
-        return (self.accepted[g][b] + self.prior_weight * mid) / (self.judged[g][b] + self.prior_weight)
+        return (self.accepted[g][b] + self.prior_weight * self.prior(b, g)) / (self.judged[g][b] + self.prior_weight)
 
     def calibrate(self, raw: Sequence[float], group: int = 0) -> list[float]:
         return [self.predict(c, group) for c in raw]

@@ -226,15 +226,14 @@ class Engine:
             # The draft digests the prompt only once a step may want drafts (a long prompt costs the
             # draft seconds); propose() catches up by itself then. Whether drafts can pay at all is
             # asked every step (the costs are learnt as the run goes), not once here.
-            may_draft = not isinstance(drafter, NoDrafter)
-            if may_draft and (acceptance is None or acceptance.choose() > 0):
+            if not isinstance(drafter, NoDrafter) and (acceptance is None or acceptance.choose() > 0):
                 drafter.prefill(slot, prompt)
         except SpecllamaError:
             target.clear(slot)
             raise
         free.remove(slot)
         summary.t_prompt = time.perf_counter() - t0
-        return SequenceState(slot, request.tag, config, drafter, verifier, acceptance, may_draft, prompt,
+        return SequenceState(slot, request.tag, config, drafter, verifier, acceptance, prompt,
                              np.random.default_rng(config.sampling.seed), summary, StreamDecoder(target.model),
                              StopMatcher(config.stop), time.perf_counter())
 

@@ -14,7 +14,7 @@ from typing import Hashable
 import numpy as np
 
 from specllama.decoding.acceptance import PositionAcceptance
-from specllama.decoding.drafters import Drafter
+from specllama.decoding.drafters import Drafter, NoDrafter
 from specllama.decoding.events import DoneEvent, Origin, Summary, TokenEvent
 from specllama.decoding.realised import RealisedSpeed
 from specllama.decoding.request import GenerationConfig
@@ -32,7 +32,6 @@ class SequenceState:
     drafter: Drafter
     verifier: Verifier
     acceptance: PositionAcceptance | None  # per-position acceptance, when the planner sizes this drafter's drafts
-    may_draft: bool
     committed: list[int]
     rng: np.random.Generator
     summary: Summary
@@ -42,6 +41,11 @@ class SequenceState:
     realised: RealisedSpeed = field(default_factory=RealisedSpeed)
     pieces: list[str] = field(default_factory=list)
     finish: str = ""
+
+    @property
+    def may_draft(self) -> bool:
+        """Whether this request drafts at all (its drafter is not plain decoding's)."""
+        return not isinstance(self.drafter, NoDrafter)
 
     def emit(self, draft: list[int], verdict: Verdict, source: str, model) -> list[TokenEvent]:
         """Commit the step's new tokens (accepted drafts, then the target's own) as text events,

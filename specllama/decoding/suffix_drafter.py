@@ -24,9 +24,9 @@ acceptance observed so far (acceptance.Calibrator, per match-length class, share
 and scaled by how this text's drafts fared against those predictions (acceptance.TextFit, per
 slot, restarted with each prompt); the draft is cut where expected tokens per unit of verify time
 peak (cost.model.best_length) on the machine's cost ratio T(n)/T(1), if that promises MIN_GAIN.
-Without a measured curve it assumes CAUTIOUS_RATIO: every token beyond the first costs 0.7 of a
-decode (worse than the 0.54-0.57 measured on the 2-core machine), so a lone earlier
-occurrence (raw 0.5) drafts nothing until acceptance has been observed to be high.
+Without the engine's costs it assumes CAUTIOUS_RATIO: every token beyond the first costs 0.7 of
+a decode. Before any draft was judged, a match's length sets the calibrator's prior (COLD_FLOORS):
+a lone earlier occurrence of 16 tokens is a copy in progress, one of 2 tokens a guess.
 """
 
 from __future__ import annotations
@@ -45,6 +45,17 @@ from specllama.errors import SpecllamaError
 
 CORPUS_CHUNK_CHARS = 1 << 16  # the corpus is tokenized and indexed in pieces of about this size
 MATCH_GROUPS = 4  # calibration classes by match length: 1-2, 3-7, 8-15, 16+
+# What a match's length says before this run has judged any draft: the calibrator's prior per
+# match-length class is at least this. A lone earlier occurrence (raw 0.5) was otherwise taken at
+# its word, 0.55, whatever its length, and at 0.55 no draft promises MIN_GAIN: a cold drafter never
+# drafted text seen once, e.g. an agent's re-sent file (serve's agentic replay: auto 0.96x where
+# a fixed K = 4 drafted 553 of 827 steps and ran at 1.10x). Measured with fixed K = 8 on 23
+# prompts none of bench/prompts.jsonl (bench/measured/vm-20261123-suffix-calibration.md), lone
+# occurrences were accepted 0.82 (3-7 tokens matched, n=100), 0.95 (8-15, n=74) and 0.95 (16+,
+# n=110); 1-2 tokens 0.69, but mostly from near-identical prompts, so that class keeps its
+# midpoint. The floors sit below what was observed: four judged drafts move a bin halfway to what
+# this run sees (Calibrator.prior_weight).
+COLD_FLOORS = (0.0, 0.75, 0.85, 0.9)
 HISTORY_TOKENS = 1 << 18  # finished texts of this session kept to draft from (~1 MB of text)
 CORPUS_TOKENS = 1 << 19  # --draft-corpus tokens kept (a 1 MB file is ~360k)
 CAUTIOUS_STEP = 0.7  # without a cost curve: each verified token beyond the first costs this much
@@ -123,7 +134,7 @@ class SuffixDrafter:
                  calibrator: Calibrator | None = None, min_match: int = MIN_MATCH,
                  history_tokens: int = HISTORY_TOKENS, corpus_tokens: int = CORPUS_TOKENS):
         self.cost_ratio = cost_ratio or cautious_ratio  # n -> T(n)/T(1) of this machine
-        self.calibrator = calibrator or Calibrator(groups=MATCH_GROUPS)
+        self.calibrator = calibrator or Calibrator(groups=MATCH_GROUPS, floors=COLD_FLOORS)
         self.min_match = min_match  # shorter matches draft nothing
         self.history = SuffixIndex(token_budget=history_tokens)
         self.corpus = SuffixIndex(token_budget=corpus_tokens)

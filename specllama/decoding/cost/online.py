@@ -194,19 +194,14 @@ class StepCosts:
     def _between_observed(self, rows: int, t1: float) -> float:
         """Interpolate between the observed row counts around `rows`; beyond the largest, go on
         with the slope of the largest two (clamped), or the generic one."""
-        points = sorted((n, self._observed(n) / t1) for n in self.target if n not in (1, rows))
-        points = [(1, 1.0)] + points
-        below = [p for p in points if p[0] < rows]
-        above = [p for p in points if p[0] > rows]
-        (n0, r0) = below[-1]
-        if above:
-            n1, r1 = above[0]
-            return r0 + (r1 - r0) * (rows - n0) / (n1 - n0)
-        if len(below) >= 2:
-            (na, ra) = below[-2]
-            slope = (r0 - ra) / (n0 - na)
-        else:
-            slope = GENERIC_SLOPE
+        points = [(1, 1.0)] + sorted((n, self._observed(n) / t1) for n in self.target if n not in (1, rows))
+        inside = between(points, rows)
+        if inside is not None:
+            return inside
+        # The slope of the largest two points; a virtual point at 0 rows gives the generic slope
+        # when T(1) is the only one.
+        (na, ra), (n0, r0) = ([(0, 1.0 - GENERIC_SLOPE)] + points)[-2:]
+        slope = (r0 - ra) / (n0 - na)
         return r0 + min(MAX_SLOPE, max(MIN_SLOPE, slope)) * (rows - n0)
 
     # --- persistence -------------------------------------------------------------------------
@@ -221,6 +216,17 @@ class StepCosts:
         return {"t1_s": t1, "ratios": ratios, "draft_ratio": self.draft_ratio()}
 
 
+def between(points: list[tuple[int, float]], n: int) -> float | None:
+    """T(n)/T(1) from sorted (rows, ratio) points: a point's own value, or the straight line between
+    the two around n; None outside them (each caller extrapolates in its own way)."""
+    below = [p for p in points if p[0] <= n]
+    above = [p for p in points if p[0] >= n]
+    if not below or not above:
+        return None
+    (n0, r0), (n1, r1) = below[-1], above[0]
+    return r0 if n1 == n0 else r0 + (r1 - r0) * (n - n0) / (n1 - n0)
+
+
 def prior_from_snapshot(raw: dict, fallback: Prior | None = None) -> Prior:
     """A Prior from what StepCosts.snapshot wrote (validated by the cache before this)."""
     points = sorted((int(n), float(r)) for n, r in raw["ratios"].items())
@@ -229,16 +235,11 @@ def prior_from_snapshot(raw: dict, fallback: Prior | None = None) -> Prior:
     def ratio(n: int) -> float | None:
         if n < 1:
             return None
-        for m, r in points:
-            if m == n:
-                return r
-        below = [p for p in points if p[0] < n]
-        above = [p for p in points if p[0] > n]
-        if below and above:
-            (n0, r0), (n1, r1) = below[-1], above[0]
-            return r0 + (r1 - r0) * (n - n0) / (n1 - n0)
-        if below:  # beyond what was learnt: the fallback's growth from there
-            n0, r0 = below[-1]
+        inside = between(points, n)
+        if inside is not None:
+            return inside
+        if points and n > points[-1][0]:  # beyond what was learnt: the fallback's growth from there
+            n0, r0 = points[-1]
             grow = (base(n) or generic_ratio(n)) - (base(n0) or generic_ratio(n0))
             return r0 + max(grow, MIN_SLOPE * (n - n0))
         return base(n)
