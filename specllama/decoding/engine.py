@@ -39,7 +39,7 @@ from specllama.decoding.sampling import probabilities
 from specllama.decoding.sequence import SequenceState
 from specllama.decoding.stop import StopMatcher
 from specllama.decoding.target import DecodeTarget
-from specllama.decoding.verifiers import VERIFIERS, exact_batch_limit
+from specllama.decoding.verifiers import VERIFIERS, exact_rows
 from specllama.decoding.verify import Verdict, verify_greedy, verify_sampling
 from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.llama.model import StreamDecoder
@@ -74,7 +74,7 @@ class Engine:
         self.acceptance: dict[str, PositionAcceptance] = dict(acceptance or {})
         self.costs = costs or StepCosts()
         self.clock = clock
-        self.planner = Planner(self.costs, self._exact_rows())
+        self.planner = Planner(self.costs, exact_rows(self.target))
         # Draft models that time their own draft positions (drafters.ModelDrafter).
         self._draft_models = [d for d in self.drafters.values() if hasattr(d, "timed_decodes")]
         # Contexts whose time inside llama_decode a step reports (the target's, the draft model's).
@@ -120,15 +120,11 @@ class Engine:
             raise SpecllamaError(f"-k auto has no acceptance record for the {drafter.name} drafter")
         return record
 
-    def _exact_rows(self) -> int | None:
-        """How many rows one decode may hold in exact mode (verifiers.exact_batch_limit); None otherwise."""
-        return exact_batch_limit(self.target) if getattr(self.target, "exact", False) else None
-
     def parallelism(self, parallel: int | str) -> int:
         """How many sequences to run at once: a number, or "auto": the N that makes the most
         tokens per second on the costs known now (capped by the slots and exact mode)."""
-        exact_rows = self._exact_rows()
-        most = self.slots if exact_rows is None else min(self.slots, exact_rows)
+        limit = exact_rows(self.target)
+        most = self.slots if limit is None else min(self.slots, limit)
         if parallel == AUTO:
             return choose_parallel(self.costs.ratio, most)
         return max(1, min(int(parallel), most))

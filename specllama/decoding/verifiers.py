@@ -82,17 +82,19 @@ class StairsVerifier:
         ctx.commit_stairs(last, draft, n_accepted)
 
 
-def exact_batch_limit(ctx) -> int:
-    """The most rows one decode may hold and stay exact on this context's model."""
-    return ctx.model.exact_max_batch
+def exact_rows(ctx) -> int | None:
+    """The most rows one decode may hold and stay exact on this context's model (the one name of
+    that limit in decoding/); None outside exact mode."""
+    return ctx.model.exact_max_batch if getattr(ctx, "exact", False) else None
 
 
 def exact_limit(verifier: Verifier, ctx) -> int:
     """The longest draft whose verification batch stays exact (no limit outside exact mode)."""
-    if not getattr(ctx, "exact", False):
+    rows = exact_rows(ctx)
+    if rows is None:
         return 1 << 30
     k = 0
-    while verifier.batch_tokens(k + 1) <= exact_batch_limit(ctx):
+    while verifier.batch_tokens(k + 1) <= rows:
         k += 1
     return k
 
