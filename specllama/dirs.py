@@ -4,7 +4,9 @@
   ~/Library/Application Support/specllama on macOS, %LOCALAPPDATA%\\specllama on Windows;
   SPECLLAMA_CONFIG names the user's models.toml itself.
 - cache (models, cost curves): ~/.cache/specllama, ~/Library/Caches/specllama,
-  %LOCALAPPDATA%\\specllama\\Cache; SPECLLAMA_CACHE overrides.
+  %LOCALAPPDATA%\\specllama\\Cache; SPECLLAMA_CACHE overrides. What each machine's decodes cost
+  (costs/ in the cache) can be kept elsewhere with SPECLLAMA_COSTS: the tests do, so they neither
+  read what earlier runs learnt on this machine nor leave their tiny models' costs there.
 - data (chat history): ~/.local/share/specllama, ~/Library/Application Support/specllama,
   %LOCALAPPDATA%\\specllama; SPECLLAMA_DATA overrides.
 """
@@ -27,6 +29,12 @@ def cache_dir() -> Path:
     if os.environ.get("SPECLLAMA_CACHE"):
         return Path(os.environ["SPECLLAMA_CACHE"])
     return Path(platformdirs.user_cache_dir(APP, appauthor=False))
+
+
+def costs_dir() -> Path:
+    if os.environ.get("SPECLLAMA_COSTS"):
+        return Path(os.environ["SPECLLAMA_COSTS"])
+    return cache_dir() / "costs"
 
 
 def data_dir() -> Path:

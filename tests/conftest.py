@@ -22,6 +22,14 @@ SMOLLM = "smollm2-135m"
 TINY_B_SIZES = dict(n_layer=1, n_embd=32, n_head=2, n_head_kv=1, n_ff=64)
 
 
+@pytest.fixture(autouse=True)
+def own_cost_cache(tmp_path_factory, monkeypatch):
+    """Each test learns and caches decode costs in its own folder: what earlier runs learnt on this
+    machine (a user's runs, other tests) must not change what a test sees, and a test's tiny
+    models must not leave their costs in the user's cache."""
+    monkeypatch.setenv("SPECLLAMA_COSTS", str(tmp_path_factory.mktemp("costs")))
+
+
 @pytest.fixture(scope="session")
 def real_model():
     """name -> path of a registry model, pulled on first use (shared cache, so CI pulls once)."""

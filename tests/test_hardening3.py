@@ -243,6 +243,21 @@ def test_an_unwritable_cost_cache_is_skipped(tmp_path, monkeypatch):
         pass
 
 
+def test_an_interrupted_cost_cache_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    from specllama.decoding.cost import cache as cost_cache
+    from specllama.decoding.cost.curve import CostCurve
+
+    monkeypatch.setenv("SPECLLAMA_COSTS", str(tmp_path))
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt  # Ctrl-C between writing the entry and moving it into place
+
+    monkeypatch.setattr(cost_cache.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cost_cache.save({"max_n": 2}, CostCurve(t1_s=0.05, ratios=[1.0, 1.5], draft_ratio=None, n_past=0, reps=1))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_models_pull_into_an_unwritable_cache_is_one_error(tmp_path, monkeypatch, capsys):
     blocker = tmp_path / "cache-is-a-file"
     blocker.write_text("x")

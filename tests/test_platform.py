@@ -26,7 +26,7 @@ def test_without_the_resource_module_the_machine_info_and_bench_line_still_work(
 
 
 def test_folders_follow_the_platform_conventions_and_the_overrides(tmp_path, monkeypatch):
-    for name in ("SPECLLAMA_CACHE", "SPECLLAMA_DATA", "SPECLLAMA_CONFIG"):
+    for name in ("SPECLLAMA_CACHE", "SPECLLAMA_DATA", "SPECLLAMA_CONFIG", "SPECLLAMA_COSTS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -40,5 +40,8 @@ def test_folders_follow_the_platform_conventions_and_the_overrides(tmp_path, mon
     monkeypatch.setenv("SPECLLAMA_DATA", str(tmp_path / "d2"))
     monkeypatch.setenv("SPECLLAMA_CONFIG", str(tmp_path / "mine.toml"))
     assert dirs.cache_dir() == tmp_path / "c2" and store.models_dir() == tmp_path / "c2" / "models"
+    assert dirs.costs_dir() == tmp_path / "c2" / "costs"
+    monkeypatch.setenv("SPECLLAMA_COSTS", str(tmp_path / "k"))
+    assert dirs.costs_dir() == tmp_path / "k" and store.models_dir() == tmp_path / "c2" / "models"
     assert history.default_path() == tmp_path / "d2" / "chats.sqlite3"
     assert registry.user_registry_path() == tmp_path / "mine.toml"

@@ -14,15 +14,15 @@ import hashlib
 import json
 import math
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Callable, Iterator
 
+from specllama import dirs
 from specllama.decoding.cost.curve import CostCurve, measure_cost_curve
 from specllama.llama.backend import library_version
 from specllama.llama.context import DecodeContext
 from specllama.llama.machine import cpu_model
-from specllama.models import store
 
 MAX_N = 16  # one prompt: verify batches of up to 16 tokens (K <= 15)
 MAX_N_PARALLEL = 64  # several prompts: N sequences x (K + 1) rows
@@ -66,7 +66,7 @@ def cached_curve(target: DecodeContext, draft_path: Path | None) -> CostCurve | 
 
 def _entry_path(key: dict) -> Path:
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
-    return store.cache_dir() / "costs" / f"{digest}.json"
+    return dirs.costs_dir() / f"{digest}.json"
 
 
 def cache_file(target: DecodeContext, draft: DecodeContext | None, max_n: int = MAX_N) -> Path:
@@ -153,10 +153,10 @@ def _write(key: dict, entry: dict) -> None:
         tmp.write_text(json.dumps(entry, indent=1))
         os.replace(tmp, path)
     except OSError:
-        try:
+        pass
+    finally:  # also on Ctrl-C mid-write: no .tmp-PID file left behind (there were some)
+        with suppress(OSError):
             tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
 
 
 def learned_key(target: DecodeContext) -> dict:
