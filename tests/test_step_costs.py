@@ -57,6 +57,16 @@ def test_drift_is_followed_within_a_window():
     assert costs.t1() == pytest.approx(0.1) and costs.ratio(2) == pytest.approx(1.2)
 
 
+def test_a_batch_is_priced_against_the_plain_steps_of_its_moment():
+    """A shared machine's speed drifts by a fifth within minutes; batches timed in a slow spell and
+    plain steps timed later in a fast one must not make a batch look dear (a benchmark learnt
+    T(2)/T(1) = 1.92 that way, where side by side it cost 1.4-1.5)."""
+    costs = fed(StepCosts(), lambda rows: 0.13 * (1 + 0.5 * (rows - 1)), ([1] * 9 + [2]) * 6)  # a slow spell
+    fed(costs, lambda rows: 0.10, [1] * WINDOW)  # then only plain steps, in a fast one
+    assert costs.t1() == pytest.approx(0.10) and costs.ratio(2) == pytest.approx(1.5)
+    assert costs.seconds(2) == pytest.approx(0.15)  # what a batch costs now
+
+
 def test_the_draft_cost_is_relative_to_a_plain_step():
     costs = fed(StepCosts(Prior(draft_ratio=0.44)), lambda rows: 0.02, [1] * 5)
     assert costs.draft_ratio() == 0.44  # believed until observed

@@ -13,10 +13,17 @@ for it and feeds this estimate:
 
 Each is the median of the last WINDOW samples: robust to outliers (a shared machine's hiccup, a
 page fault) and following drift (another process, a laptop throttling) within a window; a row
-count's first sample is averaged with the prior. Row counts never observed are what earlier runs
-learnt here; else, before any batch was timed, the more optimistic of the prior (a startup curve)
-and a generic shape (so a lying prior cannot stop the drafts that would correct it); else they are
-interpolated between the observed counts, or extrapolated from the largest two.
+count's first sample is averaged with the prior. A batch of n rows is timed against the plain steps
+of the same moment: each sample is kept as seconds / T(1) of the last few plain steps, and T(n)/T(1)
+is the median of those ratios. Medians of seconds taken at different times drift apart on a shared
+machine: measured here, plain steps took 117-146 ms within minutes, and a benchmark learnt T(2)/T(1)
+= 1.92 from its runs' medians where the two timed side by side cost 1.37-1.49 times one
+(bench/measured/vm-20261123-cold-floors.md), so drafting was priced out by the drift.
+
+Row counts never observed are what earlier runs learnt here; else, before any batch was timed,
+the more optimistic of the prior (a startup curve) and a generic shape (so a lying prior cannot
+stop the drafts that would correct it); else they are interpolated between the observed counts, or
+extrapolated from the largest two.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ MAX_SLOPE = 1.0  # one more row never costs more than a whole one-row step
 FEW_SAMPLES = 4
 STALE_STEPS = 64
 MIN_SLOPE = 0.02  # nor nothing
+RECENT_PLAIN = 8  # plain steps a batch's sample is compared with: the machine's speed at that moment
 
 
 def generic_ratio(n: int) -> float | None:
@@ -66,6 +74,8 @@ class StepCosts:
     prior: Prior = field(default_factory=Prior)
     window: int = WINDOW
     target: dict[int, deque] = field(default_factory=dict)  # rows -> recent step seconds
+    # rows (> 1) -> recent samples of seconds / T(1) of the plain steps around them
+    relative: dict[int, deque] = field(default_factory=dict)
     last_seen: dict[int, int] = field(default_factory=dict)  # rows -> the step it was last timed at
     forgotten: dict[int, int] = field(default_factory=dict)  # rows -> how often its samples expired
     draft: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # recent draft-decode seconds
@@ -86,6 +96,10 @@ class StepCosts:
         """A step whose target decode held `rows` rows took `seconds` (drafting excluded)."""
         if rows < 1 or not seconds > 0:
             return
+        if rows > 1:
+            now = self._t1_now()
+            if now:
+                self.relative.setdefault(rows, deque(maxlen=self.window)).append(seconds / now)
         self.steps += 1
         self._memo.clear()
         self.target.setdefault(rows, deque(maxlen=self.window)).append(seconds)
@@ -95,6 +109,7 @@ class StepCosts:
         for n in [n for n, samples in self.target.items() if n != 1 and len(samples) < FEW_SAMPLES
                   and self.steps - self.last_seen[n] > STALE_STEPS << self.forgotten.get(n, 0)]:
             del self.target[n]  # estimated again as unseen: optimistic, so it is timed again
+            self.relative.pop(n, None)
             self.forgotten[n] = self.forgotten.get(n, 0) + 1
 
     def record_draft(self, decodes: int, seconds: float) -> None:
@@ -148,11 +163,11 @@ class StepCosts:
         if t1 is None:
             return prior
         estimate = self._unobserved(rows, t1, prior)
-        seen = self._observed(rows)
+        seen = self._observed_ratio(rows, t1)
         if seen is None:
             return estimate
         k = self.samples(rows)
-        return seen / t1 if k > PRIOR_SAMPLES else (k * seen / t1 + PRIOR_SAMPLES * estimate) / (k + PRIOR_SAMPLES)
+        return seen if k > PRIOR_SAMPLES else (k * seen + PRIOR_SAMPLES * estimate) / (k + PRIOR_SAMPLES)
 
     def _unobserved(self, rows: int, t1: float, prior: float) -> float:
         """T(rows)/T(1) from everything but that row count's own samples."""
@@ -191,10 +206,26 @@ class StepCosts:
         samples = self.target.get(rows)
         return statistics.median(samples) if samples else None
 
+    def _observed_ratio(self, rows: int, t1: float) -> float | None:
+        """T(rows)/T(1) from that row count's own samples: each against the plain steps of its
+        moment; against today's T(1) only when it was timed before any T(1) was known."""
+        relative = self.relative.get(rows)
+        if relative:
+            return statistics.median(relative)
+        seen = self._observed(rows)
+        return None if seen is None else seen / t1
+
+    def _t1_now(self) -> float | None:
+        """The machine's plain step now: the median of the last few plain steps (else the estimate)."""
+        plain = self.target.get(1)
+        if plain:
+            return statistics.median(list(plain)[-RECENT_PLAIN:])
+        return self.t1()
+
     def _between_observed(self, rows: int, t1: float) -> float:
         """Interpolate between the observed row counts around `rows`; beyond the largest, go on
         with the slope of the largest two (clamped), or the generic one."""
-        points = [(1, 1.0)] + sorted((n, self._observed(n) / t1) for n in self.target if n not in (1, rows))
+        points = [(1, 1.0)] + sorted((n, self._observed_ratio(n, t1)) for n in self.target if n not in (1, rows))
         inside = between(points, rows)
         if inside is not None:
             return inside
