@@ -122,14 +122,14 @@ def child(args) -> None:
             self.writer_cpu = thread_cpu(self._writer_id())
             self.ask(args.prompt)
 
-        def on_reply_done(self, message) -> None:
+        def on_conversation_view_answer_ended(self, message) -> None:
             s = message.summary
             Path(args.child).write_text(json.dumps({
                 "tokens_per_s": s.tokens_per_s, "tokens": s.tokens, "finish": s.finish_reason,
                 "acceptance": s.acceptance, "t_generate": s.t_generate,
                 "ui_cpu_s": time.thread_time() - self.ui_cpu,
                 "writer_cpu_s": thread_cpu(self._writer_id()) - self.writer_cpu,
-                "paint_gap_s": self._live.gap, "screen": None}))
+                "paint_gap_s": self.view.live.gap, "screen": None}))
             self.call_after_refresh(self._finish)  # capture the screen once it shows the summary
 
         def _finish(self) -> None:
