@@ -190,3 +190,22 @@ def test_a_first_message_is_sent_once_the_models_are_loaded():
             await wait_until(pilot, lambda: app.last_summary is not None and not app.busy)
             assert texts(app) == [("user", "hello there"), ("assistant", ANSWER)]
     run(scenario)
+
+
+def test_after_a_failed_answer_regenerate_and_edit_keep_the_screen_matching_the_conversation():
+    async def scenario():
+        runtime = FakeRuntime()
+        async with chat_app(runtime).run_test(size=SIZE) as pilot:
+            await send(pilot, "ok")
+            runtime.engine.fail_at_step = 2
+            await send(pilot, "bad")
+            assert len(pilot.app.query(ChatMessage)) == 4  # the failed turn stays on screen, marked
+            runtime.engine.fail_at_step = None
+            await pilot.press("ctrl+r")
+            await wait_until(pilot, lambda: not pilot.app.busy and len(runtime.engine.configs) == 3)
+            assert texts(pilot.app) == [("user", "ok"), ("assistant", ANSWER)]
+            await pilot.press("ctrl+e")
+            await pilot.pause()
+            assert texts(pilot.app) == [] and pilot.app.conversation.messages == []
+            assert pilot.app.prompt.value == "ok"
+    run(scenario)

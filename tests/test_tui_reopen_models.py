@@ -101,7 +101,7 @@ def saved_conversation(path, title: str, models: dict | None) -> None:
 def test_reopen_loads_nothing_when_the_models_match_or_would_need_a_download(registry, tmp_path):
     cases = [  # saved models -> what the notice says; nothing is built in any of them
         ({"target": "t", "draft": "d"}, None),
-        ({"target": "big", "draft": "d"}, "held with big ← d, not cached: F12 fetches and loads it"),
+        ({"target": "big", "draft": "d"}, "held with big ← d, not cached: the model picker (m / F12) fetches and loads it"),
         ({"target": "gone", "draft": None}, "which cannot be loaded: unknown model 'gone'"),
         (None, "(held with Display Name; now pair target)"),  # saved before the registry names were kept
     ]

@@ -209,7 +209,6 @@ class ChatApp(App[None]):
             return
         if not self._can_generate():
             return
-        event.input.remember(text)
         event.input.value = ""
         self.ask(text)
 
@@ -224,6 +223,7 @@ class ChatApp(App[None]):
 
     def ask(self, text: str) -> None:
         """Sends one user message and starts streaming the answer."""
+        self.prompt.remember(text)  # typed, given on the command line, or resent: one ↑ away
         self.conversation.ask(text)
         if self._start_answer(question=text):
             self.recorder.save_question(text, self.runtime.target_name, self.runtime.draft_name, self._history_settings())
@@ -305,7 +305,7 @@ class ChatApp(App[None]):
             self.notify("no answer to regenerate yet", severity="warning")
             return
         self.conversation.withdraw_answer()
-        self.view.remove_last(1)
+        self.view.withdraw_last(question_too=False)
         self.recorder.redo_answer(self.runtime.target_name, self.runtime.draft_name, self._history_settings())
         if not self._start_answer(question=None):
             return
@@ -321,7 +321,7 @@ class ChatApp(App[None]):
         if question is None:
             self.notify("no question to edit yet", severity="warning")
             return
-        self.view.remove_last(2 if self.view.messages and self.view.messages[-1].role == "assistant" else 1)
+        self.view.withdraw_last(question_too=True)
         self.recorder.forget_last_turn()
         prompt = self.prompt
         if prompt.value.strip():

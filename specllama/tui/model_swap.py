@@ -135,7 +135,8 @@ class ModelSwitcher:
             loading = self.loading
             if loading is not None and (loading.target, loading.draft) == (target, draft):
                 return True, f"its models, {choice.label()}, are loading"
-            return False, f"held with {choice.label()}: F12 loads it once the models loading now are in"
+            return False, (f"held with {choice.label()}: the model picker (m / F12) loads it once the models "
+                           "loading now are in")
         try:
             check = precheck(self.registry(), choice)
         except SpecllamaError as e:
@@ -143,7 +144,7 @@ class ModelSwitcher:
         if not check.ok:
             return False, f"held with {choice.label()}, which cannot be loaded: {check.text}"
         if check.to_fetch:
-            return False, f"held with {choice.label()}, not cached: F12 fetches and loads it"
+            return False, f"held with {choice.label()}, not cached: the model picker (m / F12) fetches and loads it"
         await self.switch(choice)
         return True, f"loading its models, {choice.label()}; the current ones answer meanwhile"
 

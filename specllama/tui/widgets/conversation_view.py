@@ -57,7 +57,6 @@ class ConversationView(VerticalScroll):
                  id: str | None = None):
         super().__init__(id=id)
         self.flush_interval = flush_interval  # see streaming.py for why 100 ms
-        self.ui_budget = ui_budget
         self.live = Cadence(self, live_interval, self._paint_live, ui_budget)  # repaints of a streaming answer
         self._idle = idle  # set whenever no generation thread is running: safe to close the runtime
         self._errors = errors  # tracebacks of bugs, printed by `specllama chat` on exit
@@ -71,7 +70,7 @@ class ConversationView(VerticalScroll):
     # --- streaming -------------------------------------------------------------------------------
 
     def start_answer(self, runtime, prompt: list[int], config, show_origins: bool,
-                           question: str | None) -> ChatMessage:
+                     question: str | None) -> ChatMessage:
         """Shows `question` (None: it is on screen already, as when regenerating) and an empty
         answer, and starts generating into it."""
         if question is not None:
@@ -146,8 +145,20 @@ class ConversationView(VerticalScroll):
     def messages(self) -> list[ChatMessage]:
         return list(self.query(ChatMessage))
 
-    def remove_last(self, count: int) -> None:
-        for message in self.messages[-count:] if count else []:
+    def withdraw_last(self, *, question_too: bool) -> None:
+        """Removes the last answer (regenerate) or the last question and its answer (edit). A failed
+        answer stays on screen, marked, after its turn left the conversation: it and its question
+        go first, so the screen keeps matching what the model is sent."""
+        messages = self.messages
+        gone: list[ChatMessage] = []
+        if messages and messages[-1].has_class("-failed"):
+            gone += messages[-2:] if len(messages) > 1 and messages[-2].role == "user" else messages[-1:]
+        rest = messages[:len(messages) - len(gone)]
+        if rest and rest[-1].role == "assistant":
+            gone.append(rest.pop())
+        if question_too and rest and rest[-1].role == "user":
+            gone.append(rest.pop())
+        for message in gone:
             message.remove()
 
     # --- selecting a message with the keyboard ---------------------------------------------------
