@@ -72,7 +72,7 @@ class HelpScreen(Dialog[None]):
     def _keys(self) -> Content:
         # The footer shows the short description; the tooltip, when given, says more.
         rows = INPUT_KEYS + [(*key_columns(b.key), b.tooltip or b.description) for b in self.bindings_shown]
-        parts: list[tuple[str, str] | str] = [("key".ljust(KEY_WIDTH) + "F-key".ljust(ALIAS_WIDTH), "bold $text-muted")]
+        parts: list[tuple[str, str] | str] = [("key".ljust(KEY_WIDTH) + "F-key".ljust(ALIAS_WIDTH) + "what", "bold $text-muted")]
         for key, alias, what in rows:
             parts += [("\n" + key.ljust(KEY_WIDTH), "$text-accent"), (alias.ljust(ALIAS_WIDTH), "$text-muted"), what]
         parts.append(("\n" + PLAIN_NOTE, "$text-muted"))
