@@ -9,7 +9,7 @@ from specllama.tui.history import History
 from specllama.tui.keys import CHAT_KEYS
 from specllama.tui.screens import HelpScreen, SettingsScreen
 from specllama.tui.widgets import ChatMessage, PromptInput
-from tests.test_tui import ANSWER, SIZE, FakeRuntime, chat_app, run, send, wait_until
+from tests.test_tui import ANSWER, SCRIPT, SIZE, FakeRuntime, chat_app, run, send, wait_until
 
 
 def texts(app) -> list[tuple[str, str]]:
@@ -42,12 +42,23 @@ def test_regenerate_replaces_the_last_answer_on_screen_in_the_model_and_in_the_h
 
 
 def test_regenerate_with_nothing_to_regenerate_or_while_answering_only_says_so():
+    from textual.notifications import Notify
+
     async def scenario():
-        runtime = FakeRuntime()
-        async with chat_app(runtime).run_test(size=SIZE) as pilot:
+        notices = []
+        runtime = FakeRuntime(SCRIPT * 20, step_delay=0.02)
+        hook = lambda m: notices.append(m.notification.message) if isinstance(m, Notify) else None  # noqa: E731
+        async with chat_app(runtime).run_test(size=SIZE, message_hook=hook) as pilot:
             await wait_until(pilot, lambda: pilot.app.runtime is not None)
-            await pilot.press("ctrl+r")
+            await pilot.press("ctrl+r", "ctrl+e")
             assert runtime.engine.configs == [] and not pilot.app.query(ChatMessage)
+            assert "no answer to regenerate yet" in notices and "no question to edit yet" in notices
+            pilot.app.ask("long")
+            await pilot.press("ctrl+r", "ctrl+e")
+            assert pilot.app.busy and len(runtime.engine.configs) == 1
+            assert notices.count("still answering: esc stops the answer") == 2
+            await wait_until(pilot, lambda: not pilot.app.busy)
+            assert texts(pilot.app)[0] == ("user", "long") and len(texts(pilot.app)) == 2
     run(scenario)
 
 
