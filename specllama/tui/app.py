@@ -31,7 +31,7 @@ from specllama.tui.clipboard import copy_text
 from specllama.tui.conversation import Conversation
 from specllama.tui.explain import why_no_drafts
 from specllama.tui.history import History, HistoryUnavailable
-from specllama.tui.keys import CHAT_KEYS
+from specllama.tui.keys import CHAT_KEYS, FOOTER_HINTS
 from specllama.tui.live_settings import LiveSettings
 from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
 from specllama.tui.model_swap import ModelSwitcher, RuntimeBuilder, SwapFailed, SwapProgress, SwapReady, SwapStatus, real_runtime
@@ -130,7 +130,7 @@ class ChatApp(App[None]):
                 yield PromptInput(placeholder="Ask something… (enter sends, ctrl+j new line, ↑ earlier prompts)",
                                   id="prompt")
             yield self.panel
-        yield KeyBar(self.BINDINGS)
+        yield KeyBar(self.BINDINGS, FOOTER_HINTS)
 
     async def on_mount(self) -> None:
         if self._saved_theme and self._saved_theme in self.available_themes:

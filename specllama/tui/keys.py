@@ -14,20 +14,21 @@ from __future__ import annotations
 
 from textual.binding import Binding
 
+# In the order the footer shows them (what does not fit the terminal's width is cut from the right).
 CHAT_KEYS = [
     Binding("ctrl+g,f1", "help", "help", key_display="^g", tooltip="this screen"),
     Binding("escape", "stop", "stop", tooltip="stop the answer; what it wrote so far stays"),
-    Binding("ctrl+n", "new_conversation", "new chat", tooltip="new conversation (models stay loaded)"),
+    Binding("ctrl+n", "new_conversation", "new", tooltip="new conversation (models stay loaded)"),
     Binding("ctrl+r", "regenerate", "regenerate", tooltip="a new answer in place of the last one"),
     Binding("ctrl+e", "edit_last", "edit", tooltip="the last question back in the input to edit and resend"),
+    Binding("tab", "select_messages", "select",
+            tooltip="select a message: ↑ ↓, enter / y copies it, esc returns"),
     Binding("ctrl+y", "copy_answer", "copy", tooltip="copy the last answer to the clipboard"),
     Binding("ctrl+b", "copy_code", "copy code", show=False, tooltip="copy the last code block of the last answer"),
-    Binding("tab", "select_messages", "select", show=False,
-            tooltip="select a message: ↑ ↓, enter / y copies it, esc returns"),
-    Binding("ctrl+o", "toggle_origins", "view", tooltip="answers: rendered Markdown / coloured by origin"),
     Binding("ctrl+l,f10", "history", "history", key_display="^l", tooltip="saved conversations: reopen, search, export"),
     Binding("m,f12", "models", "models", show=False, tooltip="pick models; they load while these answer"),
     Binding("ctrl+t,f11", "settings", "settings", key_display="^t", tooltip="settings: prompt, sampling, K; save defaults"),
+    Binding("ctrl+o", "toggle_origins", "view", tooltip="answers: rendered Markdown / coloured by origin"),
     Binding("s,f9", "toggle_panel", "panel", show=False, tooltip="side panel on / off (off below 80 columns)"),
     Binding("d,f2", "next_drafter", "drafter", show=False, tooltip="drafter: auto → suffix → model → none"),
     Binding("k,f3", "step_k(-1)", "K −", show=False, tooltip="K − 1: fewer drafts per step (below 1: auto)"),
@@ -39,5 +40,5 @@ CHAT_KEYS = [
     Binding("ctrl+q", "quit", "quit", show=False, priority=True, tooltip="quit"),
 ]
 
-# Keys that type a character: they act only while the input box does not have the focus.
-PLAIN_KEYS = {"m", "s", "d", "k", "K", "t", "T", "p", "P"}
+# The input box's own key in the footer, after the binding of the action named.
+FOOTER_HINTS = {"edit_last": ("↑", "recall")}

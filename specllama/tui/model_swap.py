@@ -1,4 +1,4 @@
-"""Switching models inside the chat (F12): the picker's choice is fetched, checked and loaded in a
+"""Switching models inside the chat (the model picker: m or F12): the picker's choice is fetched, checked and loaded in a
 thread while the old models keep answering, then swapped in; the old ones are freed once no
 answer is being generated with them.
 
@@ -11,7 +11,7 @@ choosing it in the picker is the explicit request that flag stands for.
 Reopening a saved conversation held with other models starts the same switch (restore_models):
 its settings apply at once, its models load while the current ones answer. Not when that would
 download a model (a deleted cache, a hub model never fetched): gigabytes are fetched only when the
-picker asks for them, so the notice says F12 instead.
+picker asks for them, so the notice points to the picker instead.
 
 ModelSwitcher is the app's collaborator for this: everything it needs from the app is given to its
 constructor (`build_runtime`, (LoadOptions, progress, status) -> runtime, is what tests replace
