@@ -220,3 +220,31 @@ def test_after_a_failed_answer_regenerate_and_edit_keep_the_screen_matching_the_
             assert texts(pilot.app) == [] and pilot.app.conversation.messages == []
             assert pilot.app.prompt.value == "ok"
     run(scenario)
+
+
+def test_a_conversation_reopened_at_the_start_is_regenerated_in_place(tmp_path):
+    path = tmp_path / "chats.sqlite3"
+    history = History(path)
+    cid = history.new_conversation("kept", "Fake-Coder 1.5B", None, {"temperature": 0.5})
+    history.add_message(cid, "user", "old question")
+    history.add_message(cid, "assistant", "old answer")
+    history.close()
+
+    async def scenario():
+        runtime = FakeRuntime()
+        app = ChatApp(lambda progress, status: runtime, ChatSettings(drafter="model"), flush_interval=0,
+                      history_path=path, reopen=cid)  # as `specllama chat --conversation ID` starts it
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: app.runtime is not None and len(app.query(ChatMessage)) == 2)
+            assert texts(app) == [("user", "old question"), ("assistant", "old answer")]
+            assert app.settings.temperature == 0.5
+            await pilot.press("up")
+            assert app.prompt.value == "old question"  # its questions are in the recall list
+            app.prompt.value = ""
+            await pilot.press("ctrl+r")
+            await wait_until(pilot, lambda: not app.busy and len(runtime.engine.configs) == 1)
+            assert texts(app) == [("user", "old question"), ("assistant", ANSWER)]
+        again = History(path)
+        assert [(m.role, m.content) for m in again.messages(cid)] == [("user", "old question"), ("assistant", ANSWER)]
+        again.close()
+    run(scenario)
