@@ -177,8 +177,7 @@ def test_the_theme_is_saved_with_the_chat_defaults_and_comes_back(tmp_path):
     user_defaults.save(ChatSettings(temperature=0.3), path)
 
     async def scenario():
-        app = chat_app()
-        app._defaults_path = path
+        app = ChatApp(lambda progress, status: FakeRuntime(), defaults_path=path)
         async with app.run_test(size=SIZE) as pilot:
             pilot.app.theme = "nord"
             await pilot.pause()

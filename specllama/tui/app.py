@@ -6,7 +6,8 @@ through posted messages. It is given a function that builds the runtime, so test
 scripted fake exactly where the real one goes.
 
 The app composes collaborators, each given what it needs when it is built: the settings' one owner
-(live_settings.py, which the side panel subscribes to), the model switcher (model_swap.py), the
+(live_settings.py, which the side panel subscribes to) and what the settings keys and screen do
+to them (settings_controls.py), the model switcher (model_swap.py), the
 recorder of the history (recorder.py), the conversation view; reopening a saved conversation is
 planned by a pure function (reopen.py) and applied here. Its keys are keys.py's.
 """
@@ -23,7 +24,6 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from specllama.decoding.engine import Summary
-from specllama.decoding.request import DRAFTERS
 from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.tui import user_defaults
 from specllama.tui.cadence import spare_core
@@ -37,8 +37,9 @@ from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, Runt
 from specllama.tui.model_swap import ModelSwitcher, RuntimeBuilder, SwapFailed, SwapProgress, SwapReady, SwapStatus, real_runtime
 from specllama.tui.recorder import ConversationRecorder
 from specllama.tui.reopen import plan_reopen
-from specllama.tui.screens import HelpScreen, HistoryScreen, SettingsScreen
+from specllama.tui.screens import HelpScreen, HistoryScreen
 from specllama.tui.settings import ChatSettings
+from specllama.tui.settings_controls import SettingsControls
 from specllama.tui.streaming import LiveStats
 from specllama.tui.widgets import ChatMessage, ConversationView, KeyBar, LoadingPanel, PromptInput, StatsPanel, TitleBar
 from specllama.tui.widgets.chat_message import warm_highlighter
@@ -91,7 +92,6 @@ class ChatApp(App[None]):
         self.load_failed: str | None = None  # why the models did not load: `specllama chat` exits 1
         self._idle = Event()  # set whenever no generation thread is running: safe to close the runtime
         self._idle.set()
-        self._told_pending = False  # "applies from the next answer" said once per answer
         self._panel_wanted: bool | None = None  # the panel key's choice; None: follow the terminal's width
         self._first_message, self._reopen_at_start = first_message, reopen
         self._saved_theme, self._defaults_path = theme, defaults_path
@@ -102,6 +102,8 @@ class ChatApp(App[None]):
         self.view = ConversationView(flush_interval=flush_interval, live_interval=live_interval, ui_budget=ui_budget,
                                      idle=self._idle, errors=self.unexpected_errors, on_chunk=self._chunk_seen,
                                      paint_panel=self._paint_panel, id="conversation")
+        self.controls = SettingsControls(self, self.live_settings, runtime=lambda: self.runtime, busy=lambda: self.busy,
+                                         conversation=self.conversation, defaults_path=defaults_path)
         self.models = ModelSwitcher(self, build_runtime=build_runtime, load_options=load_options, registry=registry,
                                     settings=self.live_settings, runtime=lambda: self.runtime,
                                     first_load_running=lambda: self.runtime is None and self.load_failed is None,
@@ -186,7 +188,7 @@ class ChatApp(App[None]):
         self.panel.show_models(runtime.target_name, draft, runtime.threads)
         self.view.live.budget = None if spare_core(runtime.threads) else self._ui_budget
         self._show_context()
-        self._fit_drafter()
+        self.controls.fit_drafter()
 
     # the model switcher's worker posts these to the app
     def on_swap_progress(self, message: SwapProgress) -> None:
@@ -254,8 +256,7 @@ class ChatApp(App[None]):
     async def on_conversation_view_answer_ended(self, message: ConversationView.AnswerEnded) -> None:
         self.busy = False
         self.prompt.cursor_blink = True
-        self._told_pending = False
-        self._fit_drafter()  # changes made while it ran
+        self.controls.answer_ended()
         if message.reply is not None:
             if message.error is not None:
                 self._answer_failed(message.reply, message.error)
@@ -421,59 +422,19 @@ class ChatApp(App[None]):
     # --- settings ------------------------------------------------------------------------------
 
     def action_settings(self) -> None:
-        if isinstance(self.screen, SettingsScreen):
-            return
-        n_ctx = self.runtime.context_use()[1] if self.runtime is not None else None
-        self.push_screen(SettingsScreen(self.settings, n_ctx=n_ctx,
-                                        threads=self.runtime.threads if self.runtime is not None else None,
-                                        drafters=self._drafters_available(), defaults_path=self._defaults_path),
-                         self._settings_done)
-
-    def _settings_done(self, result) -> None:
-        if result is None:
-            return
-        settings, saved = result
-        if settings.system != self.conversation.system:
-            # The new system prompt applies to this conversation from its next answer (the model
-            # re-reads the conversation from the start: no KV cache reuse for that one turn).
-            self.conversation.system = settings.system
-        self.live_settings.wait_for_drafter(None)  # the user's choice now
-        self._apply_settings(settings)
-        self.notify(f"saved as your defaults: {saved}" if saved else "settings applied")
-
-    def _drafters_available(self) -> tuple[str, ...]:
-        return self.runtime.drafters if self.runtime is not None else DRAFTERS
+        self.controls.open_screen()
 
     def action_next_drafter(self) -> None:
-        self.live_settings.wait_for_drafter(None)
-        self._apply_settings(self.settings.next_drafter(self._drafters_available()))
+        self.controls.next_drafter()
 
     def action_step_k(self, delta: int) -> None:
-        self._apply_settings(self.settings.step_k(delta))
+        self.controls.apply(self.settings.step_k(delta))
 
     def action_step_temperature(self, steps: int) -> None:
-        self._apply_settings(self.settings.step_temperature(steps))
+        self.controls.apply(self.settings.step_temperature(steps))
 
     def action_step_p_min(self, steps: int) -> None:
-        self._apply_settings(self.settings.step_p_min(steps))
-
-    def _apply_settings(self, new: ChatSettings) -> None:
-        """The user's change shows at once and reaches the engine with the next answer: the engine
-        fixes K, the drafter's role and sampling when an answer starts, so a change in the middle
-        would half apply. No model is reloaded either way."""
-        self.live_settings.set(new)
-        if not self.busy:
-            self._fit_drafter()
-        elif not self._told_pending:
-            self._told_pending = True
-            self.notify("changes apply from the next answer")
-
-    def _fit_drafter(self) -> None:
-        if self.runtime is None:
-            return
-        refused = self.live_settings.fit(self.runtime.drafters)
-        if refused:
-            self.notify(refused, title="drafter unchanged", severity="error")
+        self.controls.apply(self.settings.step_p_min(steps))
 
     # --- saved conversations -------------------------------------------------------------------
 
@@ -523,7 +484,7 @@ class ChatApp(App[None]):
                     note += f" (the {plan.settings.drafter} drafter comes with them)"
         self.live_settings.set(plan.settings)
         if not self.busy:
-            self._fit_drafter()
+            self.controls.fit_drafter()
         widgets = []
         for m in plan.messages:
             self.conversation.messages.append({"role": m.role, "content": m.content})
