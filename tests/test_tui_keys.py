@@ -128,6 +128,9 @@ def test_any_message_is_selected_with_the_keyboard_and_copied(monkeypatch, tmp_p
             assert pilot.app.clipboard == "first"
             await pilot.press("escape")
             assert pilot.app.focused is pilot.app.query_one("#prompt")
+            await pilot.press("tab", "ctrl+n")  # the selected message goes: typing goes to the input again
+            await pilot.press("h")
+            assert pilot.app.focused is pilot.app.prompt and pilot.app.prompt.value == "h"
     run(scenario)
 
 

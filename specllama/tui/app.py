@@ -50,7 +50,7 @@ from specllama.tui.widgets.chat_message import warm_highlighter
 LIVE_INTERVAL = 0.25
 UI_BUDGET = 0.05
 CONTEXT_FULL = "context full: ctrl+n starts a new chat"
-NARROW_WIDTH = 80  # below this many columns the side panel starts hidden (F9 shows it)
+NARROW_WIDTH = 80  # below this many columns the side panel starts hidden (s or F9 shows it)
 FINISH_NOTES = {"cancelled": "stopped", "length": "max tokens reached", "context": CONTEXT_FULL,
                 "stop_string": "stop string"}
 
@@ -305,6 +305,8 @@ class ChatApp(App[None]):
         if self.conversation.last_role != "assistant":
             self.notify("no answer to regenerate yet", severity="warning")
             return
+        if self.view.selected is not None:  # a message about to go may hold the focus
+            self.prompt.focus()
         self.conversation.withdraw_answer()
         self.view.withdraw_last(question_too=False)
         self.recorder.redo_answer(self.runtime.target_name, self.runtime.draft_name, self._history_settings())
@@ -342,6 +344,8 @@ class ChatApp(App[None]):
         self.live_settings.wait_for_drafter(None)
         self.recorder.start()
         self.conversation.clear()
+        if self.view.selected is not None:
+            self.prompt.focus()
         self.view.query(ChatMessage).remove()
         self.panel.reset()
         if self.runtime is not None:  # the new chat starts empty, whatever the old one's cache holds
