@@ -250,3 +250,15 @@ def test_a_conversation_reopened_at_the_start_is_regenerated_in_place(tmp_path):
         assert [(m.role, m.content) for m in again.messages(cid)] == [("user", "old question"), ("assistant", ANSWER)]
         again.close()
     run(scenario)
+
+
+def test_a_theme_is_not_saved_over_a_defaults_file_it_cannot_write_back(tmp_path):
+    import pytest
+
+    from specllama.tui.user_defaults import UserDefaultsError, save_theme
+
+    path = tmp_path / "chat.toml"
+    path.write_text("temperature = 0.2\n[extra]\nnote = 'kept'\n")
+    with pytest.raises(UserDefaultsError, match="theme is not saved"):
+        save_theme("nord", path)
+    assert "[extra]" in path.read_text()  # untouched

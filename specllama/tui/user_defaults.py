@@ -94,4 +94,7 @@ def save(settings: ChatSettings, path: Path | None = None) -> Path:
 def save_theme(name: str, path: Path | None = None) -> Path:
     """The theme, beside whatever settings are saved (a file that cannot be read is not overwritten)."""
     path = path or config_path()
-    return _write(load(path) | {"theme": name}, path)
+    try:
+        return _write(load(path) | {"theme": name}, path)
+    except TypeError as e:  # a value written by hand that this writer cannot write back (a table)
+        raise UserDefaultsError(f"{path}: {e}; the theme is not saved") from None
