@@ -12,6 +12,7 @@ every frame as escape sequences, which this script reads and discards like a ter
 the compositor but writes nothing.
 
     .venv/bin/python scripts/measure_tui_overhead.py --rounds 3 --max-tokens 128
+    # what bench/measured/ keeps: --out bench/measured/NAME writes NAME.json and NAME.md
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import fcntl
 import json
 import os
+import platform
 import re
 import statistics
 import struct
@@ -122,14 +124,15 @@ def child(args) -> None:
             self.writer_cpu = thread_cpu(self._writer_id())
             self.ask(args.prompt)
 
-        def on_reply_done(self, message) -> None:
+        def on_conversation_view_answer_ended(self, message) -> None:
             s = message.summary
             Path(args.child).write_text(json.dumps({
                 "tokens_per_s": s.tokens_per_s, "tokens": s.tokens, "finish": s.finish_reason,
                 "acceptance": s.acceptance, "t_generate": s.t_generate,
                 "ui_cpu_s": time.thread_time() - self.ui_cpu,
                 "writer_cpu_s": thread_cpu(self._writer_id()) - self.writer_cpu,
-                "paint_gap_s": self._live.gap, "screen": None}))
+                "paint_gap_s": self.view.live.gap, "screen": None, "threads": self.runtime.threads,
+                "target": self.runtime.target_name, "draft": self.runtime.draft_name}))
             self.call_after_refresh(self._finish)  # capture the screen once it shows the summary
 
         def _finish(self) -> None:
@@ -169,12 +172,13 @@ def main() -> None:
     p.add_argument("--drafter", default="model", choices=("auto", "suffix", "model", "none", "lookup"))
     p.add_argument("--headless", action="store_true", help="App.run_test() instead of a pseudo-terminal")
     p.add_argument("--show-screen", action="store_true", help="print the app's last screen as text")
+    p.add_argument("--out", help="write PREFIX.json and PREFIX.md with every round, the machine, threads and models")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         return child(args)
 
-    runs, chats, screen, ui_shares = [], [], "", []
+    runs, chats, screen, ui_shares, details = [], [], "", [], {}
     for i in range(args.rounds):
         order = ("run", "chat") if i % 2 == 0 else ("chat", "run")
         for side in order:
@@ -185,6 +189,7 @@ def main() -> None:
                 result = chat_side(args)
                 chats.append(result["tokens_per_s"])
                 screen = result["screen"] or screen
+                details = result
                 ui_share = result["ui_cpu_s"] / result["t_generate"]
                 ui_shares.append(ui_share)
                 print(f"round {i + 1}: chat {chats[-1]:6.2f} tokens/s ({result['tokens']} tokens, "
@@ -202,6 +207,48 @@ def main() -> None:
     print(f"UI thread: median {statistics.median(ui_shares):.1%} of one core while the answer streamed")
     if args.show_screen:
         print(screen)
+    if args.out:
+        write_results(args, runs, chats, paired, ui_shares, details, mode)
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def write_results(args, runs, chats, paired, ui_shares, details, mode) -> None:
+    """The rounds as measured, with what they ran on: JSON for scripts, Markdown for people."""
+    run_median, chat_median = statistics.median(runs), statistics.median(chats)
+    facts = {
+        "what": "decode tokens/s of `specllama chat` (the Textual app, " + mode + ") against `specllama run`, "
+                "fresh processes, interleaved (order flips every round)",
+        "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform()},
+        "threads": details.get("threads"), "target": details.get("target"), "draft": details.get("draft"),
+        "drafter": args.drafter, "k": args.k, "max_tokens": args.max_tokens, "prompt": args.prompt,
+        "rounds": len(runs), "run_tokens_per_s": runs, "chat_tokens_per_s": chats,
+        "run_median": run_median, "chat_median": chat_median, "ratio_of_medians": chat_median / run_median,
+        "per_round_ratios": paired, "median_per_round_ratio": statistics.median(paired),
+        "ui_thread_share_of_a_core": ui_shares,
+    }
+    Path(args.out + ".json").write_text(json.dumps(facts, indent=2) + "\n")
+    lines = [f"# chat vs run, drafter {args.drafter}, K {args.k}: {len(runs)} interleaved rounds", "",
+             f"{facts['date_utc']} UTC · {facts['machine']['cpu']}, {facts['machine']['cores']} cores · "
+             f"threads {facts['threads']} · target {facts['target']} · draft {facts['draft'] or '–'} · "
+             f"{args.max_tokens} max tokens, greedy · chat in a {mode}", "",
+             "| round | run tok/s | chat tok/s | chat / run | UI thread (share of a core) |", "|---|---|---|---|---|"]
+    for i, (r, c, ratio, ui) in enumerate(zip(runs, chats, paired, ui_shares), 1):
+        lines.append(f"| {i} | {r:.2f} | {c:.2f} | {ratio:.1%} | {ui:.1%} |")
+    lines += ["", f"- run median {run_median:.2f} tokens/s, chat median {chat_median:.2f} tokens/s",
+              f"- ratio of medians **{chat_median / run_median:.1%}**, median of per-round ratios "
+              f"**{statistics.median(paired):.1%}** (goal ≥ 95 %)",
+              f"- UI thread: median {statistics.median(ui_shares):.1%} of one core while the answer streamed", ""]
+    Path(args.out + ".md").write_text("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def ui_cpu(live_interval: float, budget: float | None, flush_interval: float = 0
         asyncio.run(scenario())
     finally:
         Screen._compositor_refresh = count_updates
-    return spent[0], updates[0], app._live.gap
+    return spent[0], updates[0], app.view.live.gap
 
 
 def main() -> None:

@@ -420,12 +420,17 @@ def test_snapshot_main_screen_after_an_answer():
 
 def test_snapshot_help_screen():
     async def scenario():
-        async with chat_app().run_test(size=SIZE) as pilot:
+        async with chat_app().run_test(size=TALL) as pilot:  # all of it, without scrolling
             await wait_until(pilot, lambda: pilot.app.runtime is not None)
-            await pilot.press("f1")
+            await pilot.press("ctrl+g")
             await pilot.pause()
             assert_snapshot("chat_help", screen_text(pilot.app))
     run(scenario)
+
+
+def test_snapshot_help_keys_table():
+    # The table alone, as plain text: a key added, dropped or renamed shows in the diff.
+    assert_snapshot("chat_help_keys", HelpScreen(ChatApp.BINDINGS)._keys().plain + "\n")
 
 
 def test_snapshot_loading_with_download_progress():

@@ -392,7 +392,7 @@ def test_new_chat_while_streaming_leaves_no_paint_behind():
             reply = pilot.app.query(ChatMessage).last()
             await wait_until(pilot, lambda: reply.query(MarkdownFence))
             await pilot.press("ctrl+n")
-            assert pilot.app._live._timer is None  # no paint pending for the removed answer
+            assert pilot.app.view.live._timer is None  # no paint pending for the removed answer
             script.gate.set()
             await wait_until(pilot, lambda: not pilot.app.busy)
             await send(pilot, "next")

@@ -194,7 +194,7 @@ def test_models_ready_mid_answer_wait_for_it_to_end(registry):
             await wait_until(pilot, lambda: app.busy)
             await open_picker(pilot, "t", None)
             await pilot.press("ctrl+s")
-            await wait_until(pilot, lambda: app._swap_pending is new)
+            await wait_until(pilot, lambda: app.models.pending is new)
             assert app.runtime is old and not old.closed  # the answer keeps its models
             gate.set()
             await wait_until(pilot, lambda: app.runtime is new)
@@ -235,7 +235,7 @@ def test_incompatible_pair_is_refused_before_loading(registry):
             await pilot.press("ctrl+s")
             await pilot.pause()
             assert app.screen is screen  # stays open with the reason; nothing loads
-            assert not built and app._swap_choice is None
+            assert not built and app.models.loading is None
     run(scenario)
 
 
@@ -253,7 +253,7 @@ def test_picking_a_pair_fills_target_and_draft(registry):
             assert "will be fetched" in str(screen.query_one("#check").render())
             await pilot.press("escape")
             await pilot.pause()
-            assert not isinstance(app.screen, ModelPickerScreen) and app._swap_choice is None
+            assert not isinstance(app.screen, ModelPickerScreen) and app.models.loading is None
     run(scenario)
 
 
@@ -284,7 +284,7 @@ def test_real_switch_from_the_pair_to_the_small_model_alone(real_model_paths):
             assert closed == [old] and old.target_ctx._ctx is None  # llama.cpp's context freed
             assert not new.has_draft_model and new.target_path.name.startswith("qwen2.5-coder-0.5b")
             assert app.settings.drafter == "auto"  # the model drafter left with the draft model
-            assert app.loaded_refs() == ("qwen2.5-coder-0.5b", None)
+            assert app.models.loaded_refs() == ("qwen2.5-coder-0.5b", None)
             app.query_one("#prompt").value = "Say hello."
             await pilot.press("enter")
             await wait_until(pilot, lambda: app.last_summary is not None, timeout=300)

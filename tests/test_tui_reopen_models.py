@@ -82,7 +82,7 @@ def test_reopen_restores_settings_at_once_and_models_in_the_background(registry,
             await send(pilot, "et maintenant ?")
             [config] = new.engine.configs
             assert config.sampling.temperature == 0.7 and config.drafter == "model" and config.k == 3
-            assert app.loaded_refs() == ("t", "d")
+            assert app.models.loaded_refs() == ("t", "d")
     try:
         run(reopened_with_the_target_alone)
     finally:
@@ -101,7 +101,7 @@ def saved_conversation(path, title: str, models: dict | None) -> None:
 def test_reopen_loads_nothing_when_the_models_match_or_would_need_a_download(registry, tmp_path):
     cases = [  # saved models -> what the notice says; nothing is built in any of them
         ({"target": "t", "draft": "d"}, None),
-        ({"target": "big", "draft": "d"}, "held with big ← d, not cached: F12 fetches and loads it"),
+        ({"target": "big", "draft": "d"}, "held with big ← d, not cached: the model picker (m / F12) fetches and loads it"),
         ({"target": "gone", "draft": None}, "which cannot be loaded: unknown model 'gone'"),
         (None, "(held with Display Name; now pair target)"),  # saved before the registry names were kept
     ]
@@ -121,6 +121,6 @@ def test_reopen_loads_nothing_when_the_models_match_or_would_need_a_download(reg
                     assert said == "reopened “old chat”"
                 else:
                     assert expected in said, said
-                assert app._swap_choice is None and not app.query("#swap-panel")
+                assert app.models.loading is None and not app.query("#swap-panel")
         run(scenario)
         assert not built, models

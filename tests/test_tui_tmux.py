@@ -1,11 +1,13 @@
 """End to end in a real terminal: the chat app (fake runtime, tests/tmux_chat_app.py) in a tmux
-pane, a question typed with send-keys, the screen read back with its colours (capture-pane -e).
-Checks what Pilot cannot: that a terminal receives a code answer as highlighted code, i.e. the
-code line carries several foreground colours while the fences themselves are not shown."""
+pane, keys typed with send-keys, the screen read back (with its colours: capture-pane -e).
+Checks what Pilot cannot: that a terminal receives a code answer as highlighted code (the code
+line carries several foreground colours, the fences are not shown), and that every key the chat
+uses reaches it through a terminal (tmux passes what a terminal sends: C-g is the byte 0x07...)."""
 
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -53,10 +55,39 @@ def foreground_colours(line: str) -> set[str]:
     return found
 
 
-def test_a_code_answer_shows_highlighted_code_in_a_real_terminal():
+def start(*args: str) -> str:
     session = f"specllama-{uuid.uuid4().hex[:8]}"
-    command = f"TERM=xterm-256color COLORTERM=truecolor {sys.executable} {REPO / 'tests' / 'tmux_chat_app.py'}"
-    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "36", command)
+    app = " ".join([str(REPO / "tests" / "tmux_chat_app.py"), *map(shlex.quote, args)])
+    command = f"TERM=xterm-256color COLORTERM=truecolor {sys.executable} {app}"
+    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", command)
+    return session
+
+
+def keys(session: str, *names: str) -> None:
+    """Keys by tmux's names (C-r, Up, Tab, F2) or, with -l first, literal text."""
+    tmux("send-keys", "-t", session, *names)
+
+
+def wait_gone(session: str, text: str, timeout: float = 15.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        shown = screen(session)
+        if text not in shown:
+            return shown
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} stayed; the screen:\n{screen(session)}")
+
+
+def quit_app(session: str) -> None:
+    keys(session, "C-q")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and alive(session):
+        time.sleep(0.2)
+    assert not alive(session)  # ctrl+q ended the program (and with it the pane)
+
+
+def test_a_code_answer_shows_highlighted_code_in_a_real_terminal():
+    session = start()
     try:
         wait_for(session, "Ask something")
         wait_for(session, "Fake-Coder 1.5B")  # loaded: the title names the models (a question before is refused)
@@ -68,10 +99,98 @@ def test_a_code_answer_shows_highlighted_code_in_a_real_terminal():
         assert "```" not in shown  # rendered, not raw Markdown
         assert "def square(number):" in shown
         assert len(foreground_colours(code_line)) >= 3, code_line  # keyword, name, operator, comment...
-        tmux("send-keys", "-t", session, "C-q")
+        quit_app(session)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_ask_regenerate_recall_edit_and_continue_in_a_real_terminal(tmp_path):
+    history = str(tmp_path / "chats.sqlite3")
+    session = start("--history", history, "square a number?")  # `chat "first message"`
+    try:
+        wait_for(session, "Answer 1.")  # sent once the models were in, nothing typed
+        wait_for(session, " tokens · ")
+        keys(session, "C-r")  # regenerate: the new answer replaces the old one
+        shown = wait_for(session, "Answer 2.")
+        wait_for(session, " tokens · ")
+        shown = screen(session)
+        assert "Answer 1." not in shown and shown.count("square a number?") == 1
+        keys(session, "Up")  # the question sent before, back in the input
+        assert wait_for(session, "square a number?").count("square a number?") >= 1
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and alive(session):
+        while screen(session).count("square a number?") < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not alive(session)  # ctrl+q ended the program (and with it the pane)
+        assert screen(session).count("square a number?") == 2  # in the conversation and in the input
+        keys(session, "C-u")  # the input's own line editing still works: cleared
+        wait_for(session, "Ask something")
+        keys(session, "C-e")  # edit: the turn leaves the conversation, its question goes to the input
+        shown = wait_gone(session, "Answer 2.")
+        assert shown.count("square a number?") == 1
+        keys(session, "-l", " please")
+        keys(session, "Enter")
+        wait_for(session, "Answer 3.")
+        wait_for(session, "square a number? please")
+        wait_for(session, " tokens · ")
+        quit_app(session)
+        session = start("--history", history, "--continue")  # the conversation as it was left
+        shown = wait_for(session, "Answer 3.")
+        assert "square a number? please" in shown and "Answer 2." not in shown
+        wait_for(session, "reopened")
+        quit_app(session)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def panel_value(session: str, label: str) -> str:
+    line = next(line for line in screen(session).splitlines() if f"▏ {label}" in line)
+    return line.split(f"▏ {label}", 1)[1].split()[0]
+
+
+def test_every_key_reaches_the_chat_through_a_terminal():
+    session = start("hello")
+    try:
+        wait_for(session, " tokens · ")
+        # The single letters, with a message selected (tab), and their F-key aliases. First, while
+        # no notification covers the side panel.
+        keys(session, "Tab")
+        for key, label, value in (("d", "drafter", "none"), ("F2", "drafter", "auto"),
+                                  ("K", "K", "5"), ("F4", "K", "6"), ("k", "K", "5"), ("F3", "K", "4"),
+                                  ("T", "temperature", "0.1"), ("F6", "temperature", "0.2"),
+                                  ("t", "temperature", "0.1"), ("F5", "temperature", "greedy"),
+                                  ("P", "p_min", "0.05"), ("F8", "p_min", "0.10"),
+                                  ("p", "p_min", "0.05"), ("F7", "p_min", "0.00")):
+            keys(session, key)
+            deadline = time.monotonic() + 10
+            while panel_value(session, label) != value and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert panel_value(session, label) == value, (key, screen(session))
+        keys(session, "s")
+        wait_gone(session, "acceptance")  # the side panel's
+        keys(session, "F9")
+        wait_for(session, "acceptance")
+        keys(session, "Enter")  # copies the selected message
+        wait_for(session, "assistant message (")
+        keys(session, "Escape")  # back in the input
+        keys(session, "C-y")
+        wait_for(session, "last answer (")
+        keys(session, "C-b")
+        wait_for(session, "code block (")
+        keys(session, "C-o")  # the origin view shows the answer's text as it came, fences and all
+        wait_for(session, "```python")
+        keys(session, "C-o")
+        wait_gone(session, "```python")
+        for key, shows in (("C-g", "specllama chat: keys"), ("F1", "specllama chat: keys"),
+                           ("C-t", "system prompt"), ("F11", "system prompt")):
+            keys(session, key)
+            wait_for(session, shows)
+            keys(session, "Escape")
+            wait_gone(session, shows)
+        for key in ("C-l", "F10"):
+            keys(session, key)
+            wait_for(session, "history is off")  # this app has no history file: the key says so
+        keys(session, "C-n")
+        wait_for(session, "new conversation")
+        wait_gone(session, "Answer 1.")
+        quit_app(session)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

@@ -1,5 +1,6 @@
-"""The chat app on the fake runtime, run as a program in a real terminal by test_tui_tmux.py:
-every question is answered with a short text and a Python code block."""
+"""The chat app on the fake runtime, run as a program in a real terminal by test_tui_tmux.py.
+Takes the chat command's own arguments (a first message, --continue, --conversation ID) plus
+--history PATH; every answer is a short text, numbered ("Answer 2."), and a Python code block."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from specllama.cli.cmd_chat import saved_conversation  # noqa: E402
+from specllama.cli.main import build_parser  # noqa: E402
 from specllama.tui import ChatApp, ChatSettings  # noqa: E402
 from tests.test_tui import FakeRuntime  # noqa: E402
 
@@ -17,6 +20,27 @@ CODE_ANSWER = [
     [("    return number * number  # sq\n```\n", "target")],
 ]
 
+
+class NumberedRuntime(FakeRuntime):
+    """Says which answer it is, so a test sees a regenerated answer replace the one before."""
+
+    answers = 0
+
+    def generate(self, prompt, config):
+        self.answers += 1
+        self.engine.script = [[(f"Answer {self.answers}. ", "target")]] + CODE_ANSWER
+        return super().generate(prompt, config)
+
+
 if __name__ == "__main__":
-    runtime = FakeRuntime(CODE_ANSWER, step_delay=0.05)
-    ChatApp(lambda progress, status: runtime, ChatSettings(drafter="model")).run()
+    argv = sys.argv[1:]
+    history = None
+    if "--history" in argv:
+        at = argv.index("--history")
+        history = Path(argv[at + 1])
+        del argv[at:at + 2]
+    args = build_parser().parse_args(["chat", *argv])
+    reopen = saved_conversation(args, history) if history is not None else None
+    runtime = NumberedRuntime(CODE_ANSWER, step_delay=0.05)
+    ChatApp(lambda progress, status: runtime, ChatSettings(drafter="model", k=4), history_path=history,
+            first_message=args.message, reopen=reopen.id if reopen is not None else None).run()

@@ -16,11 +16,17 @@ if TYPE_CHECKING:
 HELP = "a multi-turn chat in the terminal that shows speculation live"
 DESCRIPTION = ("A terminal chat that colours each token by origin and shows speed and acceptance live. The "
                "draft model is loaded whenever the pair or --draft names one, so the drafter, K, temperature "
-               "and p_min change without reloading. F1 in the app lists the keys; see docs/chat.md.")
+               "and p_min change without reloading. ctrl+g in the app lists the keys; see docs/chat.md.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("message", nargs="?", help="a first message, sent as soon as the models are loaded")
     p.add_argument("--system", help="a system message (default: none, or your saved chat defaults)")
+    saved = p.add_mutually_exclusive_group()
+    saved.add_argument("--continue", action="store_true", dest="continue_last",
+                       help="reopen the last conversation (its settings, and its models unless you name others)")
+    saved.add_argument("--conversation", type=int, metavar="ID",
+                       help="reopen saved conversation ID (the history, ctrl+l, shows each one's #ID)")
     add_model_options(p)
     add_engine_options(p)
 
@@ -77,19 +83,52 @@ def chat_settings(args: argparse.Namespace):
                                    if value != default_values[name]}, base)
 
 
+def saved_conversation(args: argparse.Namespace, history_path):
+    """The conversation --continue or --conversation ID asks for (a ConversationInfo), or None.
+    Naming a model on the command line wins; otherwise its models are the ones loaded first, so a
+    continued chat starts on them rather than switching after a first load."""
+    from specllama.tui.history import History
+
+    if not args.continue_last and args.conversation is None:
+        return None
+    history = History(history_path)  # HistoryUnavailable: one line, like any user error
+    try:
+        if args.continue_last:
+            found = history.conversations()
+            if not found:
+                raise SpecllamaError(f"no saved conversation to continue ({history_path} holds none)")
+            info = found[0]
+        else:
+            try:
+                info = history.conversation(args.conversation)
+            except KeyError:
+                raise SpecllamaError(f"no saved conversation #{args.conversation}; ctrl+l in the chat lists them "
+                                     "with their numbers") from None
+    finally:
+        history.close()
+    models = info.settings.get("models")
+    named = args.pair or args.target or args.draft
+    if not named and isinstance(models, dict) and isinstance(models.get("target"), str):
+        args.target, args.draft = models["target"], models.get("draft")
+        args.no_draft = args.draft is None
+    return info
+
+
 def run(args: argparse.Namespace) -> int:
     from specllama.runtime import Runtime  # llama.cpp and Textual load only for this command
-    from specllama.tui import ChatApp
+    from specllama.tui import ChatApp, user_defaults
     from specllama.tui.history import default_path
 
     require_terminal()
     settings = chat_settings(args)  # bad sampling options fail before anything loads
+    reopen = saved_conversation(args, default_path())
     opts = chat_load_options(args)
     def build(load: LoadOptions, progress, status) -> Runtime:  # the first load, and any the model picker asks for
         return Runtime(load, progress=progress, status=status)
 
     app = ChatApp(lambda progress, status: build(opts, progress, status), settings, history_path=default_path(),
-                  build_runtime=build, load_options=opts)
+                  build_runtime=build, load_options=opts, first_message=args.message,
+                  reopen=reopen.id if reopen is not None else None, theme=user_defaults.theme(user_defaults.load()))
     try:
         app.run()
     finally:

@@ -1,39 +1,47 @@
 """`specllama chat`: a multi-turn conversation where you can watch speculation happen.
 
 The app never touches llama.cpp on its own thread: models load in one worker, each answer streams
-from another (see streaming.py), and both report back through posted messages. It is given a
-function that builds the runtime, so tests inject a scripted fake exactly where the real one goes.
+from another (owned by the conversation view, widgets/conversation_view.py), and both report back
+through posted messages. It is given a function that builds the runtime, so tests inject a
+scripted fake exactly where the real one goes.
+
+The app composes collaborators, each given what it needs when it is built: the settings' one owner
+(live_settings.py, which the side panel subscribes to) and what the settings keys and screen do
+to them (settings_controls.py), the model switcher (model_swap.py), the
+recorder of the history (recorder.py), the conversation view; reopening a saved conversation is
+planned by a pure function (reopen.py) and applied here. Its keys are keys.py's.
 """
 
 from __future__ import annotations
 
-import traceback
 from pathlib import Path
 from threading import Event
 from typing import Any
 
-from textual import on, work
-from textual.app import App, ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.app import App, ComposeResult, SystemCommand
+from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
 from specllama.decoding.engine import Summary
 from specllama.errors import ContextOverflowError, SpecllamaError
-from specllama.tui.cadence import Cadence, spare_core
+from specllama.tui import user_defaults
+from specllama.tui.cadence import spare_core
 from specllama.tui.clipboard import copy_text
 from specllama.tui.conversation import Conversation
 from specllama.tui.explain import why_no_drafts
-from specllama.tui.history_actions import SavedConversations
+from specllama.tui.history import History, HistoryUnavailable
+from specllama.tui.keys import CHAT_KEYS, FOOTER_HINTS
+from specllama.tui.live_settings import LiveSettings
 from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
-from specllama.tui.model_swap import ModelSwitching, RuntimeBuilder, real_runtime
+from specllama.tui.model_swap import ModelSwitcher, RuntimeBuilder, SwapFailed, SwapProgress, SwapReady, SwapStatus, real_runtime
 from specllama.tui.recorder import ConversationRecorder
-from specllama.tui.screens import HelpScreen
+from specllama.tui.reopen import plan_reopen
+from specllama.tui.screens import HelpScreen, HistoryScreen
 from specllama.tui.settings import ChatSettings
-from specllama.tui.settings_actions import SettingsControls
-from specllama.tui.streaming import LiveStats, ReplyChunk, ReplyDone, stream_reply
-from specllama.tui.widgets import ChatMessage, KeyBar, LoadingPanel, PromptInput, StatsPanel, TitleBar
+from specllama.tui.settings_controls import SettingsControls
+from specllama.tui.streaming import LiveStats
+from specllama.tui.widgets import ChatMessage, ConversationView, KeyBar, LoadingPanel, PromptInput, StatsPanel, TitleBar
 from specllama.tui.widgets.chat_message import warm_highlighter
 
 # Repaints of a streaming answer and the panel: at most 4 a second and, when the UI shares its
@@ -42,12 +50,12 @@ from specllama.tui.widgets.chat_message import warm_highlighter
 LIVE_INTERVAL = 0.25
 UI_BUDGET = 0.05
 CONTEXT_FULL = "context full: ctrl+n starts a new chat"
-NARROW_WIDTH = 80  # below this many columns the side panel starts hidden (F9 shows it)
+NARROW_WIDTH = 80  # below this many columns the side panel starts hidden (s or F9 shows it)
 FINISH_NOTES = {"cancelled": "stopped", "length": "max tokens reached", "context": CONTEXT_FULL,
                 "stop_string": "stop string"}
 
 
-class ChatApp(SettingsControls, SavedConversations, ModelSwitching, App[None]):
+class ChatApp(App[None]):
     # Layout only (each widget's look lives beside it). Kept inline rather than in app.tcss so a
     # wheel needs no package data and subclasses elsewhere (scripts/) find it.
     CSS = """
@@ -58,26 +66,7 @@ class ChatApp(SettingsControls, SavedConversations, ModelSwitching, App[None]):
     #prompt { margin: 0 1 0 1; }
     """
     TITLE = "specllama chat"
-    BINDINGS = [
-        Binding("f1", "help", "help", tooltip="this screen"),
-        Binding("escape", "stop", "stop", tooltip="stop the answer; what it wrote so far stays"),
-        Binding("ctrl+n", "new_conversation", "new chat", tooltip="new conversation (models stay loaded)"),
-        Binding("ctrl+y", "copy_answer", "copy", tooltip="copy the last answer to the clipboard"),
-        Binding("ctrl+b", "copy_code", "copy code", show=False, tooltip="copy the last code block of the last answer"),
-        Binding("ctrl+o", "toggle_origins", "view", tooltip="answers: rendered Markdown / coloured by origin"),
-        Binding("ctrl+l,f10", "history", "history", tooltip="saved conversations: reopen, search, export"),
-        Binding("f12", "models", "models", tooltip="pick models; they load while these answer"),
-        Binding("f11,ctrl+t", "settings", "settings", tooltip="settings: prompt, sampling, K; save defaults"),
-        Binding("f9", "toggle_panel", "panel", show=False, tooltip="side panel on / off (off below 80 columns)"),
-        Binding("f2", "next_drafter", "drafter", tooltip="drafter: auto → suffix → model → none"),
-        Binding("f3", "step_k(-1)", "K −", show=False, tooltip="K − 1: fewer drafts per step (below 1: auto)"),
-        Binding("f4", "step_k(1)", "K +", show=False, tooltip="K + 1: more drafts per step"),
-        Binding("f5", "step_temperature(-1)", "temp −", show=False, tooltip="temperature − 0.1 (0 = greedy)"),
-        Binding("f6", "step_temperature(1)", "temp +", show=False, tooltip="temperature + 0.1"),
-        Binding("f7", "step_p_min(-1)", "p_min −", show=False, tooltip="p_min − 0.05 (0 = always draft K)"),
-        Binding("f8", "step_p_min(1)", "p_min +", show=False, tooltip="p_min + 0.05: stop drafts less sure than this"),
-        Binding("ctrl+q", "quit", "quit", show=False, priority=True, tooltip="quit"),
-    ]
+    BINDINGS = CHAT_KEYS
 
     # Rendered Markdown by default, origin colours one key away: see widgets/chat_message.py for why.
     show_origins: reactive[bool] = reactive(False, init=False)
@@ -86,63 +75,88 @@ class ChatApp(SettingsControls, SavedConversations, ModelSwitching, App[None]):
                  flush_interval: float = 0.1,  # see streaming.py for why 100 ms
                  live_interval: float = LIVE_INTERVAL, ui_budget: float | None = UI_BUDGET,
                  history_path: Path | None = None,  # None: no history (tests); `specllama chat` passes one
-                 build_runtime: RuntimeBuilder = real_runtime,  # for the model picker (F12): tests pass a fake
+                 build_runtime: RuntimeBuilder = real_runtime,  # for the model picker: tests pass a fake
                  load_options=None,  # the LoadOptions of the first load, kept by a switch (context, threads, K auto)
-                 registry=None):  # None: models.toml, read when the picker first opens
+                 registry=None,  # None: models.toml, read when the picker first opens
+                 first_message: str | None = None,  # `specllama chat "..."`: sent once the models are in
+                 reopen: int | None = None,  # a saved conversation to open at the start (--continue)
+                 theme: str | None = None,  # the user's saved theme (chat.toml)
+                 defaults_path: Path | None = None):  # chat.toml; None: the config folder's
         super().__init__()
         self._load_runtime = load_runtime
-        self._build_runtime = build_runtime
-        self.load_options = load_options
-        self._model_registry = registry
-        self.settings = settings or ChatSettings()
-        self.flush_interval = flush_interval
-        self._live = Cadence(self, live_interval, self._paint_live, ui_budget)  # repaints of a streaming answer
         self._ui_budget = ui_budget
-        self._live_stats = LiveStats()
         self.runtime: Any = None
-        self.conversation = Conversation(system=self.settings.system)
         self.busy = False  # an answer is being generated (the engine runs one at a time)
         self.last_summary: Summary | None = None
         self.unexpected_errors: list[str] = []  # tracebacks of bugs, printed by `specllama chat` on exit
+        self.load_failed: str | None = None  # why the models did not load: `specllama chat` exits 1
         self._idle = Event()  # set whenever no generation thread is running: safe to close the runtime
         self._idle.set()
-        self._reply_id = 0
-        self._reply: ChatMessage | None = None
-        self._told_pending = False  # "applies from the next answer" said once per answer
-        self._stop_requested = False
-        self.load_failed: str | None = None  # why the models did not load: `specllama chat` exits 1
-        self._panel_wanted: bool | None = None  # F9's choice; None: follow the terminal's width
-        # A reopened conversation's drafter, kept while the models that offer it load (model_swap.py).
-        self._wanted_drafter: str | None = None
+        self._panel_wanted: bool | None = None  # the panel key's choice; None: follow the terminal's width
+        self._first_message, self._reopen_at_start = first_message, reopen
+        self._saved_theme, self._defaults_path = theme, defaults_path
+        self.live_settings = LiveSettings(self, settings or ChatSettings())
+        self.conversation = Conversation(system=self.settings.system)
         self.recorder = ConversationRecorder(history_path, self._history_off)
+        self.panel = StatsPanel()
+        self.view = ConversationView(flush_interval=flush_interval, live_interval=live_interval, ui_budget=ui_budget,
+                                     idle=self._idle, errors=self.unexpected_errors, on_chunk=self._chunk_seen,
+                                     paint_panel=self._paint_panel, id="conversation")
+        self.controls = SettingsControls(self, self.live_settings, runtime=lambda: self.runtime, busy=lambda: self.busy,
+                                         conversation=self.conversation, defaults_path=defaults_path)
+        self.models = ModelSwitcher(self, build_runtime=build_runtime, load_options=load_options, registry=registry,
+                                    settings=self.live_settings, runtime=lambda: self.runtime,
+                                    first_load_running=lambda: self.runtime is None and self.load_failed is None,
+                                    busy=lambda: self.busy, idle=self._idle, install=self._use_runtime,
+                                    errors=self.unexpected_errors)
+
+    @property
+    def settings(self) -> ChatSettings:
+        return self.live_settings.value
+
+    @property
+    def history(self) -> History | None:
+        return self.recorder.history
+
+    @property
+    def prompt(self) -> PromptInput:
+        return self.query_one("#prompt", PromptInput)
 
     def compose(self) -> ComposeResult:
         yield TitleBar()
         with Horizontal(id="main"):
             with Vertical(id="chat"):
-                with VerticalScroll(id="conversation"):
-                    yield Static("Type a message and press enter · F1 lists every key", id="hint")
+                with self.view:
+                    yield Static("Type a message and press enter · ctrl+g lists every key", id="hint")
                     yield LoadingPanel()
-                yield PromptInput(placeholder="Ask something… (enter sends, ctrl+j new line)", id="prompt")
-            yield StatsPanel()
-        yield KeyBar(self.BINDINGS)
+                yield PromptInput(placeholder="Ask something… (enter sends, ctrl+j new line, ↑ earlier prompts)",
+                                  id="prompt")
+            yield self.panel
+        yield KeyBar(self.BINDINGS, FOOTER_HINTS)
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
+        if self._saved_theme and self._saved_theme in self.available_themes:
+            self.theme = self._saved_theme
+        self.theme_changed_signal.subscribe(self, self._save_theme)
         self.query_one(TitleBar).show(self.TITLE, "loading the models…")
-        self.query_one(StatsPanel).show_settings(self.settings)
-        self.query_one(StatsPanel).show_legend(self.show_origins)
+        self.live_settings.changed.subscribe(self.panel, self.panel.show_settings, immediate=True)
+        self.panel.show_settings(self.settings)
+        self.panel.show_legend(self.show_origins)
         self._fit_panel(self.size.width)
-        self.query_one("#conversation").anchor()  # follow the answer until the user scrolls up
-        self.query_one("#prompt").focus()
+        self.view.anchor()  # follow the answer until the user scrolls up
+        self.prompt.focus()
         self.recorder.open()
         self._load()
+        if self._reopen_at_start is not None:
+            await self.reopen(self._reopen_at_start)
 
     # --- loading -------------------------------------------------------------------------------
 
-    @work(thread=True, exit_on_error=False, group="load")
     def _load(self) -> None:
-        warm_highlighter()  # ~0.15 s before the load rather than during the first answer
-        load_runtime(self._load_runtime, self.post_message)
+        def load() -> None:
+            warm_highlighter()  # ~0.15 s before the load rather than during the first answer
+            load_runtime(self._load_runtime, self.post_message)
+        self.run_worker(load, thread=True, exit_on_error=False, group="load")
 
     def on_load_progress(self, message: LoadProgress) -> None:
         self.query_one(LoadingPanel).show_progress(message.done, message.total, message.what)
@@ -160,6 +174,9 @@ class ChatApp(SettingsControls, SavedConversations, ModelSwitching, App[None]):
 
     def on_runtime_ready(self, message: RuntimeReady) -> None:
         self._use_runtime(message.runtime)
+        first, self._first_message = self._first_message, None
+        if first and first.strip():
+            self.ask(first.strip())
 
     def _use_runtime(self, runtime) -> None:
         """The first models loaded, or the ones a switch brought in (model_swap.py)."""
@@ -168,100 +185,87 @@ class ChatApp(SettingsControls, SavedConversations, ModelSwitching, App[None]):
         self.query("#conversation LoadingPanel").remove()
         draft = runtime.draft_name
         self.query_one(TitleBar).show(self.TITLE, runtime.target_name + (f" ← {draft}" if draft else ""))
-        self.query_one(StatsPanel).show_models(runtime.target_name, draft, runtime.threads)
-        self._live.budget = None if spare_core(runtime.threads) else self._ui_budget
+        self.panel.show_models(runtime.target_name, draft, runtime.threads)
+        self.view.live.budget = None if spare_core(runtime.threads) else self._ui_budget
         self._show_context()
-        self._sync_drafter()
+        self.controls.fit_drafter()
+
+    # the model switcher's worker posts these to the app
+    def on_swap_progress(self, message: SwapProgress) -> None:
+        self.models.progress(message)
+
+    def on_swap_status(self, message: SwapStatus) -> None:
+        self.models.status(message)
+
+    def on_swap_failed(self, message: SwapFailed) -> None:
+        self.models.failed(message)
+
+    def on_swap_ready(self, message: SwapReady) -> None:
+        self.models.ready(message)
 
     # --- asking and answering ------------------------------------------------------------------
 
-    @on(PromptInput.Submitted, "#prompt")
-    def _submitted(self, event: PromptInput.Submitted) -> None:
+    def on_prompt_input_submitted(self, event: PromptInput.Submitted) -> None:
         text = event.value.strip()
         if not text:
             return
-        if self.runtime is None:
-            self.notify("the models are not loaded yet", severity="warning")
-            return
-        if self.busy:
-            self.notify("still answering: esc stops the answer", severity="warning")
+        if not self._can_generate():
             return
         event.input.value = ""
         self.ask(text)
 
+    def _can_generate(self) -> bool:
+        if self.runtime is None:
+            self.notify("the models are not loaded yet", severity="warning")
+            return False
+        if self.busy:
+            self.notify("still answering: esc stops the answer", severity="warning")
+            return False
+        return True
+
     def ask(self, text: str) -> None:
         """Sends one user message and starts streaming the answer."""
+        self.prompt.remember(text)  # typed, given on the command line, or resent: one ↑ away
         self.conversation.ask(text)
+        if self._start_answer(question=text):
+            self.recorder.save_question(text, self.runtime.target_name, self.runtime.draft_name, self._history_settings())
+        else:
+            self.conversation.withdraw_question()
+
+    def _start_answer(self, question: str | None) -> bool:
+        """Generates an answer to the conversation as it stands (its last message is the question)."""
         try:
             prompt = self.runtime.chat_tokens(self.conversation.for_template())
         except SpecllamaError as e:
-            self.conversation.withdraw_question()
             self.notify(str(e), title="could not build the prompt", severity="error")
-            return
-        self.recorder.save_question(text, self.runtime.target_name, self.runtime.draft_name, self._history_settings())
-        conversation = self.query_one("#conversation")
-        conversation.mount(ChatMessage("user", text))
-        self._reply = ChatMessage("assistant", show_origins=self.show_origins)
-        conversation.mount(self._reply)
-        self._reply_id += 1
-        self._stop_requested = False
+            return False
         self.busy = True
         # A blinking cursor is a frame every 0.5 s; while the answer streams it stays solid.
-        self.query_one("#prompt", PromptInput).cursor_blink = False
-        self._idle.clear()
-        self._generate(self._reply_id, prompt, self.settings.generation_config())
+        self.prompt.cursor_blink = False
+        self.view.start_answer(self.runtime, prompt, self.settings.generation_config(), self.show_origins, question)
+        return True
 
-    @work(thread=True, exit_on_error=False, group="generate")
-    def _generate(self, reply_id: int, prompt: list[int], config) -> None:
-        try:
-            generation = self.runtime.generate(prompt, config)
-            summary = stream_reply(reply_id, generation, self.post_message, self.flush_interval)
-            self.post_message(ReplyDone(reply_id, summary))
-        except Exception as e:  # SpecllamaError or a bug: both become a notification, never a crash
-            if not isinstance(e, SpecllamaError):
-                self.unexpected_errors.append(traceback.format_exc())
-            self.post_message(ReplyDone(reply_id, None, e))
-        finally:
-            self._idle.set()
-
-    async def on_reply_chunk(self, message: ReplyChunk) -> None:
-        if message.reply_id != self._reply_id or self._reply is None:
-            return  # an answer from a conversation that has since been cleared
-        if self._stop_requested:
-            self.runtime.cancel()  # esc came before the engine started (it clears the flag)
-        self._reply.add(message.segments)
+    def _chunk_seen(self, reply: ChatMessage, stats: LiveStats) -> None:
         # A kill loses at most this flush; the origins go with the text so a reopened answer keeps its colours.
-        self.recorder.save_answer(self._reply.text, complete=False, segments=self._reply.segments)
-        self.query_one(StatsPanel).add_rates(message.stats.step_rates)
-        self._live_stats = message.stats
-        await self._live.changed()
+        self.recorder.save_answer(reply.text, complete=False, segments=reply.segments)
+        self.panel.add_rates(stats.step_rates)
 
-    async def _paint_live(self) -> None:
-        """The streaming answer and the panel's live numbers, in one frame (cadence.py says why)."""
-        if self._reply is None:
-            return
-        with self.batch_update():
-            await self._reply.show_new()
-            self.query_one(StatsPanel).show_live(self._live_stats, self.runtime.context_use())
+    def _paint_panel(self, stats: LiveStats) -> None:
+        self.panel.show_live(stats, self.runtime.context_use())
 
-    async def on_reply_done(self, message: ReplyDone) -> None:
-        await self._reply_done(message)
-        self.install_pending_runtime()  # models chosen while this answer streamed take over now
-
-    async def _reply_done(self, message: ReplyDone) -> None:
+    async def on_conversation_view_answer_ended(self, message: ConversationView.AnswerEnded) -> None:
         self.busy = False
-        self.query_one("#prompt", PromptInput).cursor_blink = True
-        self._told_pending = False
-        self._sync_drafter()  # changes made while it ran
-        if message.reply_id != self._reply_id or self._reply is None:
-            return
-        reply, self._reply = self._reply, None
-        self._live.cancel()
-        await reply.finish()
-        if message.error is not None:
-            self._answer_failed(reply, message.error)
-            return
-        summary = self.last_summary = message.summary
+        self.prompt.cursor_blink = True
+        self.controls.answer_ended()
+        if message.reply is not None:
+            if message.error is not None:
+                self._answer_failed(message.reply, message.error)
+            else:
+                self._answer_done(message.reply, message.summary)
+        self.models.install_pending()  # models chosen while this answer streamed take over now
+
+    def _answer_done(self, reply: ChatMessage, summary: Summary) -> None:
+        self.last_summary = summary
         self.conversation.answer(summary.text)
         self.recorder.save_answer(summary.text, complete=True, segments=reply.segments)
         note = FINISH_NOTES.get(summary.finish_reason)
@@ -269,16 +273,15 @@ class ChatApp(SettingsControls, SavedConversations, ModelSwitching, App[None]):
         why = None
         if summary.steps and not summary.k_total and self.settings.drafter != "none":
             why = why_no_drafts(getattr(self.runtime, "costs", None), self.settings.drafter)
-        self.query_one(StatsPanel).show_summary(summary, why)
+        self.panel.show_summary(summary, why)
         self._show_context()
 
     def _answer_failed(self, reply: ChatMessage, error: BaseException) -> None:
-        # The question leaves the history (it has no answer) and goes back to the input box.
+        # The turn leaves the history (it has no answer) and goes back to the input box.
         question = self.conversation.withdraw_question()
         self.recorder.forget_turn()
-        prompt = self.query_one("#prompt", PromptInput)
-        if question and not prompt.value:
-            prompt.value = question
+        if question and not self.prompt.value:
+            self.prompt.value = question
         if isinstance(error, SpecllamaError):
             reason = str(error)
             if isinstance(error, ContextOverflowError):
@@ -290,28 +293,63 @@ class ChatApp(SettingsControls, SavedConversations, ModelSwitching, App[None]):
 
     def _show_context(self) -> None:
         if self.runtime is not None:
-            self.query_one(StatsPanel).show_context(*self.runtime.context_use())
+            self.panel.show_context(*self.runtime.context_use())
+
+    # --- the last turn again -------------------------------------------------------------------
+
+    def action_regenerate(self) -> None:
+        """A new answer to the last question, in place of the last answer (docs/chat.md says why
+        replaced rather than kept beside it)."""
+        if not self._can_generate():
+            return
+        if self.conversation.last_role != "assistant":
+            self.notify("no answer to regenerate yet", severity="warning")
+            return
+        if self.view.selected is not None:  # a message about to go may hold the focus
+            self.prompt.focus()
+        self.conversation.withdraw_answer()
+        self.view.withdraw_last(question_too=False)
+        self.recorder.redo_answer(self.runtime.target_name, self.runtime.draft_name, self._history_settings())
+        if not self._start_answer(question=None):
+            return
+        if self.settings.temperature == 0:
+            self.notify("temperature 0 (greedy): the same answer comes back; F6 / T raises it")
+
+    def action_edit_last(self) -> None:
+        """The last question back in the input box, its turn withdrawn: enter sends it edited."""
+        if self.busy:
+            self.notify("still answering: esc stops the answer", severity="warning")
+            return
+        question = self.conversation.withdraw_turn()
+        if question is None:
+            self.notify("no question to edit yet", severity="warning")
+            return
+        self.view.withdraw_last(question_too=True)
+        self.recorder.forget_last_turn()
+        prompt = self.prompt
+        if prompt.value.strip():
+            prompt.remember(prompt.value)  # what was typed is one ↑ away, not lost
+        prompt.value = question
+        prompt.focus()
+        self._show_context()
 
     # --- controls ------------------------------------------------------------------------------
 
     def action_stop(self) -> None:
-        if self.busy and self.runtime is not None:
-            self._stop_requested = True
-            self.runtime.cancel()  # honoured after the current step; the text so far stays
+        if self.busy:
+            self.view.stop()  # honoured after the current step; the text so far stays
 
     def action_new_conversation(self, quiet: bool = False) -> None:
-        if self.busy:
-            self.runtime.cancel()
-            self._reply_id += 1  # its last messages will be ignored
-        self._reply = None
-        self._live.cancel()
-        self._wanted_drafter = None
+        self.view.forget_reply()
+        self.live_settings.wait_for_drafter(None)
         self.recorder.start()
         self.conversation.clear()
-        self.query("#conversation ChatMessage").remove()
-        self.query_one(StatsPanel).reset()
+        if self.view.selected is not None:
+            self.prompt.focus()
+        self.view.query(ChatMessage).remove()
+        self.panel.reset()
         if self.runtime is not None:  # the new chat starts empty, whatever the old one's cache holds
-            self.query_one(StatsPanel).show_context(0, self.runtime.context_use()[1])
+            self.panel.show_context(0, self.runtime.context_use()[1])
         if not quiet:
             self.notify("new conversation")
 
@@ -324,12 +362,19 @@ class ChatApp(SettingsControls, SavedConversations, ModelSwitching, App[None]):
         self.notify(f"last answer ({len(answer)} characters) {how}")
 
     def action_copy_code(self) -> None:
-        answers = [m for m in self.query("#conversation ChatMessage") if m.role == "assistant" and m.text]
+        answers = [m for m in self.view.messages if m.role == "assistant" and m.text]
         blocks = answers[-1].code_blocks() if answers else []
         if not blocks:
             self.notify("the last answer has no code block", severity="warning")
             return
         self._copy(blocks[-1], "code block")
+
+    def action_select_messages(self) -> None:
+        if not self.view.select_last():
+            self.notify("no message to select yet", severity="warning")
+
+    def on_conversation_view_leave(self, message: ConversationView.Leave) -> None:
+        self.prompt.focus()
 
     def on_chat_message_copy_requested(self, message: ChatMessage.CopyRequested) -> None:
         self._copy(message.text, message.what)
@@ -340,30 +385,125 @@ class ChatApp(SettingsControls, SavedConversations, ModelSwitching, App[None]):
         self.notify(f"{what} ({lines} line{'s' * (lines != 1)}) {how}")
 
     def action_toggle_panel(self) -> None:
-        panel = self.query_one(StatsPanel)
-        self._panel_wanted = not panel.display
-        panel.display = self._panel_wanted
+        self._panel_wanted = not self.panel.display
+        self.panel.display = self._panel_wanted
 
     def on_resize(self, event) -> None:
-        # A narrow terminal gives the chat all of its width; the user's F9 choice wins over that.
+        # A narrow terminal gives the chat all of its width; the user's panel key wins over that.
         self._fit_panel(event.size.width)
 
     def _fit_panel(self, width: int) -> None:
-        if self._panel_wanted is None:
-            for panel in self.query(StatsPanel):  # none yet when the first resize arrives
-                panel.display = width >= NARROW_WIDTH
+        if self._panel_wanted is None and self.panel.is_mounted:  # not yet when the first resize arrives
+            self.panel.display = width >= NARROW_WIDTH
 
     def action_toggle_origins(self) -> None:
         self.show_origins = not self.show_origins
 
     async def watch_show_origins(self, show: bool) -> None:
-        for message in self.query(ChatMessage):
+        for message in self.view.messages:
             await message.set_show_origins(show)
-        self.query_one(StatsPanel).show_legend(show)
+        self.panel.show_legend(show)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
+            self.push_screen(HelpScreen(self.BINDINGS))
+
+    def get_system_commands(self, screen):
+        """ctrl+p lists every chat action besides Textual's own (theme, quit...): each is one
+        search away on a key every terminal passes."""
+        yield from super().get_system_commands(screen)
+        for b in self.BINDINGS:
+            if b.action not in ("quit", "command_palette"):
+                yield SystemCommand(b.description, b.tooltip or b.description, lambda action=b.action: self.run_action(action))
+
+    def _save_theme(self, theme) -> None:
+        """A theme picked from the palette is kept with the user's chat defaults (chat.toml)."""
+        try:
+            user_defaults.save_theme(theme.name, self._defaults_path)
+        except SpecllamaError as e:
+            self.notify(str(e), title="theme not saved", severity="warning")
+
+    # --- settings ------------------------------------------------------------------------------
+
+    def action_settings(self) -> None:
+        self.controls.open_screen()
+
+    def action_next_drafter(self) -> None:
+        self.controls.next_drafter()
+
+    def action_step_k(self, delta: int) -> None:
+        self.controls.apply(self.settings.step_k(delta))
+
+    def action_step_temperature(self, steps: int) -> None:
+        self.controls.apply(self.settings.step_temperature(steps))
+
+    def action_step_p_min(self, steps: int) -> None:
+        self.controls.apply(self.settings.step_p_min(steps))
+
+    # --- saved conversations -------------------------------------------------------------------
+
+    def _history_off(self, reason: str) -> None:
+        self.notify(reason, title="no chat history", severity="warning", timeout=15)
+
+    def _history_settings(self) -> dict:
+        values = self.settings.as_dict() | {"system": self.conversation.system}
+        # The models as the registry names them (the conversations table keeps their display names),
+        # so reopening can load them again; a reopened conversation without it just says who held it.
+        refs = self.models.loaded_refs()
+        if refs is not None:
+            values["models"] = {"target": refs[0], "draft": refs[1]}
+        return values
+
+    def action_history(self) -> None:
+        if self.history is None:
+            self.notify("no chat history this session" if self.recorder.path else "history is off", severity="warning")
+            return
+        if not isinstance(self.screen, HistoryScreen):
+            self.push_screen(HistoryScreen(self.history), self.reopen)
+
+    def action_models(self) -> None:
+        self.models.open_picker()
+
+    async def reopen(self, conversation_id: int | None) -> None:
+        """A saved conversation on screen again, with its settings and (in the background) its models."""
+        if conversation_id is None or self.history is None:
+            return
+        try:
+            info = self.history.conversation(conversation_id)
+            stored = self.history.messages(conversation_id)
+        except (HistoryUnavailable, KeyError) as e:
+            self.notify(f"could not reopen: {e}", severity="error")
+            return
+        self.action_new_conversation(quiet=True)
+        plan = plan_reopen(info, stored, self.settings, self.models.loaded_refs(),
+                           self.runtime.target_name if self.runtime is not None else None)
+        self.conversation.system = plan.system
+        note = plan.note
+        if plan.models is not None:
+            coming, said = await self.models.restore(*plan.models)
+            note = f"; {said}"
+            if coming:
+                self.live_settings.wait_for_drafter(plan.settings.drafter)  # restored with its models, not before
+                if self.runtime is not None and plan.settings.drafter not in self.runtime.drafters:
+                    note += f" (the {plan.settings.drafter} drafter comes with them)"
+        self.live_settings.set(plan.settings)
+        if not self.busy:
+            self.controls.fit_drafter()
+        widgets = []
+        for m in plan.messages:
+            self.conversation.messages.append({"role": m.role, "content": m.content})
+            widget = ChatMessage(m.role, m.content, show_origins=self.show_origins and m.role == "assistant",
+                                 segments=m.segments)
+            if not m.complete:
+                widget.set_status("unfinished (the chat ended while it streamed)")
+            widgets.append(widget)
+            if m.role == "user":
+                self.prompt.remember(m.content)
+        self.prompt.value = plan.unanswered
+        await self.view.mount_all(widgets)
+        self.prompt.focus()
+        self.recorder.start(conversation_id, last_turn=plan.last_turn)
+        self.notify(f"reopened “{plan.title}”{note}", timeout=10 if note else 5)
 
     # --- shutting down -------------------------------------------------------------------------
 
@@ -372,11 +512,10 @@ class ChatApp(SettingsControls, SavedConversations, ModelSwitching, App[None]):
 
     def close_runtime(self, timeout: float = 30.0) -> None:
         """Stops a running answer and frees the models; call after `run()` returns."""
-        self.close_pending_runtime()
+        self.models.close_pending()
         if self.runtime is None:
             return
         self.runtime.cancel()
         self._idle.wait(timeout)  # llama.cpp must not free a context another thread is decoding with
         self.runtime.close()
         self.runtime = None
-

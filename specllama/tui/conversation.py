@@ -27,6 +27,21 @@ class Conversation:
             return self.messages.pop()["content"]
         return None
 
+    def withdraw_answer(self) -> str | None:
+        """Drops the last answer (to generate another); returns its text."""
+        if self.messages and self.messages[-1]["role"] == "assistant":
+            return self.messages.pop()["content"]
+        return None
+
+    def withdraw_turn(self) -> str | None:
+        """Drops the last question and its answer, if any (to edit and resend it); returns the question."""
+        self.withdraw_answer()
+        return self.withdraw_question()
+
+    @property
+    def last_role(self) -> str | None:
+        return self.messages[-1]["role"] if self.messages else None
+
     def for_template(self) -> list[dict]:
         head = [{"role": "system", "content": self.system}] if self.system else []
         return head + self.messages

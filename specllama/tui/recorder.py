@@ -18,6 +18,7 @@ class ConversationRecorder:
         self.conversation_id: int | None = None  # its row, once the first message is sent
         self._question_row: int | None = None  # the rows of the turn in flight
         self._answer_row: int | None = None
+        self._last_turn: tuple[int | None, int] | None = None  # the rows of the last answered turn
 
     def open(self) -> None:
         if self.path is None:
@@ -54,6 +55,7 @@ class ConversationRecorder:
             runs = origin_runs(segments) if segments is not None else None
             self._write(lambda history: history.update_message(row, text, complete, runs))
             if complete:
+                self._last_turn = (self._question_row, row)
                 self._question_row = self._answer_row = None
 
     def forget_turn(self) -> None:
@@ -62,11 +64,34 @@ class ConversationRecorder:
         self._question_row = self._answer_row = None
         self._write(lambda history: [history.delete_message(r) for r in rows])
 
+    def redo_answer(self, target: str, draft: str | None, settings: dict) -> None:
+        """Regenerating: the last answer's row is written again by the new answer (it replaces the
+        old one, on screen and here); the conversation takes the settings it is regenerated with."""
+        if self._last_turn is None:
+            return
+        self._question_row, self._answer_row = self._last_turn
+        self._last_turn = None
+        row, conversation = self._answer_row, self.conversation_id
+
+        def write(history: History) -> None:
+            history.update_message(row, "", complete=False)
+            if conversation is not None:
+                history.set_settings(conversation, settings, target, draft)
+        self._write(write)
+
+    def forget_last_turn(self) -> None:
+        """Editing the last question: its turn leaves the saved conversation (resent, it is saved again)."""
+        rows = [r for r in (self._last_turn or ()) if r is not None]
+        self._last_turn = None
+        self._write(lambda history: [history.delete_message(r) for r in rows])
+
     def close(self) -> None:
         if self.history is not None:
             self.history.close()
             self.history = None
 
-    def start(self, conversation_id: int | None = None) -> None:
-        """A new conversation (None: saved with its first message), or a reopened one."""
+    def start(self, conversation_id: int | None = None, last_turn: tuple[int, int] | None = None) -> None:
+        """A new conversation (None: saved with its first message), or a reopened one (`last_turn`:
+        the rows of its last answered turn)."""
         self.conversation_id, self._question_row, self._answer_row = conversation_id, None, None
+        self._last_turn = last_turn

@@ -1,7 +1,8 @@
 """The user's chat defaults: chat.toml in the config folder (specllama.dirs: ~/.config/specllama/ on Linux).
 
 Written by the settings screen when asked ("save as my defaults"), read when `specllama chat`
-starts; options given on the command line win over it. TOML is written by hand (the stdlib reads
+starts; options given on the command line win over it. The theme picked in the command palette
+(ctrl+p) is kept here too, as `theme`, whenever it changes. TOML is written by hand (the stdlib reads
 TOML but does not write it); the values are a few numbers and strings.
 """
 
@@ -15,7 +16,7 @@ from specllama.dirs import config_dir
 from specllama.errors import SpecllamaError
 from specllama.tui.settings import ChatSettings
 
-HEADER = "# specllama chat defaults, written by the settings screen (F11). Command-line options win.\n"
+HEADER = "# specllama chat defaults, written by the settings screen (ctrl+t). Command-line options win.\n"
 
 
 class UserDefaultsError(SpecllamaError):
@@ -58,21 +59,42 @@ def _toml_value(value) -> str:
     raise TypeError(f"no TOML for {value!r}")
 
 
-def to_toml(settings: ChatSettings) -> str:
+def to_toml(values: dict) -> str:
     lines = [HEADER]
-    for name, value in settings.as_dict().items():
+    for name, value in values.items():
         if value is not None:  # TOML has no null: an unset seed or system prompt is left out
             lines.append(f"{name} = {_toml_value(value)}\n")
     return "".join(lines)
 
 
-def save(settings: ChatSettings, path: Path | None = None) -> Path:
-    path = path or config_path()
+def theme(values: dict) -> str | None:
+    """The saved theme's name, if one is saved (checked against the installed themes by the app)."""
+    name = values.get("theme")
+    return name if isinstance(name, str) else None
+
+
+def _write(values: dict, path: Path) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".toml.tmp")
-        tmp.write_text(to_toml(settings), encoding="utf-8")
+        tmp.write_text(to_toml(values), encoding="utf-8")
         tmp.replace(path)  # never a half-written file
     except OSError as e:
         raise UserDefaultsError(f"could not save {path}: {e}") from None
     return path
+
+
+def save(settings: ChatSettings, path: Path | None = None) -> Path:
+    """The settings as the user's defaults; a saved theme stays."""
+    path = path or config_path()
+    kept = theme(load(path))
+    return _write(settings.as_dict() | ({"theme": kept} if kept else {}), path)
+
+
+def save_theme(name: str, path: Path | None = None) -> Path:
+    """The theme, beside whatever settings are saved (a file that cannot be read is not overwritten)."""
+    path = path or config_path()
+    try:
+        return _write(load(path) | {"theme": name}, path)
+    except TypeError as e:  # a value written by hand that this writer cannot write back (a table)
+        raise UserDefaultsError(f"{path}: {e}; the theme is not saved") from None

@@ -80,7 +80,8 @@ class HistoryScreen(Dialog[int | None]):
     @staticmethod
     def _label(c) -> str:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.updated))
-        return f"{when}  {c.title}  ({c.messages} messages · {c.target or 'unknown models'})"
+        # The number is what `specllama chat --conversation ID` takes.
+        return f"#{c.id}  {when}  {c.title}  ({c.messages} messages · {c.target or 'unknown models'})"
 
     @property
     def selected(self) -> int | None:

@@ -54,7 +54,7 @@ class ModelPickerScreen(Dialog[Choice | None]):
         names = list(self.registry.models)
         first = self._initial or Choice(names[0], None) if names else None
         with VerticalScroll() as box:
-            box.border_title = "models (F12)"
+            box.border_title = "models (m / F12)"
             yield Static(f"loaded now: {self.current}", classes="note")
             table = DataTable(id="models", cursor_type="row", zebra_stripes=True)
             table.add_columns("model", "role", "size", "cached", "source", "description")

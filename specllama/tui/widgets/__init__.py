@@ -2,8 +2,10 @@
 
 from specllama.tui.widgets.bars import KeyBar, TitleBar
 from specllama.tui.widgets.chat_message import ORIGIN_LABELS, ORIGIN_STYLES, ChatMessage
+from specllama.tui.widgets.conversation_view import ConversationView
 from specllama.tui.widgets.loading_panel import LoadingPanel
 from specllama.tui.widgets.prompt_input import PromptInput
 from specllama.tui.widgets.stats_panel import StatsPanel
 
-__all__ = ["ChatMessage", "KeyBar", "LoadingPanel", "PromptInput", "StatsPanel", "TitleBar", "ORIGIN_LABELS", "ORIGIN_STYLES"]
+__all__ = ["ChatMessage", "ConversationView", "KeyBar", "LoadingPanel", "PromptInput", "StatsPanel", "TitleBar",
+           "ORIGIN_LABELS", "ORIGIN_STYLES"]

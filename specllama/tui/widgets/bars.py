@@ -42,9 +42,12 @@ class KeyBar(Static):
     }
     """
 
-    def __init__(self, bindings: list[Binding]):
+    def __init__(self, bindings: list[Binding], hints_after: dict[str, tuple[str, str]] | None = None):
+        """`hints_after`: (key, what) shown after the binding of an action, for keys that are no
+        binding of the app (↑ in the input box)."""
         super().__init__()
         self.bindings_shown = [b for b in bindings if b.show]
+        self.hints_after = hints_after or {}
 
     def on_mount(self) -> None:
         parts: list[tuple[str, str] | str] = []
@@ -52,4 +55,7 @@ class KeyBar(Static):
             key = b.key_display or b.key.split(",")[0].replace("ctrl+", "^").replace("escape", "esc")
             # `@click` runs the binding's action, so the bar works with a mouse too.
             parts += [(key, f"bold $text-accent @click=app.{b.action}"), (f" {b.description}  ", f"@click=app.{b.action}")]
+            if b.action in self.hints_after:
+                hint_key, what = self.hints_after[b.action]
+                parts += [(hint_key, "bold $text-accent"), f" {what}  "]
         self.update(Content.assemble(*parts))

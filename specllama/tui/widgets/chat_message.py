@@ -116,7 +116,7 @@ class OriginText(Widget):
             self.refresh(Region(0, lines - 1, width, 1))
 
 
-class ChatMessage(Vertical):
+class ChatMessage(Vertical, can_focus=True):
     DEFAULT_CSS = """
     ChatMessage {
         height: auto;
@@ -131,6 +131,10 @@ class ChatMessage(Vertical):
     }
     ChatMessage.-failed {
         border: round $error;
+    }
+    ChatMessage:focus {  /* selected with the keyboard (tab, up / down) to be copied */
+        border: double $accent;
+        background-tint: $foreground 5%;
     }
     ChatMessage Markdown { padding: 0; margin: 0; }
     ChatMessage MarkdownFence { margin: 0 0 1 0; }
@@ -161,6 +165,10 @@ class ChatMessage(Vertical):
     @property
     def text(self) -> str:
         return plain_text(self.segments)
+
+    @property
+    def role_label(self) -> str:
+        return "your" if self.role == "user" else "assistant"
 
     @property
     def content(self) -> Content:

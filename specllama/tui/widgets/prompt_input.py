@@ -2,7 +2,9 @@
 
 Textual's Input is one line: a pasted multi-line text kept only its first line. A TextArea keeps
 pasted newlines; enter is taken for sending, and shift+enter or ctrl+j (what most terminals send
-for shift+enter is plain enter, ctrl+j always arrives) insert a newline.
+for shift+enter is plain enter, ctrl+j always arrives) insert a newline. ↑ on the first line and
+↓ on the last recall earlier prompts (recall.py); elsewhere they move the cursor. tab selects the
+last message (to copy it) rather than moving the focus around.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
 
-# Keys the chat itself uses (F6, F7 step temperature and p_min; ctrl+y copies the answer): the
-# TextArea's own bindings for them (select line, select all, redo) would take them first.
-TAKEN_BY_THE_CHAT = {"f6", "f7", "ctrl+y"}
+from specllama.tui.recall import Recall
+
+# Keys the chat itself uses (F6, F7 step temperature and p_min; ctrl+y copies the answer, ctrl+e
+# edits the last question): the TextArea's own bindings for them (select line, select all, redo,
+# end of line: the end key still does that) would take them first.
+TAKEN_BY_THE_CHAT = {"f6", "f7", "ctrl+y", "ctrl+e"}
 
 
 def _without_chat_keys(bindings) -> list[Binding]:
@@ -29,7 +34,8 @@ def _without_chat_keys(bindings) -> list[Binding]:
 
 
 class PromptInput(TextArea, inherit_bindings=False):
-    BINDINGS = _without_chat_keys(TextArea.BINDINGS)
+    BINDINGS = _without_chat_keys(TextArea.BINDINGS) + [
+        Binding("tab", "app.select_messages", "select a message", show=False)]
     DEFAULT_CSS = """
     PromptInput {
         height: auto;
@@ -52,6 +58,11 @@ class PromptInput(TextArea, inherit_bindings=False):
     def __init__(self, placeholder: str = "", id: str | None = None):
         super().__init__(id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus",
                          compact=False, highlight_cursor_line=False, placeholder=placeholder)
+        self.recall = Recall()
+
+    def remember(self, text: str) -> None:
+        """A prompt sent (or set aside): ↑ brings it back."""
+        self.recall.remember(text)
 
     @property
     def value(self) -> str:
@@ -68,9 +79,27 @@ class PromptInput(TextArea, inherit_bindings=False):
             event.prevent_default()
             self.post_message(self.Submitted(self, self.text))
             return
+        if event.key in ("up", "down") and self._recalled(event.key):
+            event.stop()
+            event.prevent_default()
+            return
         if event.key in ("shift+enter", "ctrl+j"):
             event.stop()
             event.prevent_default()
             self.insert("\n")
             return
         await super()._on_key(event)
+
+    def _recalled(self, key: str) -> bool:
+        """↑ on the first line, ↓ on the last: an earlier (later) prompt in the box."""
+        row = self.cursor_location[0]
+        if key == "up" and row == 0:
+            text = self.recall.back(self.text)
+        elif key == "down" and row == self.document.line_count - 1:
+            text = self.recall.forward()
+        else:
+            return False
+        if text is None:
+            return False
+        self.value = text
+        return True

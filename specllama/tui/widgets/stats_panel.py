@@ -110,10 +110,11 @@ class StatsPanel(VerticalScroll, can_focus=False):
 
     def show_settings(self, settings: ChatSettings) -> None:
         self._set("#settings", _rows(
-            ("drafter", f"{settings.drafter:<10} F2"),
-            ("K", f"{str(settings.effective_k):<10} F3 F4"),
-            ("temperature", f"{settings.temperature:<10.1f} F5 F6" if settings.temperature else "greedy     F5 F6"),
-            ("p_min", f"{settings.p_min:<10.2f} F7 F8"),
+            # The keys beside each value: a letter (with a message selected) and its F-key alias.
+            ("drafter", f"{settings.drafter:<8} d F2"),
+            ("K", f"{str(settings.effective_k):<8} k K F3 F4"),
+            ("temperature", f"{settings.temperature:<8.1f} t T F5 F6" if settings.temperature else "greedy   t T F5 F6"),
+            ("p_min", f"{settings.p_min:<8.2f} p P F7 F8"),
             heading="settings"))
 
     def show_models(self, target: str, draft: str | None, threads: int) -> None:
