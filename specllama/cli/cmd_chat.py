@@ -24,7 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", help="a system message (default: none, or your saved chat defaults)")
     saved = p.add_mutually_exclusive_group()
     saved.add_argument("--continue", action="store_true", dest="continue_last",
-                       help="reopen the last conversation (its settings, and its models unless you name others; default: a new one)")
+                       help="reopen the last conversation (its settings, and its models unless you name "
+                            "others; default: a new one)")
     saved.add_argument("--conversation", type=int, metavar="ID",
                        help="reopen saved conversation ID (the history, ctrl+l, shows each one's #ID; default: a new one)")
     add_model_options(p)
