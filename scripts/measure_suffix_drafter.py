@@ -21,6 +21,7 @@ import numpy as np
 
 from specllama.decoding.acceptance import Calibrator
 from specllama.decoding.drafters import DraftRequest
+from specllama.decoding.planner import free_length
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter
 
@@ -44,7 +45,7 @@ class Vocab:
 
 
 def run(drafter, text: list[int], prompt_len: int, steps: int, k: int, cut: bool = False):
-    """`cut`: -k auto (the drafter cuts its draft by confidence on its curve), else a fixed K."""
+    """`cut`: -k auto (the planner cuts the draft by confidence on the 2-core curve), else a fixed K."""
     committed = list(text[:prompt_len])
     config = GenerationConfig(k="auto" if cut else k)
     rng = np.random.default_rng(0)
@@ -58,6 +59,8 @@ def run(drafter, text: list[int], prompt_len: int, steps: int, k: int, cut: bool
             break
         t0 = time.perf_counter()
         proposal = drafter.propose([DraftRequest(0, committed, k, config, rng)])[0]
+        if cut:  # the planner's one cut of a free draft (Planner.cut), on the 2-core curve
+            proposal.tokens = proposal.tokens[:free_length((proposal.confidence or [])[:len(proposal.tokens)], two_core_ratio)]
         times.append((time.perf_counter() - t0) * 1e3)
         truth = text[pos:pos + k + 1]
         n = 0
@@ -117,7 +120,7 @@ def main(argv=None) -> int:
     drafter = SuffixDrafter()
     report("4k context, no corpus", *run(drafter, text, prompt_len, args.steps, args.k), drafter)
 
-    drafter = SuffixDrafter(calibrator=Calibrator(groups=MATCH_GROUPS), cost_ratio=two_core_ratio)
+    drafter = SuffixDrafter(calibrator=Calibrator(groups=MATCH_GROUPS))
     report("  ... calibrated, draft cut by the 2-core curve",
            *run(drafter, text, prompt_len, args.steps, args.k, cut=True), drafter)
 
@@ -142,7 +145,7 @@ def main(argv=None) -> int:
 
     # The same, with the draft cut to its best length by calibrated confidence and a 2-core curve.
     # The same text from the same point, so the rows compare like with like.
-    drafter = SuffixDrafter(calibrator=Calibrator(groups=MATCH_GROUPS), cost_ratio=two_core_ratio)
+    drafter = SuffixDrafter(calibrator=Calibrator(groups=MATCH_GROUPS))
     drafter.load_corpus(corpus_path, vocab.tokenize)
     report("  ... calibrated, draft cut by the 2-core curve",
            *run(drafter, text, prompt_len, args.steps, args.k, cut=True), drafter)

@@ -200,13 +200,13 @@ class Runtime:
         ratio = self.step_costs.ratio
         # The suffix drafter sizes its drafts on the live costs; it costs microseconds of Python
         # per step, no decode.
-        self.suffix = SuffixDrafter(cost_ratio=ratio)
+        self.suffix = SuffixDrafter()
         if opts.draft_corpus:
             self.suffix.load_corpus(opts.draft_corpus, lambda text: self.target_model.tokenize(
                 text, add_special=False, parse_special=False))
         acceptance = {"model": model_acceptance(self.step_costs)} if "model" in drafters else {}
         drafters["suffix"] = self.suffix
-        drafters["auto"] = AutoDrafter(self.suffix, drafters.get("model"), acceptance.get("model"), ratio)
+        drafters["auto"] = AutoDrafter(self.suffix, drafters.get("model"), acceptance.get("model"), cost_ratio=ratio)
         self.engine = Engine(self.target_ctx, drafters, acceptance, self.step_costs)
 
     def measure_startup_curve(self, remeasure: bool = False,

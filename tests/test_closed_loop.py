@@ -50,13 +50,13 @@ def run(drafter: str, backend, prior: Prior, *, draft_seconds: float | None = No
     clock = FakeClock()
     costs = StepCosts(prior)
     target = FakeContext(rule or quoting_rule(), clock=clock, cost=backend)
-    suffix = SuffixDrafter(cost_ratio=costs.ratio)
+    suffix = SuffixDrafter()
     drafters: dict = {"suffix": suffix}
     acceptance: dict = {}
     if draft_seconds is not None:
         drafters["model"] = ModelDrafter(FakeContext(counting_rule(), clock=clock, cost=lambda rows: draft_seconds), clock)
         acceptance["model"] = PositionAcceptance(costs.ratio, costs.draft_ratio, k_max=K_AUTO_MAX)
-    drafters["auto"] = AutoDrafter(suffix, drafters.get("model"), acceptance.get("model"), costs.ratio)
+    drafters["auto"] = AutoDrafter(suffix, drafters.get("model"), acceptance.get("model"), cost_ratio=costs.ratio)
     engine = Engine(target, drafters, acceptance, costs, clock=clock)
     events = list(engine.generate(PROMPT, GenerationConfig(drafter=drafter, k="auto", max_tokens=tokens)))
     assert events[-1].summary.tokens == tokens
@@ -138,7 +138,7 @@ def test_the_realised_check_benches_a_source_whose_estimates_are_wrong():
     clock = FakeClock()
     costs = StepCosts(Prior(lambda n: 1.0 + 0.5 * (n - 1), T1))
     engine = Engine(FakeContext(counting_rule(), clock=clock, cost=lambda rows: T1 * (1 + 0.5 * (rows - 1))),
-                    {"suffix": OverconfidentDrafter(cost_ratio=costs.ratio)}, costs=costs, clock=clock)
+                    {"suffix": OverconfidentDrafter()}, costs=costs, clock=clock)
     events = list(engine.generate(PROMPT, GenerationConfig(drafter="suffix", k="auto", max_tokens=TOKENS)))
     steps = [e for e in events if isinstance(e, StepEvent)]
     drafting = sum(1 for s in steps if s.drafted)

@@ -140,7 +140,7 @@ def test_a_new_prompt_takes_the_slot_that_already_holds_its_prefix():
 def test_exact_mode_keeps_every_decode_within_its_row_limit():
     target = FakeContext(counting_rule(), n_seq_max=8)
     target.exact = True
-    engine = Engine(target, {"suffix": SuffixDrafter(cost_ratio=lambda n: 1.0)})  # drafts are free
+    engine = Engine(target, {"suffix": SuffixDrafter()})  # drafts are free
     # Before any step is timed, auto trusts the generic prior (batching pays); exact mode caps it.
     assert engine.parallelism(8) == 7 and engine.parallelism("auto") == 7
     config = GenerationConfig(drafter="suffix", k=4, max_tokens=12)
@@ -154,7 +154,7 @@ def test_parallel_with_auto_k_drafts_only_where_the_batch_has_room_for_it():
     """A flat curve (T(n) = T(1) up to 8): drafts are free, every sequence drafts; a linear curve:
     a draft costs as much as another sequence's token, -k auto drafts nothing."""
     for curve, drafts in ((lambda n: 1.0 if n <= 8 else None, True), (lambda n: float(n), False)):
-        engine = costed_engine(2, curve, lambda costs: {"suffix": SuffixDrafter(cost_ratio=costs.ratio)})
+        engine = costed_engine(2, curve, lambda costs: {"suffix": SuffixDrafter()})
         config = GenerationConfig(drafter="suffix", k="auto", max_tokens=20)
         repetitive = [[1, 2, 3, 1, 2, 3, 1], [4, 5, 6, 4, 5, 6, 4]]
         steps = [e for _, e in engine.run_many([Request(p, config, i) for i, p in enumerate(repetitive)], 2)
@@ -162,21 +162,22 @@ def test_parallel_with_auto_k_drafts_only_where_the_batch_has_room_for_it():
         assert any(s.drafted for s in steps) == drafts
 
 
-def test_self_sized_drafts_are_cut_on_the_batch_curve_when_prompts_share_a_decode():
-    """The suffix drafter sizes drafts as if alone (here: verifying is free, so it drafts all it
-    matched); with two prompts in a batch whose every row costs a full decode, a draft row delays
-    the other prompt's token by as much as it could gain: the engine cuts them all."""
-    linear = lambda n: float(n) if 1 <= n <= 64 else None  # noqa: E731
+def test_free_drafts_are_cut_on_the_batch_curve_when_prompts_share_a_decode():
+    """Two rows cost one decode, every row beyond a whole one: alone, a draft rides in the free
+    second row and is sent; two prompts in a batch fill both rows with their own tokens, and a
+    draft row would delay the other prompt's token by as much as it could gain: the planner cuts
+    them all. A batch whose rows are free keeps them."""
+    two_free = lambda n: 1.0 if n <= 2 else float(n - 1) if n <= 64 else None  # noqa: E731
     periodic = [[3, 4, 5, 3, 4, 5, 3], [6, 7, 8, 6, 7, 8, 6]]
     config = GenerationConfig(drafter="suffix", k="auto", max_tokens=12)
 
     def drafted(curve, prompts):
-        engine = costed_engine(2, curve, lambda costs: {"suffix": SuffixDrafter(cost_ratio=lambda n: 1.0)})
+        engine = costed_engine(2, curve, lambda costs: {"suffix": SuffixDrafter()})
         steps = [e for _, e in engine.run_many([Request(p, config, i) for i, p in enumerate(prompts)], 2)
                  if isinstance(e, StepEvent)]
         return sum(s.drafted for s in steps)
-    assert drafted(linear, periodic) == 0  # two prompts: no draft row pays
-    assert drafted(linear, periodic[:1]) > 0  # alone: the drafter's own choice stands
+    assert drafted(two_free, periodic) == 0  # two prompts: no draft row pays
+    assert drafted(two_free, periodic[:1]) > 0  # alone: a draft in the free row pays
     assert drafted(lambda n: 1.0 if n <= 64 else None, periodic) > 0  # a free batch keeps them
 
 

@@ -14,9 +14,12 @@ from specllama.decoding.cost.online import Prior, StepCosts
 from specllama.decoding.drafters import DraftRequest, ModelDrafter, Proposal
 from specllama.decoding.engine import Engine, GenerationConfig, Request
 from specllama.decoding.events import DoneEvent, TokenEvent
+from specllama.decoding.planner import Planner, free_length
 from specllama.decoding.request import drafter_name
 from specllama.decoding.sampling import SamplingParams
-from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter, cautious_ratio
+from specllama.decoding.sequence import SequenceState
+from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter
+from specllama.decoding.verifiers import VERIFIERS
 from specllama.runtime import draft_decision
 from tests.fake_llm import VOCAB, FakeContext, counting_rule, noisy_rule
 
@@ -28,10 +31,16 @@ def ask(seq, committed, k=8, kk="auto"):
     return DraftRequest(seq, list(committed), k, GenerationConfig(k=kk), np.random.default_rng(0))
 
 
+def sent(proposal, ratio):
+    """What the planner sends of a lone sequence's suffix proposal under -k auto (Planner.cut)."""
+    proposal.tokens = proposal.tokens[:free_length((proposal.confidence or [])[:len(proposal.tokens)], ratio)]
+    return proposal
+
+
 # ---- the suffix drafter -------------------------------------------------------------------
 
 def test_each_sequence_drafts_from_its_own_text_only():
-    d = SuffixDrafter(cost_ratio=FLAT)
+    d = SuffixDrafter()
     a = [1, 2, 3, 4, 5, 9, 1, 2, 3]
     b = [1, 2, 3, 7, 8, 9, 1, 2, 3]
     d.prefill(0, a)
@@ -43,7 +52,7 @@ def test_each_sequence_drafts_from_its_own_text_only():
 
 
 def test_a_finished_sequence_is_drafted_from_by_later_prompts():
-    d = SuffixDrafter(cost_ratio=FLAT)
+    d = SuffixDrafter()
     answer = [40, 41, 42, 43, 44, 45]
     first = [20, 21, 22] + [30, 31] + answer
     d.prefill(0, first[:5])
@@ -57,7 +66,7 @@ def test_a_finished_sequence_is_drafted_from_by_later_prompts():
 
 
 def test_history_is_bounded_and_drops_the_oldest_first():
-    d = SuffixDrafter(cost_ratio=FLAT, history_tokens=300)
+    d = SuffixDrafter(history_tokens=300)
     for i in range(10):
         d.finish(0, [100 + i] * 3 + list(range(i * 50, i * 50 + 50)))
     assert d.history.retained_tokens <= 300
@@ -67,16 +76,16 @@ def test_history_is_bounded_and_drops_the_oldest_first():
 
 def test_observe_feeds_the_calibrator_and_raises_the_draft_length():
     cal = Calibrator(groups=MATCH_GROUPS, prior_weight=1.0)
-    d = SuffixDrafter(cost_ratio=STEEP, calibrator=cal)
+    d = SuffixDrafter(calibrator=cal)
     text = list(range(10, 30)) + list(range(10, 14))  # one earlier occurrence: raw confidence 0.5
-    assert d.propose([ask(0, text)])[0].tokens == []  # at 0.5 nothing pays at 0.8 a token
-    flat = SuffixDrafter(cost_ratio=FLAT, calibrator=cal)
+    assert sent(d.propose([ask(0, text)])[0], STEEP).tokens == []  # at 0.5 nothing pays at 0.8 a token
+    flat = SuffixDrafter(calibrator=cal)
     for _ in range(30):
-        p = flat.propose([ask(0, text)])[0]
+        p = sent(flat.propose([ask(0, text)])[0], FLAT)
         assert p.tokens
         flat.observe(0, p, len(p.tokens))  # all accepted
     assert sum(r.count for r in cal.report()) >= 30
-    assert d.propose([ask(0, text)])[0].tokens  # now the calibrated confidence says it pays
+    assert sent(d.propose([ask(0, text)])[0], STEEP).tokens  # now the calibrated confidence says it pays
 
 
 def test_a_cold_drafter_trusts_a_long_lone_match_and_not_a_short_one():
@@ -87,27 +96,31 @@ def test_a_cold_drafter_trusts_a_long_lone_match_and_not_a_short_one():
     body = list(range(100, 140))
     long_copy = body + body[:18]
     short = body + body[:2]
-    assert SuffixDrafter(cost_ratio=half).propose([ask(0, long_copy)])[0].tokens[:2] == body[18:20]
-    assert SuffixDrafter(cost_ratio=half).propose([ask(0, short)])[0].tokens == []
-    unfloored = SuffixDrafter(cost_ratio=half, calibrator=Calibrator(groups=MATCH_GROUPS))
-    assert unfloored.propose([ask(0, long_copy)])[0].tokens == []  # what the floors change
+    assert sent(SuffixDrafter().propose([ask(0, long_copy)])[0], half).tokens[:2] == body[18:20]
+    assert sent(SuffixDrafter().propose([ask(0, short)])[0], half).tokens == []
+    unfloored = SuffixDrafter(calibrator=Calibrator(groups=MATCH_GROUPS))
+    assert sent(unfloored.propose([ask(0, long_copy)])[0], half).tokens == []  # what the floors change
 
 
 def test_a_text_whose_drafts_fail_stops_drafting_and_a_new_text_starts_afresh():
     """The calibrator is shared by all texts; TextFit scales it by how this text's drafts fare."""
     cal = Calibrator(groups=MATCH_GROUPS, prior_weight=1000.0)  # stuck at its prior: only the fit moves
-    d = SuffixDrafter(cost_ratio=lambda n: 1 + 0.2 * (n - 1) if 1 <= n <= 16 else None, calibrator=cal)
+    d = SuffixDrafter(calibrator=cal)
+    cheap = lambda n: 1 + 0.2 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731
     text = list(range(10, 30)) + list(range(10, 14))  # raw 0.5: pays at 0.2 a token, until refuted
     d.prefill(0, text)
-    sent = []
+    lengths = []
     for _ in range(8):
-        p = d.propose([ask(0, text)])[0]
-        sent.append(len(p.tokens))
+        p = sent(d.propose([ask(0, text)])[0], cheap)
+        lengths.append(len(p.tokens))
         d.observe(0, p, 0)  # every draft rejected
-    assert sent[0] > 0 and sent[-1] == 0 and d.fits[0].factor < 0.7
-    for _ in range(60):  # steps without drafts: the record fades, the text gets another try
-        d.propose([ask(0, text)])
-    assert d.propose([ask(0, text)])[0].tokens
+    assert lengths[0] > 0 and lengths[-1] == 0 and d.fits[0].factor < 0.7
+    for _ in range(60):  # steps that sent nothing: the record fades, the text gets another try
+        p = sent(d.propose([ask(0, text)])[0], cheap)
+        if p.tokens:
+            break
+        d.observe(0, p, 0)
+    assert p.tokens
     d.prefill(0, text)  # a new prompt in the slot: its own record
     assert d.fits[0].factor == 1.0
 
@@ -121,19 +134,31 @@ def test_text_fit_raises_confidence_on_texts_that_beat_the_prediction():
     assert best_length([0.3], lambda n: 1 + 0.25 * (n - 1), min_gain=1.05) == 0  # not enough
 
 
-def test_a_fixed_k_sends_what_matched_and_auto_cuts_it():
-    d = SuffixDrafter()  # no curve: the cautious rule
+def test_the_drafter_reports_and_the_planner_cuts_under_k_auto_only():
+    """A fixed K sends what matched, up to K; under -k auto the drafter still reports all it
+    matched, with a confidence per token, and the planner's one cut decides (a lone match at 0.5 a
+    token does not pay where each verified token costs 0.8 of a decode)."""
     text = list(range(10, 30)) + list(range(10, 14))
-    assert len(d.propose([ask(0, text, 4, kk=4)])[0].tokens) == 4
-    assert d.propose([ask(0, text, 4)])[0].tokens == []  # 0.5 a token does not pay at 0.7 per token
-    assert cautious_ratio(2) == pytest.approx(1.7) and cautious_ratio(17) is None
+    d = SuffixDrafter()
+    fixed, auto = d.propose([ask(0, text, 4, kk=4), ask(1, text, 4)])
+    assert len(fixed.tokens) == len(auto.tokens) == 4 and len(auto.confidence) == 4 and auto.free
+
+    def state(slot, k):
+        return SequenceState(slot, None, GenerationConfig(drafter="suffix", k=k), d, VERIFIERS["causal"], None,
+                             text, np.random.default_rng(0), None, None, None, 0.0)
+    Planner(StepCosts(Prior(STEEP, 0.05, learned=True))).cut([state(0, 4)], proposals := {0: fixed})
+    assert len(proposals[0].tokens) == 4
+    Planner(StepCosts(Prior(STEEP, 0.05, learned=True))).cut([state(1, "auto")], proposals := {1: auto})
+    assert proposals[1].tokens == []
+    Planner(StepCosts(Prior(FLAT, 0.05, learned=True))).cut([state(1, "auto")], proposals := {1: d.propose([ask(1, text, 4)])[0]})
+    assert len(proposals[1].tokens) == 4
 
 
 def test_a_corpus_is_drafted_from_and_survives_reset(tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_text("alpha beta gamma delta\n" * 3, encoding="utf-8")
     words: dict[str, int] = {}
-    d = SuffixDrafter(cost_ratio=FLAT)
+    d = SuffixDrafter()
     assert d.load_corpus(path, lambda s: [words.setdefault(w, len(words)) for w in s.split()]) == 12
     d.reset()
     p = d.propose([ask(0, [99, words["alpha"], words["beta"]], 2)])[0]
@@ -174,7 +199,7 @@ def run(target, drafter_name_, drafters, prompt, k="auto", max_tokens=40):
 def test_greedy_text_is_plain_decodings(rule, name):
     prompt = [3, 9, 4, 17, 5, 11, 8, 3, 9]
     plain, _, _ = run(FakeContext(rule), "none", {}, prompt, k=0)
-    suffix = SuffixDrafter(cost_ratio=FLAT)
+    suffix = SuffixDrafter()
     drafters = {"suffix": suffix, "auto": AutoDrafter(suffix, cost_ratio=FLAT)}
     ids, summary, events = run(FakeContext(rule), name, drafters, prompt)
     assert ids == plain
@@ -188,7 +213,7 @@ def test_several_sequences_at_once_keep_plain_text_and_share_history():
     rule = periodic_rule()
     prompts = [[3, 9, 4], [17, 5, 11], [8, 3, 9], [4, 17, 5]]
     plain = [run(FakeContext(rule), "none", {}, p, k=0, max_tokens=20)[0] for p in prompts]
-    suffix = SuffixDrafter(cost_ratio=FLAT)
+    suffix = SuffixDrafter()
     engine = Engine(FakeContext(rule, n_seq_max=2), {"suffix": suffix})
     config = GenerationConfig(drafter="suffix", max_tokens=20)
     got: dict[int, list[int]] = {i: [] for i in range(len(prompts))}
@@ -213,8 +238,9 @@ def test_sampled_text_under_auto_follows_the_target_distribution():
         return row
     p_next = {t: np.exp(markov([t])[[1, 2, 3]]) / np.exp(markov([t])[[1, 2, 3]]).sum() for t in (1, 2, 3)}
     prompt = [1, 2, 3] * 4  # the cycle, so the suffix drafter drafts it
-    suffix = SuffixDrafter(cost_ratio=FLAT)
-    engine = Engine(FakeContext(markov), {"auto": AutoDrafter(suffix, cost_ratio=FLAT)})
+    suffix = SuffixDrafter()
+    costs = StepCosts(Prior(FLAT, 1.0, learned=True))  # verifying is free: suffix drafts pay
+    engine = Engine(FakeContext(markov), {"auto": AutoDrafter(suffix, cost_ratio=costs.ratio)}, costs=costs)
     counts, drafted, accepted = np.zeros(27, np.int64), 0, 0
     for seed in range(1500):
         config = GenerationConfig(drafter="auto", k="auto", max_tokens=3,
@@ -234,7 +260,7 @@ def test_sampled_text_under_auto_follows_the_target_distribution():
 class ScriptedDrafter:
     """A model drafter stand-in that proposes a fixed token and counts its calls."""
     name = "model"
-    sizes_itself = False
+    confident = False
 
     def __init__(self):
         self.calls = 0
@@ -251,10 +277,10 @@ class ScriptedDrafter:
 
 
 def auto_with(ratio, draft_cost, prior=0.9):
-    suffix = SuffixDrafter(cost_ratio=ratio)
+    suffix = SuffixDrafter()
     policy = PositionAcceptance(ratio, draft_cost, k_max=8, prior=prior)
     model = ScriptedDrafter()
-    return AutoDrafter(suffix, model, policy, ratio), model
+    return AutoDrafter(suffix, model, policy, cost_ratio=ratio), model
 
 
 REPEATED = [5, 6, 7, 8, 9, 10] * 6 + [5, 6]  # a long, frequent match: the suffix drafter is sure
@@ -283,7 +309,7 @@ def test_auto_proposes_nothing_where_neither_pays():
 
 
 def test_auto_without_a_model_uses_the_suffix_drafter_alone():
-    auto = AutoDrafter(SuffixDrafter(cost_ratio=FLAT))
+    auto = AutoDrafter(SuffixDrafter(), cost_ratio=FLAT)
     assert auto.propose([ask(0, REPEATED)])[0].source == "suffix"
     assert auto.propose([ask(0, FRESH)])[0].tokens == []
 
@@ -306,9 +332,9 @@ def test_auto_with_a_real_model_drafter_keeps_greedy_text():
     rule = noisy_rule(5)
     prompt = [5, 6, 7]
     plain, _, _ = run(FakeContext(rule), "none", {}, prompt, k=0)
-    suffix = SuffixDrafter(cost_ratio=FLAT)
+    suffix = SuffixDrafter()
     model = ModelDrafter(FakeContext(counting_rule()))
-    auto = AutoDrafter(suffix, model, PositionAcceptance(FLAT, 0.05, k_max=4), FLAT)
+    auto = AutoDrafter(suffix, model, PositionAcceptance(FLAT, 0.05, k_max=4), cost_ratio=FLAT)
     ids, summary, _ = run(FakeContext(rule), "auto", {"suffix": suffix, "model": model, "auto": auto}, prompt)
     assert ids == plain and summary.drafted_by.get("model", 0) > 0
 
@@ -402,7 +428,7 @@ def test_stats_show_tokens_per_source_and_the_calibration():
     from specllama.cli.summary_text import format_summary
     from specllama.decoding.events import Summary
 
-    suffix = SuffixDrafter(cost_ratio=FLAT)
+    suffix = SuffixDrafter()
     text = list(range(10, 30)) + list(range(10, 14))
     p = suffix.propose([ask(0, text, 4)])[0]
     suffix.observe(0, p, 2)
@@ -423,8 +449,8 @@ def test_a_batch_drafts_later_prompts_from_earlier_answers():
         last = tokens[-1]
         row[0 if last == 28 else last + 1 if 20 <= last < 28 else 20] = 5.0  # 20..28, then the end
         return row
-    suffix = SuffixDrafter(cost_ratio=FLAT)
-    engine = Engine(FakeContext(rule, n_seq_max=1), {"suffix": suffix})
+    suffix = SuffixDrafter()
+    engine = Engine(FakeContext(rule, n_seq_max=1), {"suffix": suffix}, costs=StepCosts(Prior(FLAT, 1.0, learned=True)))
     config = GenerationConfig(drafter="suffix", max_tokens=20)
     prompts = [[1, 2], [3, 4], [5, 6]]
     done = {tag: e.summary for tag, e in engine.run_many([Request(p, config, i) for i, p in enumerate(prompts)], 1)

@@ -6,7 +6,7 @@ from specllama.decoding.acceptance import Calibrator
 from specllama.decoding.engine import GenerationConfig, Summary
 from specllama.runtime import Runtime
 
-SELF_SIZING = ("auto", "suffix")  # drafters that cut their own drafts (sizes_itself)
+CUT_AFTER = ("auto", "suffix")  # drafters whose drafts the planner cuts after drafting (confident)
 MATCH_CLASSES = ("match 1-2", "match 3-7", "match 8-15", "match 16+")  # suffix_drafter.match_group
 
 
@@ -62,8 +62,8 @@ def step_cost_lines(costs) -> list[str]:
 
 
 def _auto_k(s: Summary) -> str:
-    # auto and suffix size their own drafts under a cap: what they drafted is the chosen length.
-    if s.drafter in SELF_SIZING:
+    # auto's and suffix's drafts are cut after drafting, under a cap: what was sent is the length.
+    if s.drafter in CUT_AFTER:
         return f"mean drafted {s.drafted / s.steps if s.steps else 0.0:.2f} a step"
     return f"mean chosen {s.mean_k:.2f}"
 

@@ -1,15 +1,12 @@
-"""`--drafter auto`: per sequence and per step, the draft that the cost model says pays most.
+"""`--drafter auto`: per sequence and per step, the suffix drafter's proposal, the draft model's,
+or nothing, whichever the planner's `choose_source` says pays most.
 
 Composed of the suffix drafter (free drafts with calibrated per-token confidence) and, when one is
-loaded, the model drafter (whose acceptance is tracked per draft position by an PositionAcceptance view per
-sequence, the way the planner does for `--drafter model -k auto`). Each step, for each sequence:
-
-    suffix rate = E(n) / (T(n+1)/T(1))           its own proposal, cut by confidence (cost 0)
-    model rate  = E(K) / (K*c + T(K+1)/T(1))     the view's best K (0 when the draft cannot pay)
-
-and the larger one wins when it beats plain decoding (rate 1); else nothing is proposed. The
-Proposal's source says which ("suffix" or "model"). Under a fixed K (`-k 3`) there is no rate to
-compare: the suffix draft when it matched anything, else the model's, else nothing.
+loaded, the model drafter, whose acceptance is tracked per draft position by a PositionAcceptance
+view per sequence (the way the planner does for `--drafter model -k auto`). This class reports:
+the suffix proposal and the model's view go to `choose_source` (planner.py, the one home of the
+decision), and the model decodes only for the sequences it was chosen for. The Proposal's source
+says which ("suffix" or "model"); a chosen suffix draft comes whole, and the planner cuts it.
 
 The suffix drafter always sees every step (its live index follows the committed text); the model
 drafter's cache catches up by itself when it is next asked (ModelDrafter.propose decodes the
@@ -18,25 +15,26 @@ backlog), so steps it sits out cost it nothing.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 from specllama.decoding.acceptance import PositionAcceptance
+from specllama.decoding.cost.model import Ratio
 from specllama.decoding.drafters import Drafter, DraftRequest, Proposal
+from specllama.decoding.planner import choose_source
 from specllama.decoding.request import AUTO
-from specllama.decoding.suffix_drafter import SuffixDrafter, proposal_rate
+from specllama.decoding.suffix_drafter import SuffixDrafter
 
 
 class AutoDrafter:
     name = "auto"
-    sizes_itself = True  # the engine gives a cap; the choice and the length are made here
+    confident = True  # the engine gives a cap; every proposal carries a confidence per token
 
     def __init__(self, suffix: SuffixDrafter, model: Drafter | None = None,
-                 model_policy: PositionAcceptance | None = None,
-                 cost_ratio: Callable[[int], float | None] | None = None):
+                 model_policy: PositionAcceptance | None = None, *, cost_ratio: Ratio):
         self.suffix = suffix
         self.model = model
         self.model_policy = model_policy  # shared long-run record; None: the model is never chosen under -k auto
-        self.cost_ratio = cost_ratio or suffix.cost_ratio
+        self.cost_ratio = cost_ratio  # T(n)/T(1) a suffix draft is priced on: the engine's live costs
         self.views: dict[int, PositionAcceptance] = {}  # slot -> the model's acceptance on that sequence's text
         self.chosen: dict[str, int] = {"suffix": 0, "model": 0, "none": 0}  # steps, for tests and stats
 
@@ -45,14 +43,20 @@ class AutoDrafter:
         out: list[Proposal] = []
         for_model: list[tuple[int, DraftRequest]] = []
         for i, (r, s) in enumerate(zip(requests, suffix)):
-            choice, k = self._choose(r, s)
+            if r.config.k == AUTO:
+                view = self._view(r.seq)
+                choice, k = choose_source(s, view, r.k, r.avoid, self.cost_ratio)
+                if view is not None and choice != "model":
+                    view.observe(0, 0)  # unobserved positions drift back to the long-run record
+            else:  # a fixed K: no rate to compare; the suffix draft when it matched, else the model's
+                choice, k = ("suffix", 0) if s.tokens else ("model", r.k) if self.model is not None else ("none", 0)
             self.chosen[choice] += 1
-            if choice == "suffix":
-                out.append(s)
-            else:
-                out.append(Proposal([], source=""))
-                if choice == "model":
-                    for_model.append((i, DraftRequest(r.seq, r.committed, k, r.config, r.rng)))
+            if choice == "model":
+                for_model.append((i, DraftRequest(r.seq, r.committed, k, r.config, r.rng)))
+            # The suffix proposal whole when chosen (the planner cuts it), else emptied: it still
+            # hears the step (observe) as one without a suffix draft.
+            s.tokens = s.tokens if choice == "suffix" else []
+            out.append(s)
         if for_model:  # every sequence the model drafts for, in one lockstep call
             for (i, r), p in zip(for_model, self.model.propose([r for _, r in for_model])):
                 p.source = p.source or self.model.name
@@ -62,27 +66,6 @@ class AutoDrafter:
                     p.confidence = list(view.fast[:len(p.tokens)])
                 out[i] = p
         return out
-
-    def _choose(self, r: DraftRequest, s: Proposal) -> tuple[str, int]:
-        """("suffix" | "model" | "none", the model's K). Sources the planner benched for this text
-        (r.avoid) are not chosen."""
-        if r.config.k != AUTO:
-            if s.tokens:
-                return "suffix", 0
-            return ("model", r.k) if self.model is not None else ("none", 0)
-        view = self._view(r.seq) if "model" not in r.avoid else None
-        model_k = min(view.choose(), r.k) if view is not None else 0
-        model_rate = (view.rate(model_k) or 1.0) if model_k else 1.0
-        suffix_rate = proposal_rate(s, self.cost_ratio) if "suffix" not in r.avoid else 1.0
-        if s.tokens and suffix_rate > max(1.0, model_rate):
-            if view is not None:
-                view.observe(0, 0)  # unobserved positions drift back to the long-run record
-            return "suffix", 0
-        if model_k and model_rate > 1.0:
-            return "model", model_k
-        if view is not None:
-            view.observe(0, 0)
-        return "none", 0
 
     def _view(self, seq: int) -> PositionAcceptance | None:
         if self.model is None or self.model_policy is None:
@@ -107,13 +90,14 @@ class AutoDrafter:
             self.model.rollback(seq, n_tokens)
 
     def observe(self, seq: int, proposal: Proposal, n_accepted: int) -> None:
-        if proposal.source == self.suffix.name:
-            self.suffix.observe(seq, proposal, n_accepted)
-        elif self.model is not None and proposal.source == self.model.name:
+        if self.model is not None and proposal.source == self.model.name:
+            self.suffix.observe(seq, Proposal([]), 0)  # a step without a suffix draft
             self.model.observe(seq, proposal, n_accepted)
             view = self._view(seq)
             if view is not None:
                 view.observe(len(proposal.tokens), n_accepted)
+        else:
+            self.suffix.observe(seq, proposal, n_accepted)
 
     def finish(self, seq: int, committed: Sequence[int]) -> None:
         self.suffix.finish(seq, committed)

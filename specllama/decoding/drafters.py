@@ -10,9 +10,10 @@ has not decoded yet) and the most drafts the engine will verify; `q` holds the d
 probabilities for each proposed token when it sampled them; None means the proposals were
 deterministic (greedy or looked up), which the rejection sampler treats as one-hot. `confidence`,
 when a drafter gives it, is its estimate per token that the target accepts it (chained by the
-engine when it sizes the draft). After verification the engine calls `rollback(seq, n)`: keep
+planner when it cuts the draft). After verification the engine calls `rollback(seq, n)`: keep
 state for the first n committed tokens only (the model drafter's cache drops its rejected drafts
-there), and `observe(seq, proposal, n_accepted)` so a drafter can learn how good it is. When a
+there), and `observe(seq, proposal, n_accepted)` with what was sent (the planner may have cut it,
+to nothing: a step without a draft) so a drafter can learn how good it is. When a
 sequence's generation ends, `finish(seq, committed)`: a model-free drafter may keep its text to
 draft later texts from.
 """
@@ -46,14 +47,15 @@ class Proposal:
     q: np.ndarray | None = None  # (len(tokens), vocab) when the drafter sampled
     confidence: list[float] | None = None  # per token: estimated P(accepted | the ones before accepted)
     source: str = ""  # the drafter that made it (filled in by the engine when empty)
+    free: bool = False  # it cost no model decode (the suffix drafter's): under -k auto the planner cuts it
 
 
 class Drafter(Protocol):
     name: str
-    # True for a drafter that sizes its own drafts from per-token confidence: under -k auto the
-    # engine gives it a cap (K_AUTO_MAX, or less where the context or exact mode says) and no
-    # acceptance record; it returns what it thinks pays (cost.model.best_length on its confidence).
-    sizes_itself: bool = False
+    # True for a drafter whose proposals carry a confidence per token: under -k auto the engine
+    # gives it a cap (K_AUTO_MAX, or less where the context or exact mode says) and no acceptance
+    # record, and the planner cuts what it sends on that confidence (planner.Planner.cut).
+    confident: bool = False
 
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]: ...
 

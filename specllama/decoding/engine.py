@@ -4,7 +4,8 @@ Each active request holds a slot (a KV-cache sequence of the target, and of the 
 A step reads as its phases, the way gpt-fast's `speculative_decode` does, over all of them:
   plan    - how many drafts each sequence gets (planner.py), on the costs this engine's own steps
             have shown (cost/online.py) and each text's acceptance;
-  draft   - each drafter proposes for all of its sequences at once;
+  draft   - each drafter proposes for all of its sequences at once, with its confidence per token
+            where it has one; the planner cuts what is sent (one cut, on the same costs);
   decode  - ONE target decode of [last] + drafts of every sequence (own positions and sequence id);
   judge   - each sequence's drafts accepted by greedy match or rejection sampling;
   commit  - each sequence's caches keep what it accepted (both rollbacks side by side); the step's
@@ -112,8 +113,8 @@ class Engine:
 
     def acceptance_for(self, config: GenerationConfig, drafter: Drafter) -> PositionAcceptance | None:
         """The record the planner sizes this request's drafts on: only under -k auto, and only for
-        a drafter without its own per-token confidence (sizes_itself drafters cut their drafts)."""
-        if config.k != AUTO or isinstance(drafter, NoDrafter) or getattr(drafter, "sizes_itself", False):
+        a drafter without its own per-token confidence (a confident drafter's drafts are cut on it)."""
+        if config.k != AUTO or isinstance(drafter, NoDrafter) or getattr(drafter, "confident", False):
             return None
         record = self.acceptance.get(drafter.name)
         if record is None:
@@ -272,12 +273,13 @@ class Engine:
         t_decode = clock() - t_decode_start
         # --- judge and commit: both caches keep what was accepted ------------------------------
         verdicts: list[Verdict] = []
-        for seq in running:
+        for seq, k in zip(running, ks):
             proposal = proposals[seq.slot]
             verdict = _judge(proposal.tokens, proposal, logits[seq.slot], seq.config, seq.rng)
             seq.verifier.commit(target, seq.slot, n_past[seq.slot], seq.committed[-1], proposal.tokens, verdict.n_accepted)
             if proposal.tokens:
                 seq.drafter.rollback(seq.slot, len(seq.committed) + verdict.n_accepted)
+            if k:  # asked this step: it hears what was sent of its proposal, nothing included
                 seq.drafter.observe(seq.slot, proposal, verdict.n_accepted)
             if seq.acceptance:
                 seq.acceptance.observe(len(proposal.tokens), verdict.n_accepted)

@@ -2,7 +2,8 @@
 the text's end, in the prompt, the output so far, earlier texts of the same session (chat turns,
 earlier prompts and outputs of a batch) or a user corpus, following the continuation most
 occurrences took. Costs no model decode, and says how sure it is per token, so the draft length
-follows the evidence (sizes_itself: under -k auto the engine gives a cap, the drafter cuts).
+follows the evidence (confident: under -k auto it sends all it matched up to the engine's cap, and
+the planner cuts that where it pays).
 
 Three kinds of index, queried together; the longest match wins (ties: the live text, then the
 session's history, then the corpus, the nearer text being the better guess):
@@ -22,11 +23,9 @@ live texts and the history, never the corpus: no benchmark run drafts from anoth
 Confidence: per token, count(continuation) / (count(context) + 1), calibrated against the
 acceptance observed so far (acceptance.Calibrator, per match-length class, shared by all texts)
 and scaled by how this text's drafts fared against those predictions (acceptance.TextFit, per
-slot, restarted with each prompt); the draft is cut where expected tokens per unit of verify time
-peak (cost.model.best_length) on the machine's cost ratio T(n)/T(1), if that promises MIN_GAIN.
-Without the engine's costs it assumes CAUTIOUS_RATIO: every token beyond the first costs 0.7 of
-a decode. Before any draft was judged, a match's length sets the calibrator's prior (COLD_FLOORS):
-a lone earlier occurrence of 16 tokens is a copy in progress, one of 2 tokens a guess.
+slot, restarted with each prompt; a step whose draft was cut to nothing lets it fade). Before any
+draft was judged, a match's length sets the calibrator's prior (COLD_FLOORS): a lone earlier
+occurrence of 16 tokens is a copy in progress, one of 2 tokens a guess.
 """
 
 from __future__ import annotations
@@ -37,9 +36,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from specllama.decoding.acceptance import Calibrator, TextFit
-from specllama.decoding.cost.model import best_length, expected_tokens, rate
 from specllama.decoding.drafters import DraftRequest, Proposal
-from specllama.decoding.request import AUTO
 from specllama.decoding.suffix_index import Match, SuffixIndex
 from specllama.errors import SpecllamaError
 
@@ -47,32 +44,20 @@ CORPUS_CHUNK_CHARS = 1 << 16  # the corpus is tokenized and indexed in pieces of
 MATCH_GROUPS = 4  # calibration classes by match length: 1-2, 3-7, 8-15, 16+
 # What a match's length says before this run has judged any draft: the calibrator's prior per
 # match-length class is at least this. A lone earlier occurrence (raw 0.5) was otherwise taken at
-# its word, 0.55, whatever its length, and at 0.55 no draft promises MIN_GAIN: a cold drafter never
-# drafted text seen once, e.g. an agent's re-sent file (serve's agentic replay: auto 0.96x where
-# a fixed K = 4 drafted 553 of 827 steps and ran at 1.10x). Measured with fixed K = 8 on 23
-# prompts none of bench/prompts.jsonl (bench/measured/vm-20261123-suffix-calibration.md), lone
-# occurrences were accepted 0.82 (3-7 tokens matched, n=100), 0.95 (8-15, n=74) and 0.95 (16+,
-# n=110); 1-2 tokens 0.69, but mostly from near-identical prompts, so that class keeps its
+# its word, 0.55, whatever its length, and at 0.55 no draft promises planner.MIN_GAIN: a cold
+# drafter never drafted text seen once, e.g. an agent's re-sent file (serve's agentic replay:
+# auto 0.96x where a fixed K = 4 drafted 553 of 827 steps and ran at 1.10x). Measured with fixed
+# K = 8 on 23 prompts none of bench/prompts.jsonl (bench/measured/vm-20261123-suffix-calibration.md),
+# lone occurrences were accepted 0.82 (3-7 tokens matched, n=100), 0.95 (8-15, n=74) and 0.95
+# (16+, n=110); 1-2 tokens 0.69, but mostly from near-identical prompts, so that class keeps its
 # midpoint. The floors sit below what was observed: four judged drafts move a bin halfway to what
 # this run sees (Calibrator.prior_weight).
 COLD_FLOORS = (0.0, 0.75, 0.85, 0.9)
 HISTORY_TOKENS = 1 << 18  # finished texts of this session kept to draft from (~1 MB of text)
 CORPUS_TOKENS = 1 << 19  # --draft-corpus tokens kept (a 1 MB file is ~360k)
-CAUTIOUS_STEP = 0.7  # without a cost curve: each verified token beyond the first costs this much
-# A draft is sent under -k auto only when it promises this much over plain decoding. Both sides
-# of the promise are uncertain: T(2)/T(1) measured on this shared 2-core machine came out 1.31,
-# 1.46, 1.54 and 1.67 on different runs, and a text's acceptance is known from a few drafts. On
-# bench/prompts.jsonl the one-token guesses (match of 1-3 tokens, 25-45 % accepted) lost 5-13 %
-# on the prose and SQL prompts at a 5 % margin; the copies that pay promise 1.2x and more.
-MIN_GAIN = 1.15
 # A match of the last token alone is no evidence: on bench/prompts.jsonl (code-prime, sql) such
 # drafts were accepted 2 times in 7 and 1 in 8, while copies match several tokens at once.
 MIN_MATCH = 2
-
-
-def cautious_ratio(n: int) -> float | None:
-    """T(n)/T(1) assumed when the machine's curve was not measured."""
-    return 1.0 + CAUTIOUS_STEP * (n - 1) if 1 <= n <= 16 else None
 
 
 class DraftCorpusError(SpecllamaError):
@@ -117,23 +102,12 @@ def raw_confidence(counts: Sequence[int], totals: Sequence[int]) -> list[float]:
     return [c / (t + 1) for c, t in zip(counts, totals)]
 
 
-def proposal_rate(proposal: Proposal, ratio: Callable[[int], float | None]) -> float:
-    """Expected tokens per unit of target time if this (deterministic, free) proposal is verified:
-    E(n) / (T(n+1)/T(1)); 1.0 for an empty one (plain decoding)."""
-    n = len(proposal.tokens)
-    if n == 0 or not proposal.confidence:
-        return 1.0
-    return rate(expected_tokens(proposal.confidence[:n])[n], ratio, n, 0.0) or 1.0
-
-
 class SuffixDrafter:
     name = "suffix"
-    sizes_itself = True
+    confident = True
 
-    def __init__(self, *, cost_ratio: Callable[[int], float | None] | None = None,
-                 calibrator: Calibrator | None = None, min_match: int = MIN_MATCH,
+    def __init__(self, *, calibrator: Calibrator | None = None, min_match: int = MIN_MATCH,
                  history_tokens: int = HISTORY_TOKENS, corpus_tokens: int = CORPUS_TOKENS):
-        self.cost_ratio = cost_ratio or cautious_ratio  # n -> T(n)/T(1) of this machine
         self.calibrator = calibrator or Calibrator(groups=MATCH_GROUPS, floors=COLD_FLOORS)
         self.min_match = min_match  # shorter matches draft nothing
         self.history = SuffixIndex(token_budget=history_tokens)
@@ -159,15 +133,11 @@ class SuffixDrafter:
             if found.length > match.length and found.tokens:
                 match, where = found, name
         if match.length < self.min_match or not match.tokens:
-            self._fit(r.seq).idle()
-            return SuffixProposal([], source=self.name, match_length=match.length)
+            return SuffixProposal([], source=self.name, free=True, match_length=match.length)
         raw = raw_confidence(match.counts, match.totals)
         conf = self._fit(r.seq).apply(self.calibrator.calibrate(raw, match_group(match.length)))
-        # Under -k auto the draft is cut where it pays; a fixed K sends what matched, up to K.
-        n = best_length(conf, self.cost_ratio, min_gain=MIN_GAIN) if r.config.k == AUTO else len(conf)
-        if n == 0:
-            self._fit(r.seq).idle()
-        return SuffixProposal(match.tokens[:n], None, conf[:n], self.name, raw[:n], match.length, where)
+        # All that matched, up to the cap: under -k auto the planner cuts it where it pays.
+        return SuffixProposal(match.tokens, None, conf, self.name, True, raw, match.length, where)
 
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:
         self._live(seq).sync_live(prompt)
@@ -181,9 +151,11 @@ class SuffixDrafter:
             live.truncate_live(n_tokens)
 
     def observe(self, seq: int, proposal: Proposal, n_accepted: int) -> None:
-        """Feed the verification of a proposal to the calibrator (what was sent: the engine may
-        have cut it to its K)."""
-        if isinstance(proposal, SuffixProposal) and proposal.tokens:
+        """Feed the verification of a proposal to the calibrator (what was sent: the planner may
+        have cut it); a step that sent nothing lets this text's record fade."""
+        if not proposal.tokens:
+            self._fit(seq).idle()
+        elif isinstance(proposal, SuffixProposal):
             self.calibrator.observe(proposal.raw_confidence, len(proposal.tokens), n_accepted,
                                     match_group(proposal.match_length))
             self._fit(seq).observe(proposal.confidence, len(proposal.tokens), n_accepted)
