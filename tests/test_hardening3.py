@@ -712,7 +712,10 @@ def test_a_signal_right_after_a_record_is_written_still_counts_it(tmp_path, monk
 
     def write_then_signal(self, record):
         real_write(self, record)
-        os.kill(os.getpid(), signal.SIGINT)  # any thread may take it; Python's handler runs in the main one
+        # To the main thread (the writer's), so it has arrived when the call returns: sent to the
+        # process, another thread (the test server's) may take it later, after the batch ended
+        # (seen once on a loaded machine: the report said not interrupted).
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     monkeypatch.setattr(output.OutputWriter, "write", write_then_signal)
     out = tmp_path / "out.jsonl"
