@@ -18,6 +18,7 @@ from specllama.decoding.auto_drafter import AutoDrafter
 from specllama.decoding.cost.online import Prior, StepCosts
 from specllama.decoding.drafters import ModelDrafter
 from specllama.decoding.engine import Engine, GenerationConfig, StepEvent
+from specllama.decoding.planner import PROBE_EVERY
 from specllama.decoding.request import K_AUTO_MAX
 from specllama.decoding.suffix_drafter import SuffixDrafter
 from tests.fake_llm import VOCAB, FakeClock, FakeContext, counting_rule
@@ -162,3 +163,57 @@ def test_a_draft_models_catch_up_is_not_counted_as_a_draft_positions_cost():
     drafter.rollback(0, 21)
     drafter.propose([DraftRequest(0, committed, 3, config, rng)])  # catch-up of 1 token: a position like any
     assert drafter.timed_decodes == 5 and drafter.timed_seconds == pytest.approx(0.02 + 0.01 + 0.02)
+
+
+# ---- the device machine's costs as measured in the loop (../shared/device/README.md) -----------
+# Qwen2.5-Coder 1.5B target, 0.5B draft. H100: one token 2.5 ms and five 6.1 ms inside the loop, a
+# draft token 3.6 ms; the startup curve had said five tokens 4.2 ms (ratio 1 + 0.22 per row) and a
+# draft token 0.52 of a step, and predicted 1.12-1.25x for modes that ran at 0.57-0.85x.
+# 16 Xeon threads: T(n)/T(1) = 1.15 / 1.27 / 1.75 / 2.22 at n = 2 / 4 / 8 / 16 (llama-bench pp),
+# 30 ms a token, the draft 52.4 tok/s (0.64 of a step); the startup curve there was steep (auto
+# predicted 0.87x, ran at 1.27x). A fake backend cannot show what the real one will do; it shows
+# that from these costs and these wrong priors the decisions come out right.
+H100_LOOP = lambda rows: 0.0025 + 0.0009 * (rows - 1)  # noqa: E731
+H100_STARTUP = Prior(lambda n: 1.0 + 0.22 * (n - 1), 0.0022, draft_ratio=0.52)
+H100_DRAFT_TOKEN = 0.0036
+XEON16_POINTS = {1: 1.0, 2: 1.15, 4: 1.27, 8: 1.75, 16: 2.22}
+
+
+def xeon16_loop(rows: int) -> float:
+    lo = max(n for n in XEON16_POINTS if n <= rows)
+    hi = min((n for n in XEON16_POINTS if n >= rows), default=lo)
+    ratio = XEON16_POINTS[lo] if hi == lo else XEON16_POINTS[lo] + (XEON16_POINTS[hi] - XEON16_POINTS[lo]) * (rows - lo) / (hi - lo)
+    return 0.030 * ratio
+
+
+XEON16_STARTUP = Prior(lambda n: 1.0 + 0.6 * (n - 1), 0.030, draft_ratio=0.64)
+
+
+@pytest.mark.parametrize("mode", ["auto", "model", "suffix"])
+def test_on_the_h100s_measured_costs_no_mode_loses_and_copying_still_pays(mode):
+    """Each mode, on a text the draft model predicts (counting) and on one that quotes itself,
+    against plain decoding: a draft token dearer than a whole step cannot pay however right it
+    is, so the model is dropped; suffix drafts cost nothing to make and still pay on the quote."""
+    for rule in (counting_rule(), quoting_rule()):
+        plain, _ = run("none", H100_LOOP, H100_STARTUP, rule=rule)
+        spent, steps = run(mode, H100_LOOP, H100_STARTUP, draft_seconds=H100_DRAFT_TOKEN, rule=rule)
+        assert spent <= plain * 1.05, f"{mode}: {plain / spent:.2f}x of plain"
+        late = steps[len(steps) // 4:]
+        assert sum(s.drafted for s in late if s.source == "model") == 0
+    if mode != "model":
+        assert spent < plain * 0.8  # the quoting text
+
+
+def test_on_16_xeon_threads_measured_costs_drafts_are_tried_where_the_steep_prior_said_not_to():
+    """From a prior that says no draft can pay: auto (suffix drafts teach the costs) reaches the
+    issue's 1.4x goal for that machine on the fake, on a text that repeats itself; the draft model
+    alone, whose estimates never ask for a draft under that prior, is tried (Planner.trying) and
+    then drafts on a text it predicts (at most 1.3x at c = 0.64, even always right)."""
+    for rule in (counting_rule(), quoting_rule()):
+        plain, _ = run("none", xeon16_loop, XEON16_STARTUP, rule=rule)
+        auto, _ = run("auto", xeon16_loop, XEON16_STARTUP, draft_seconds=0.64 * 0.030, rule=rule)
+        assert plain / auto >= 1.4, f"{plain / auto:.2f}x of plain"
+    plain, _ = run("none", xeon16_loop, XEON16_STARTUP, rule=counting_rule())
+    model, steps = run("model", xeon16_loop, XEON16_STARTUP, draft_seconds=0.64 * 0.030, rule=counting_rule())
+    assert plain / model >= 1.15, f"{plain / model:.2f}x of plain"
+    assert next(i for i, s in enumerate(steps) if s.drafted) <= PROBE_EVERY

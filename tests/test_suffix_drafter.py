@@ -21,7 +21,7 @@ from specllama.decoding.sequence import SequenceState
 from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter
 from specllama.decoding.verifiers import VERIFIERS
 from specllama.runtime import draft_decision
-from tests.fake_llm import VOCAB, FakeContext, counting_rule, noisy_rule
+from tests.fake_llm import VOCAB, FakeClock, FakeContext, counting_rule, noisy_rule
 
 FLAT = lambda n: 1.0 if 1 <= n <= 16 else None  # noqa: E731  verifying is free: any likely draft pays
 STEEP = lambda n: 1 + 0.8 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731  each extra verified token: 0.8
@@ -188,8 +188,11 @@ def periodic_rule(period=(3, 9, 4, 17, 5, 11, 8)):
     return rule
 
 
-def run(target, drafter_name_, drafters, prompt, k="auto", max_tokens=40):
-    engine = Engine(target, drafters)
+def run(rule, drafter_name_, drafters, prompt, k="auto", max_tokens=40):
+    """On virtual time where a decode costs 1 s whatever its rows (verifying is free), so what the
+    planner sends does not depend on this machine's load."""
+    clock = FakeClock()
+    engine = Engine(FakeContext(rule, clock=clock, cost=lambda rows: 1.0), drafters, clock=clock)
     events = list(engine.generate(prompt, GenerationConfig(drafter=drafter_name_, k=k, max_tokens=max_tokens)))
     return [e.id for e in events if isinstance(e, TokenEvent)], events[-1].summary, events
 
@@ -198,10 +201,10 @@ def run(target, drafter_name_, drafters, prompt, k="auto", max_tokens=40):
 @pytest.mark.parametrize("name", ["suffix", "auto"])
 def test_greedy_text_is_plain_decodings(rule, name):
     prompt = [3, 9, 4, 17, 5, 11, 8, 3, 9]
-    plain, _, _ = run(FakeContext(rule), "none", {}, prompt, k=0)
+    plain, _, _ = run(rule, "none", {}, prompt, k=0)
     suffix = SuffixDrafter()
     drafters = {"suffix": suffix, "auto": AutoDrafter(suffix, cost_ratio=FLAT)}
-    ids, summary, events = run(FakeContext(rule), name, drafters, prompt)
+    ids, summary, events = run(rule, name, drafters, prompt)
     assert ids == plain
     if rule.__qualname__.startswith("periodic"):  # the text repeats: the suffix drafter pays
         assert summary.drafted_by.get("suffix", 0) > 0 and summary.accepted_by["suffix"] > 10
@@ -212,7 +215,7 @@ def test_greedy_text_is_plain_decodings(rule, name):
 def test_several_sequences_at_once_keep_plain_text_and_share_history():
     rule = periodic_rule()
     prompts = [[3, 9, 4], [17, 5, 11], [8, 3, 9], [4, 17, 5]]
-    plain = [run(FakeContext(rule), "none", {}, p, k=0, max_tokens=20)[0] for p in prompts]
+    plain = [run(rule, "none", {}, p, k=0, max_tokens=20)[0] for p in prompts]
     suffix = SuffixDrafter()
     engine = Engine(FakeContext(rule, n_seq_max=2), {"suffix": suffix})
     config = GenerationConfig(drafter="suffix", max_tokens=20)
@@ -239,8 +242,10 @@ def test_sampled_text_under_auto_follows_the_target_distribution():
     p_next = {t: np.exp(markov([t])[[1, 2, 3]]) / np.exp(markov([t])[[1, 2, 3]]).sum() for t in (1, 2, 3)}
     prompt = [1, 2, 3] * 4  # the cycle, so the suffix drafter drafts it
     suffix = SuffixDrafter()
-    costs = StepCosts(Prior(FLAT, 1.0, learned=True))  # verifying is free: suffix drafts pay
-    engine = Engine(FakeContext(markov), {"auto": AutoDrafter(suffix, cost_ratio=costs.ratio)}, costs=costs)
+    clock, costs = FakeClock(), StepCosts(Prior(FLAT, 1.0, learned=True))
+    # Verifying is free (a decode costs 1 s of virtual time, whatever its rows): suffix drafts pay.
+    engine = Engine(FakeContext(markov, clock=clock, cost=lambda rows: 1.0),
+                    {"auto": AutoDrafter(suffix, cost_ratio=costs.ratio)}, costs=costs, clock=clock)
     counts, drafted, accepted = np.zeros(27, np.int64), 0, 0
     for seed in range(1500):
         config = GenerationConfig(drafter="auto", k="auto", max_tokens=3,
@@ -331,11 +336,11 @@ def test_auto_feeds_each_source_back_to_its_own_estimate():
 def test_auto_with_a_real_model_drafter_keeps_greedy_text():
     rule = noisy_rule(5)
     prompt = [5, 6, 7]
-    plain, _, _ = run(FakeContext(rule), "none", {}, prompt, k=0)
+    plain, _, _ = run(rule, "none", {}, prompt, k=0)
     suffix = SuffixDrafter()
     model = ModelDrafter(FakeContext(counting_rule()))
     auto = AutoDrafter(suffix, model, PositionAcceptance(FLAT, 0.05, k_max=4), cost_ratio=FLAT)
-    ids, summary, _ = run(FakeContext(rule), "auto", {"suffix": suffix, "model": model, "auto": auto}, prompt)
+    ids, summary, _ = run(rule, "auto", {"suffix": suffix, "model": model, "auto": auto}, prompt)
     assert ids == plain and summary.drafted_by.get("model", 0) > 0
 
 
@@ -450,7 +455,9 @@ def test_a_batch_drafts_later_prompts_from_earlier_answers():
         row[0 if last == 28 else last + 1 if 20 <= last < 28 else 20] = 5.0  # 20..28, then the end
         return row
     suffix = SuffixDrafter()
-    engine = Engine(FakeContext(rule, n_seq_max=1), {"suffix": suffix}, costs=StepCosts(Prior(FLAT, 1.0, learned=True)))
+    clock = FakeClock()  # a decode costs 1 s of virtual time, whatever its rows: verifying is free
+    engine = Engine(FakeContext(rule, n_seq_max=1, clock=clock, cost=lambda rows: 1.0), {"suffix": suffix},
+                    costs=StepCosts(Prior(FLAT, 1.0, learned=True)), clock=clock)
     config = GenerationConfig(drafter="suffix", max_tokens=20)
     prompts = [[1, 2], [3, 4], [5, 6]]
     done = {tag: e.summary for tag, e in engine.run_many([Request(p, config, i) for i, p in enumerate(prompts)], 1)

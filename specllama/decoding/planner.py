@@ -39,6 +39,7 @@ from specllama.decoding.request import AUTO, K_AUTO_MAX
 from specllama.decoding.sequence import SequenceState
 
 PROBE_EVERY = 48  # a plain step at most this often costs < 1 % at 2x, and keeps T(1) fresh
+TRY_DRAFT = 2  # the draft length of a try (try_draft): 3 rows, the smallest batch most drafts use
 # A free draft is sent under -k auto only when it promises this much over plain decoding. Both
 # sides of the promise are uncertain: T(2)/T(1) measured on this shared 2-core machine came out
 # 1.31, 1.46, 1.54 and 1.67 on different runs, and a text's acceptance is known from a few drafts.
@@ -84,6 +85,7 @@ class Planner:
     def __init__(self, costs: StepCosts, exact_rows: int | None = None):
         self.costs = costs
         self.exact_rows = exact_rows  # the most rows one decode may hold in exact mode
+        self.drafted = False  # whether any step of this engine has verified a draft (see trying)
 
     def probing(self, running: Sequence[SequenceState]) -> bool:
         """Whether this step decodes plainly to measure T(1) again (one -k auto sequence alone,
@@ -92,6 +94,19 @@ class Planner:
             return False
         costs = self.costs
         return costs.steps > 0 and costs.steps - max(costs.last_t1_step, 0) >= PROBE_EVERY
+
+    def trying(self, running: Sequence[SequenceState]) -> bool:
+        """Whether this step drafts TRY_DRAFT tokens with the draft model although the estimates say
+        no length pays: only while this engine has verified no draft at all and its costs were not
+        learnt here before, at most once every PROBE_EVERY steps. Until then what a batch costs is
+        the prior's word alone, and a prior that says batches are dear (a startup benchmark on a
+        busy machine, or the 16-core machine's, which predicted 0.87x where auto ran at 1.27x) would
+        never be put to the test: a fake backend with those costs drafted nothing with the model
+        (tests/test_closed_loop.py). A try costs a step or two of every PROBE_EVERY at worst."""
+        if self.drafted or len(running) != 1 or running[0].config.k != AUTO or running[0].acceptance is None:
+            return False
+        costs = self.costs
+        return not costs.prior.learned and costs.steps % PROBE_EVERY == PROBE_EVERY // 2
 
     def caps(self, running: Sequence[SequenceState], target) -> list[int]:
         probe = self.probing(running)
@@ -114,7 +129,8 @@ class Planner:
             return fit_rows(caps, self.exact_rows)
         if len(running) == 1:
             seq = running[0]
-            return [min(seq.acceptance.choose(), caps[0]) if caps[0] else 0]
+            k = seq.acceptance.choose() or (TRY_DRAFT if self.trying(running) else 0)
+            return [min(k, caps[0])]
         choices = [LengthChoice(seq.acceptance.fast if seq.acceptance else [1.0] * cap,
                                 seq.acceptance.c if seq.acceptance else 0.0, cap)
                    for seq, cap in zip(running, caps)]
@@ -157,6 +173,7 @@ class Planner:
                    seconds: float) -> None:
         """After a step: each lone -k auto sequence's realised speed with the source it used
         (a batch's step time is shared, so the check reads single-sequence steps only)."""
+        self.drafted = self.drafted or any(sources)
         for seq in running:
             seq.realised.tick()
         if len(running) == 1 and running[0].config.k == AUTO:
