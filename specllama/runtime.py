@@ -10,6 +10,7 @@ generate/cancel/reset), never the contexts or the engine's drafters directly.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Hashable, Iterable, Iterator, Sequence
@@ -196,7 +197,8 @@ class Runtime:
             self.draft_model = GGUFModel(self.draft_path, n_gpu_layers=self.gpu_layers)
             self.draft_ctx = DecodeContext(self.draft_model, n_ctx=n_ctx, n_threads=threads,
                                            n_threads_batch=opts.threads_batch, n_seq_max=slots)
-            drafters["model"] = ModelDrafter(self.draft_ctx)
+            drafters["model"] = ModelDrafter(self.draft_ctx,
+                                             one_token_decodes=os.environ.get("SPECLLAMA_DRAFT_ONE_TOKEN") == "1")
         ratio = self.step_costs.ratio
         # The suffix drafter sizes its drafts on the live costs; it costs microseconds of Python
         # per step, no decode.

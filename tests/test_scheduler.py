@@ -51,6 +51,26 @@ def together(engine: Engine, config: GenerationConfig, prompts, parallel) -> dic
     return out
 
 
+def test_one_token_draft_decodes_keep_the_text_and_every_draft_decode_one_token_a_sequence():
+    """The CUDA-graph experiment (ModelDrafter one_token_decodes): a catch-up of two tokens is two
+    decodes, so every draft decode after the prompt holds one token a sequence, alone and in a
+    batch; the text is the same."""
+    config = GenerationConfig(drafter="model", k=3, max_tokens=25)
+    for n, prompts in ((1, PROMPTS[:1]), (3, PROMPTS[:3])):
+        draft = FakeContext(counting_rule(), n_seq_max=n)
+        engine = Engine(FakeContext(noisy_rule(4), n_seq_max=n), {"model": ModelDrafter(draft, one_token_decodes=True)})
+        results = together(engine, config, prompts, parallel=n)
+        for i, prompt in enumerate(prompts):
+            assert results[i][0] == alone(config, prompt)
+        prefills = sum(1 for p in prompts if len(p) > 1)
+        steps = draft.batch_sizes[prefills:]
+        assert steps and max(steps) <= n and sum(results[i][1].summary.accepted for i in range(len(prompts))) > 0
+        assert n > 1 or set(steps) == {1}
+    plain = FakeContext(counting_rule())
+    Engine(FakeContext(noisy_rule(4)), {"model": ModelDrafter(plain)}).generate(PROMPTS[0], config).tokens()
+    assert max(plain.batch_sizes[1:]) == 2  # what it changes: catch-ups of two tokens
+
+
 @pytest.mark.parametrize("k", [0, 1, 3])
 def test_n_sequences_together_give_each_one_its_text_alone(k):
     config = GenerationConfig(drafter="model", k=k, max_tokens=25)

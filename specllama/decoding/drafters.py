@@ -115,9 +115,15 @@ class ModelDrafter(_Quiet):
 
     name = "model"
 
-    def __init__(self, ctx: DecodeContext, clock: Callable[[], float] = time.perf_counter):
+    def __init__(self, ctx: DecodeContext, clock: Callable[[], float] = time.perf_counter,
+                 one_token_decodes: bool = False):
         self.ctx = ctx
         self.clock = clock
+        # Every draft decode one token a sequence: a catch-up of two tokens becomes two decodes.
+        # An experiment for CUDA, where a decode whose shape differs from the last one's runs
+        # without a warm CUDA graph (scripts/measure_decode_shapes.py); off by default until it
+        # has been measured there (SPECLLAMA_DRAFT_ONE_TOKEN=1 turns it on, runtime.py).
+        self.one_token_decodes = one_token_decodes
         # What one draft position costs, for the planner (cost/online.py): decodes of one token per
         # sequence, and their seconds. A catch-up of several tokens (the model sat out steps under
         # auto) is real work but not what another draft token costs: it is not counted here.
@@ -140,6 +146,9 @@ class ModelDrafter(_Quiet):
             backlog = len(r.committed) - ctx.past(r.seq)
             if backlog > LOCKSTEP_BACKLOG:
                 ctx.decode(r.committed[ctx.past(r.seq):-1], logits="none", seq=r.seq)
+        while self.one_token_decodes and any(len(r.committed) - ctx.past(r.seq) > 1 for _, r, _ in live):
+            self._decode([DecodePart(r.seq, [r.committed[ctx.past(r.seq)]], "none")
+                          for _, r, _ in live if len(r.committed) - ctx.past(r.seq) > 1], timed=True)
         parts = [DecodePart(r.seq, r.committed[ctx.past(r.seq):], "last") for _, r, _ in live]
         rows = self._decode(parts, timed=max((len(p.tokens) for p in parts), default=0) <= CATCH_UP_TIMED)
         q_rows: dict[int, list[np.ndarray]] = {i: [] for i, _, _ in live}
@@ -168,7 +177,7 @@ class ModelDrafter(_Quiet):
         if not parts:
             return []
         start = self.clock()
-        rows = [block[0] for block in self.ctx.decode_parts(parts)]
+        rows = [block[0] for block in self.ctx.decode_parts(parts) if len(block)]  # "none" parts: no row
         if timed:
             self.timed_decodes += 1
             self.timed_seconds += self.clock() - start
