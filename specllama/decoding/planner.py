@@ -13,8 +13,10 @@ costs, within exact mode's row limit. The rows a draft costs are always the veri
 
 Checked against what it achieves: every PROBE_EVERY steps without a plain step, a lone -k auto
 sequence decodes one step plainly, so T(1), the yardstick of every decision, stays current on a
-drifting machine; and each sequence's realised speed per source (realised.py) benches a source
-that, on this text, does worse than plain decoding, whatever the estimates say.
+drifting machine; a draft model that the estimates never let draft is tried now and then until
+one draft has been verified (`trying`), so a prior that says batches are dear is put to the test;
+and each sequence's realised speed per source (realised.py) benches a source that, on this text,
+does worse than plain decoding, whatever the estimates say.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from specllama.decoding.request import AUTO, K_AUTO_MAX
 from specllama.decoding.sequence import SequenceState
 
 PROBE_EVERY = 48  # a plain step at most this often costs < 1 % at 2x, and keeps T(1) fresh
-TRY_DRAFT = 2  # the draft length of a try (try_draft): 3 rows, the smallest batch most drafts use
+TRY_DRAFT = 2  # the draft length of a try (Planner.trying): 3 rows, the smallest batch most drafts use
 # A free draft is sent under -k auto only when it promises this much over plain decoding. Both
 # sides of the promise are uncertain: T(2)/T(1) measured on this shared 2-core machine came out
 # 1.31, 1.46, 1.54 and 1.67 on different runs, and a text's acceptance is known from a few drafts.
