@@ -200,8 +200,8 @@ class Runtime:
             drafters["model"] = ModelDrafter(self.draft_ctx,
                                              one_token_decodes=os.environ.get("SPECLLAMA_DRAFT_ONE_TOKEN") == "1")
         ratio = self.step_costs.ratio
-        # The suffix drafter sizes its drafts on the live costs; it costs microseconds of Python
-        # per step, no decode.
+        # The suffix drafter costs microseconds of Python per step, no decode; the planner cuts
+        # its drafts on the live costs (auto's choice is priced on them too).
         self.suffix = SuffixDrafter()
         if opts.draft_corpus:
             self.suffix.load_corpus(opts.draft_corpus, lambda text: self.target_model.tokenize(
