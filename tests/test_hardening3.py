@@ -712,17 +712,21 @@ def test_a_signal_right_after_a_record_is_written_still_counts_it(tmp_path, monk
 
     def write_then_signal(self, record):
         real_write(self, record)
-        # To the main thread (the writer's), so it has arrived when the call returns: sent to the
-        # process, another thread (the test server's) may take it later, after the batch ended
-        # (seen once on a loaded machine: the report said not interrupted).
+        # To the main thread (the writer's), so it has arrived when the call returns.
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     monkeypatch.setattr(output.OutputWriter, "write", write_then_signal)
     out = tmp_path / "out.jsonl"
     items = [PromptItem(id=n, prompt=f"p{n}", line=n) for n in range(1, 4)]
-    with FakeServer() as server:
-        servers = [RemoteServer(server.url, 1, ServerHealth(RetryPolicy(0, 1.0)), model="m")]
-        report = run_remote_batch(servers, items, SamplingRequest(), out)
+    # Ctrl-C as an interactive run has it: pytest started as a shell's background job (`... &`)
+    # inherits SIGINT ignored, Python then installs no handler, and the signal never arrives.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with FakeServer() as server:
+            servers = [RemoteServer(server.url, 1, ServerHealth(RetryPolicy(0, 1.0)), model="m")]
+            report = run_remote_batch(servers, items, SamplingRequest(), out)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert report.interrupted
     assert report.written == len(out.read_text().splitlines()) >= 1
 
