@@ -21,7 +21,7 @@ import numpy as np
 
 from specllama.decoding.acceptance import Calibrator
 from specllama.decoding.drafters import DraftRequest
-from specllama.decoding.planner import free_length
+from specllama.decoding.planner import cut_free
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter
 
@@ -60,7 +60,7 @@ def run(drafter, text: list[int], prompt_len: int, steps: int, k: int, cut: bool
         t0 = time.perf_counter()
         proposal = drafter.propose([DraftRequest(0, committed, k, config, rng)])[0]
         if cut:  # the planner's one cut of a free draft (Planner.cut), on the 2-core curve
-            proposal.tokens = proposal.tokens[:free_length((proposal.confidence or [])[:len(proposal.tokens)], two_core_ratio)]
+            cut_free(proposal, two_core_ratio)
         times.append((time.perf_counter() - t0) * 1e3)
         truth = text[pos:pos + k + 1]
         n = 0

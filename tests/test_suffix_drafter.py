@@ -14,7 +14,7 @@ from specllama.decoding.cost.online import Prior, StepCosts
 from specllama.decoding.drafters import DraftRequest, ModelDrafter, Proposal
 from specllama.decoding.engine import Engine, GenerationConfig, Request
 from specllama.decoding.events import DoneEvent, TokenEvent
-from specllama.decoding.planner import Planner, free_length
+from specllama.decoding.planner import Planner, cut_free
 from specllama.decoding.request import drafter_name
 from specllama.decoding.sampling import SamplingParams
 from specllama.decoding.sequence import SequenceState
@@ -33,7 +33,7 @@ def ask(seq, committed, k=8, kk="auto"):
 
 def sent(proposal, ratio):
     """What the planner sends of a lone sequence's suffix proposal under -k auto (Planner.cut)."""
-    proposal.tokens = proposal.tokens[:free_length((proposal.confidence or [])[:len(proposal.tokens)], ratio)]
+    cut_free(proposal, ratio)
     return proposal
 
 

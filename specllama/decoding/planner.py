@@ -56,6 +56,12 @@ def free_length(confidence: Sequence[float], ratio: Ratio, rows: Rows = causal_r
     return best_length(confidence, ratio, min_gain=MIN_GAIN, rows=rows)
 
 
+def cut_free(proposal: Proposal, ratio: Ratio, rows: Rows = causal_rows) -> None:
+    """Trim a free draft to its free_length, on the confidence its tokens came with."""
+    known = (proposal.confidence or [])[:len(proposal.tokens)]
+    proposal.tokens = proposal.tokens[:free_length(known, ratio, rows)]
+
+
 def free_rate(confidence: Sequence[float], ratio: Ratio, rows: Rows = causal_rows) -> float:
     """Tokens per plain step of a free draft sent at its free_length; 1.0 (plain decoding) when
     none of it is worth sending."""
@@ -152,9 +158,7 @@ class Planner:
         for seq in running:
             proposal = proposals[seq.slot]
             if proposal.free and proposal.tokens and seq.config.k == AUTO:
-                known = (proposal.confidence or [])[:len(proposal.tokens)]
-                n = free_length(known, ratio, seq.verifier.batch_tokens)
-                proposal.tokens = proposal.tokens[:n]
+                cut_free(proposal, ratio, seq.verifier.batch_tokens)
         if len(running) < 2:
             return
         choices, fixed = [], []
