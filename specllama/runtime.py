@@ -10,13 +10,12 @@ generate/cancel/reset), never the contexts or the engine's drafters directly.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
 from specllama.decoding.acceptance import PositionAcceptance
-from specllama.decoding.auto_drafter import AutoDrafter
+from specllama.decoding.cancel import CancelHandle
 from specllama.decoding.cost.cache import (
     MAX_N,
     MAX_N_PARALLEL,
@@ -79,6 +78,9 @@ class LoadOptions:
     gpu_layers: int | None = None  # None: every layer where llama.cpp can offload (Metal, CUDA), else 0
     stairs: bool = False  # a target context with sequences to spare, for stairs verification
     exact: bool = False  # greedy output independent of the batch shape (see llama/context.py)
+    # Every draft-model decode one token a sequence (a research switch for CUDA graphs, see
+    # drafters.ModelDrafter.one_token_decodes and scripts/measure_decode_shapes.py).
+    draft_one_token_decodes: bool = False
     parallel: int | str = 1  # the most prompts decoded together (batch, bench), or "auto": chosen from the costs
 
 
@@ -197,18 +199,15 @@ class Runtime:
             self.draft_model = GGUFModel(self.draft_path, n_gpu_layers=self.gpu_layers)
             self.draft_ctx = DecodeContext(self.draft_model, n_ctx=n_ctx, n_threads=threads,
                                            n_threads_batch=opts.threads_batch, n_seq_max=slots)
-            drafters["model"] = ModelDrafter(self.draft_ctx,
-                                             one_token_decodes=os.environ.get("SPECLLAMA_DRAFT_ONE_TOKEN") == "1")
-        ratio = self.step_costs.ratio
-        # The suffix drafter costs microseconds of Python per step, no decode; the planner cuts
-        # its drafts on the live costs (auto's choice is priced on them too).
+            drafters["model"] = ModelDrafter(self.draft_ctx, one_token_decodes=opts.draft_one_token_decodes)
+        # The suffix drafter costs microseconds of Python per step, no decode; a request's policy
+        # cuts its drafts on the live costs (auto's choice is priced on them too).
         self.suffix = SuffixDrafter()
         if opts.draft_corpus:
             self.suffix.load_corpus(opts.draft_corpus, lambda text: self.target_model.tokenize(
                 text, add_special=False, parse_special=False))
         acceptance = {"model": model_acceptance(self.step_costs)} if "model" in drafters else {}
         drafters["suffix"] = self.suffix
-        drafters["auto"] = AutoDrafter(self.suffix, drafters.get("model"), acceptance.get("model"), cost_ratio=ratio)
         self.engine = Engine(self.target_ctx, drafters, acceptance, self.step_costs)
 
     def measure_startup_curve(self, remeasure: bool = False,
@@ -242,8 +241,9 @@ class Runtime:
 
     @property
     def drafters(self) -> tuple[str, ...]:
-        """The drafters a request may name with these models loaded, in the usual order."""
-        return tuple(d for d in DRAFTERS if d in self.engine.drafters)
+        """The drafters a request may name with these models loaded, in the usual order (auto and
+        none always: the suffix drafter needs no model)."""
+        return tuple(d for d in DRAFTERS if d in ("auto", "none") or d in self.engine.drafters)
 
     @property
     def has_draft_model(self) -> bool:
@@ -283,8 +283,9 @@ class Runtime:
     def chat_tokens(self, messages: list[dict]) -> list[int]:
         return self.target_model.chat_tokens(messages)
 
-    def generate(self, prompt: Sequence[int], config: GenerationConfig) -> Generation:
-        return self.engine.generate(prompt, config)
+    def generate(self, prompt: Sequence[int], config: GenerationConfig, cancel: CancelHandle | None = None) -> Generation:
+        """One request; `cancel` (or the Generation's own handle) stops it from any thread."""
+        return self.engine.generate(prompt, config, cancel)
 
     def run_many(self, requests: Iterable[Request] | RequestQueue,
                  parallel: int | str | None = None) -> Iterator[tuple[Hashable, Event]]:
@@ -316,11 +317,6 @@ class Runtime:
         """The target's context, for the benchmark's identity check (it decodes plainly to find
         near-ties); nothing else should decode in it behind the engine's back."""
         return self.target_ctx
-
-    def cancel(self, tag: Hashable = None) -> None:
-        """Stop generating after the current step (from any thread): everything, or one request of
-        run_many's (its tag)."""
-        self.engine.cancel(tag)
 
     def check(self, request: Request) -> None:
         """Refuse a request that cannot run (a prompt longer than the context, a drafter not

@@ -44,6 +44,7 @@ class FakeContext:
 
     unified = False
     exact = False
+    llama_seconds = 0.0  # no llama.cpp inside
 
     def __init__(self, rule: Callable[[Sequence[int]], np.ndarray], n_ctx: int = 4096, n_seq_max: int = 1,
                  clock: FakeClock | None = None, cost: Callable[[int], float] | None = None):
@@ -168,3 +169,11 @@ class FakeStairsContext(FakeContext):
 
     def commit_stairs(self, last, draft, n_accepted):
         self.tokens.extend([last, *draft[:n_accepted]])
+
+
+def judged(proposal, odds, seconds: float = 0.05, t1: float | None = 0.05, alone: bool = True):
+    """The outcome (decoding/outcome.StepOutcome) of a step that verified `proposal`, with these
+    odds per judged token (1.0: accepted for sure; the first one below 1 is where it stopped)."""
+    from specllama.decoding.outcome import StepOutcome
+    accepted = next((i for i, o in enumerate(odds) if o < 1.0), len(odds))
+    return StepOutcome(len(proposal.tokens), proposal, accepted, tuple(odds), seconds, t1, alone)

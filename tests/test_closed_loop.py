@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from specllama.decoding.acceptance import PositionAcceptance
-from specllama.decoding.auto_drafter import AutoDrafter
 from specllama.decoding.cost.online import Prior, StepCosts
 from specllama.decoding.drafters import ModelDrafter
 from specllama.decoding.engine import Engine, GenerationConfig, StepEvent
@@ -57,7 +56,6 @@ def run(drafter: str, backend, prior: Prior, *, draft_seconds: float | None = No
     if draft_seconds is not None:
         drafters["model"] = ModelDrafter(FakeContext(counting_rule(), clock=clock, cost=lambda rows: draft_seconds), clock)
         acceptance["model"] = PositionAcceptance(costs.ratio, costs.draft_ratio, k_max=K_AUTO_MAX)
-    drafters["auto"] = AutoDrafter(suffix, drafters.get("model"), acceptance.get("model"), cost_ratio=costs.ratio)
     engine = Engine(target, drafters, acceptance, costs, clock=clock)
     events = list(engine.generate(PROMPT, GenerationConfig(drafter=drafter, k="auto", max_tokens=tokens)))
     assert events[-1].summary.tokens == tokens
@@ -207,7 +205,7 @@ def test_on_the_h100s_measured_costs_no_mode_loses_and_copying_still_pays(mode):
 def test_on_16_xeon_threads_measured_costs_drafts_are_tried_where_the_steep_prior_said_not_to():
     """From a prior that says no draft can pay: auto (suffix drafts teach the costs) reaches the
     issue's 1.4x goal for that machine on the fake, on a text that repeats itself; the draft model
-    alone, whose estimates never ask for a draft under that prior, is tried (Planner.trying) and
+    alone, whose estimates never ask for a draft under that prior, is tried (policy/model_auto.ModelAuto.trying) and
     then drafts on a text it predicts (at most 1.3x at c = 0.64, even always right)."""
     for rule in (counting_rule(), quoting_rule()):
         plain, _ = run("none", xeon16_loop, XEON16_STARTUP, rule=rule)

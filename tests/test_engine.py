@@ -97,12 +97,24 @@ def test_a_prompt_longer_than_the_context_is_refused():
 
 def test_cancel_stops_after_the_current_step():
     engine = Engine(FakeContext(counting_rule()))
-    gen = iter(engine.generate(PROMPT, GenerationConfig(drafter="none", max_tokens=100)))
+    generation = engine.generate(PROMPT, GenerationConfig(drafter="none", max_tokens=100))
+    gen = iter(generation)
     seen = [next(gen), next(gen)]
-    engine.cancel()
+    generation.cancel()
     rest = list(gen)
     assert isinstance(seen[0], TokenEvent) and isinstance(seen[1], StepEvent)
     assert len(rest) == 1 and rest[0].summary.finish_reason == "cancelled" and rest[0].summary.tokens == 1
+
+
+def test_a_generation_cancelled_before_it_starts_decodes_nothing():
+    """A cancel that arrives before the engine runs is not lost (the chat used to send it twice,
+    because starting a generation cleared the engine's flag)."""
+    target = FakeContext(counting_rule())
+    generation = Engine(target).generate(PROMPT, GenerationConfig(drafter="none", max_tokens=100))
+    generation.cancel()
+    events = list(generation)
+    assert len(events) == 1 and events[0].summary.finish_reason == "cancelled" and events[0].summary.tokens == 0
+    assert target.decoded == 0
 
 
 def test_the_suffix_drafter_drafts_what_followed_the_same_ngram():

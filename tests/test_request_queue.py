@@ -55,18 +55,20 @@ def test_an_idle_engine_waits_for_the_first_request():
     assert [type(e) for _, e in events].count(DoneEvent) == 1
 
 
-def test_a_cancelled_request_is_forgotten_once_its_slot_is_free():
-    """A server cancels by tag for as long as it runs: the engine keeps no tag after the request ends."""
+def test_a_queued_request_cancelled_by_its_handle_stops_alone():
+    """A server holds each request's cancel handle: cancelling one (its client left) stops it after
+    the current step, or before its prefill if it is still waiting; the others go on."""
     config = GenerationConfig(drafter="none", max_tokens=50)
     engine, queue = model_engine(2), RequestQueue()
-    for tag in ("a", "b"):
-        queue.put(Request(PROMPTS[0], config, tag=tag))
+    requests = {tag: Request(PROMPTS[0], config, tag=tag) for tag in ("a", "b", "c")}
+    for request in requests.values():
+        queue.put(request)
+    requests["c"].cancel.cancel()  # still waiting: never admitted
     queue.close()
     ends = {}
     for tag, event in engine.run_many(queue, parallel=2):
         if isinstance(event, TokenEvent) and tag == "a":
-            engine.cancel("a")
+            requests["a"].cancel.cancel()
         elif isinstance(event, DoneEvent):
-            ends[tag] = event.summary.finish_reason
-    assert ends == {"a": "cancelled", "b": "length"}
-    assert not engine._cancel_tags
+            ends[tag] = (event.summary.finish_reason, event.summary.tokens)
+    assert ends == {"a": ("cancelled", 1), "b": ("length", 50), "c": ("cancelled", 0)}

@@ -139,9 +139,10 @@ def test_cancelling_one_request_leaves_the_others_running():
     engine = Engine(FakeContext(counting_rule(), n_seq_max=3))
     config = GenerationConfig(drafter="none", k=0, max_tokens=10)
     ends: dict = {}
-    for tag, event in engine.run_many([Request(p, config, tag=i) for i, p in enumerate(PROMPTS[:3])], 3):
+    requests = [Request(p, config, tag=i) for i, p in enumerate(PROMPTS[:3])]
+    for tag, event in engine.run_many(requests, 3):
         if isinstance(event, StepEvent) and tag == 1:
-            engine.cancel(1)
+            requests[1].cancel.cancel()
         if isinstance(event, DoneEvent):
             ends[tag] = event.summary
     assert ends[1].finish_reason == "cancelled" and ends[1].tokens == 1

@@ -1,27 +1,24 @@
-"""The suffix drafter on the engine's protocol, the auto drafter's choice, and their CLI wiring.
-Pure Python: the engine runs on tests/fake_llm.py's FakeContext."""
+"""The suffix drafter on the engine's protocol, in the engine, and its CLI wiring. Pure Python: the
+engine runs on tests/fake_llm.py's FakeContext. (What its policies do with its drafts, and
+`--drafter auto`'s choice: tests/test_policies.py.)"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from specllama.decoding.acceptance import Calibrator, PositionAcceptance, TextFit
-from specllama.decoding.auto_drafter import AutoDrafter
+from specllama.decoding.acceptance import Calibrator, PositionAcceptance
 from specllama.decoding.cost.curve import CostCurve
-from specllama.decoding.cost.model import best_length
 from specllama.decoding.cost.online import Prior, StepCosts
-from specllama.decoding.drafters import DraftRequest, ModelDrafter, Proposal
+from specllama.decoding.drafters import DraftRequest, ModelDrafter
 from specllama.decoding.engine import Engine, GenerationConfig, Request
 from specllama.decoding.events import DoneEvent, TokenEvent
-from specllama.decoding.planner import Planner, cut_free
+from specllama.decoding.policy.free_drafts import cut_free
 from specllama.decoding.request import drafter_name
 from specllama.decoding.sampling import SamplingParams
-from specllama.decoding.sequence import SequenceState
 from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter
-from specllama.decoding.verifiers import VERIFIERS
 from specllama.runtime import draft_decision
-from tests.fake_llm import VOCAB, FakeClock, FakeContext, counting_rule, noisy_rule
+from tests.fake_llm import VOCAB, FakeClock, FakeContext, counting_rule, judged, noisy_rule
 
 FLAT = lambda n: 1.0 if 1 <= n <= 16 else None  # noqa: E731  verifying is free: any likely draft pays
 STEEP = lambda n: 1 + 0.8 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731  each extra verified token: 0.8
@@ -32,7 +29,7 @@ def ask(seq, committed, k=8, kk="auto"):
 
 
 def sent(proposal, ratio):
-    """What the planner sends of a lone sequence's suffix proposal under -k auto (Planner.cut)."""
+    """What -k auto sends of a lone sequence's suffix proposal (policy/confident_auto.py's cut)."""
     cut_free(proposal, ratio)
     return proposal
 
@@ -83,7 +80,7 @@ def test_observe_feeds_the_calibrator_and_raises_the_draft_length():
     for _ in range(30):
         p = sent(flat.propose([ask(0, text)])[0], FLAT)
         assert p.tokens
-        flat.observe(0, p, len(p.tokens))  # all accepted
+        flat.observe(0, judged(p, (1.0,) * len(p.tokens)))  # all accepted
     assert sum(r.count for r in cal.report()) >= 30
     assert sent(d.propose([ask(0, text)])[0], STEEP).tokens  # now the calibrated confidence says it pays
 
@@ -100,58 +97,6 @@ def test_a_cold_drafter_trusts_a_long_lone_match_and_not_a_short_one():
     assert sent(SuffixDrafter().propose([ask(0, short)])[0], half).tokens == []
     unfloored = SuffixDrafter(calibrator=Calibrator(groups=MATCH_GROUPS))
     assert sent(unfloored.propose([ask(0, long_copy)])[0], half).tokens == []  # what the floors change
-
-
-def test_a_text_whose_drafts_fail_stops_drafting_and_a_new_text_starts_afresh():
-    """The calibrator is shared by all texts; TextFit scales it by how this text's drafts fare."""
-    cal = Calibrator(groups=MATCH_GROUPS, prior_weight=1000.0)  # stuck at its prior: only the fit moves
-    d = SuffixDrafter(calibrator=cal)
-    cheap = lambda n: 1 + 0.2 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731
-    text = list(range(10, 30)) + list(range(10, 14))  # raw 0.5: pays at 0.2 a token, until refuted
-    d.prefill(0, text)
-    lengths = []
-    for _ in range(8):
-        p = sent(d.propose([ask(0, text)])[0], cheap)
-        lengths.append(len(p.tokens))
-        d.observe(0, p, 0)  # every draft rejected
-    assert lengths[0] > 0 and lengths[-1] == 0 and d.fits[0].factor < 0.7
-    for _ in range(60):  # steps that sent nothing: the record fades, the text gets another try
-        p = sent(d.propose([ask(0, text)])[0], cheap)
-        if p.tokens:
-            break
-        d.observe(0, p, 0)
-    assert p.tokens
-    d.prefill(0, text)  # a new prompt in the slot: its own record
-    assert d.fits[0].factor == 1.0
-
-
-def test_text_fit_raises_confidence_on_texts_that_beat_the_prediction():
-    fit = TextFit()
-    for _ in range(10):
-        fit.observe([0.5, 0.5, 0.5], 3, 3)  # all accepted where 0.5 was predicted
-    assert fit.factor > 1.5 and fit.apply([0.5, 0.9]) == [pytest.approx(0.5 * fit.factor), 0.99]
-    assert best_length([0.3], lambda n: 1 + 0.25 * (n - 1)) == 1  # 1.3 / 1.25 = 1.04x
-    assert best_length([0.3], lambda n: 1 + 0.25 * (n - 1), min_gain=1.05) == 0  # not enough
-
-
-def test_the_drafter_reports_and_the_planner_cuts_under_k_auto_only():
-    """A fixed K sends what matched, up to K; under -k auto the drafter still reports all it
-    matched, with a confidence per token, and the planner's one cut decides (a lone match at 0.5 a
-    token does not pay where each verified token costs 0.8 of a decode)."""
-    text = list(range(10, 30)) + list(range(10, 14))
-    d = SuffixDrafter()
-    fixed, auto = d.propose([ask(0, text, 4, kk=4), ask(1, text, 4)])
-    assert len(fixed.tokens) == len(auto.tokens) == 4 and len(auto.confidence) == 4 and auto.free
-
-    def state(slot, k):
-        return SequenceState(slot, None, GenerationConfig(drafter="suffix", k=k), d, VERIFIERS["causal"], None,
-                             text, np.random.default_rng(0), None, None, None, 0.0)
-    Planner(StepCosts(Prior(STEEP, 0.05, learned=True))).cut([state(0, 4)], proposals := {0: fixed})
-    assert len(proposals[0].tokens) == 4
-    Planner(StepCosts(Prior(STEEP, 0.05, learned=True))).cut([state(1, "auto")], proposals := {1: auto})
-    assert proposals[1].tokens == []
-    Planner(StepCosts(Prior(FLAT, 0.05, learned=True))).cut([state(1, "auto")], proposals := {1: d.propose([ask(1, text, 4)])[0]})
-    assert len(proposals[1].tokens) == 4
 
 
 def test_a_corpus_is_drafted_from_and_survives_reset(tmp_path):
@@ -188,11 +133,11 @@ def periodic_rule(period=(3, 9, 4, 17, 5, 11, 8)):
     return rule
 
 
-def run(rule, drafter_name_, drafters, prompt, k="auto", max_tokens=40):
+def run(rule, drafter_name_, drafters, prompt, k="auto", max_tokens=40, acceptance=None):
     """On virtual time where a decode costs 1 s whatever its rows (verifying is free), so what the
     planner sends does not depend on this machine's load."""
     clock = FakeClock()
-    engine = Engine(FakeContext(rule, clock=clock, cost=lambda rows: 1.0), drafters, clock=clock)
+    engine = Engine(FakeContext(rule, clock=clock, cost=lambda rows: 1.0), drafters, acceptance, clock=clock)
     events = list(engine.generate(prompt, GenerationConfig(drafter=drafter_name_, k=k, max_tokens=max_tokens)))
     return [e.id for e in events if isinstance(e, TokenEvent)], events[-1].summary, events
 
@@ -202,9 +147,7 @@ def run(rule, drafter_name_, drafters, prompt, k="auto", max_tokens=40):
 def test_greedy_text_is_plain_decodings(rule, name):
     prompt = [3, 9, 4, 17, 5, 11, 8, 3, 9]
     plain, _, _ = run(rule, "none", {}, prompt, k=0)
-    suffix = SuffixDrafter()
-    drafters = {"suffix": suffix, "auto": AutoDrafter(suffix, cost_ratio=FLAT)}
-    ids, summary, events = run(rule, name, drafters, prompt)
+    ids, summary, events = run(rule, name, {"suffix": SuffixDrafter()}, prompt)
     assert ids == plain
     if rule.__qualname__.startswith("periodic"):  # the text repeats: the suffix drafter pays
         assert summary.drafted_by.get("suffix", 0) > 0 and summary.accepted_by["suffix"] > 10
@@ -244,8 +187,7 @@ def test_sampled_text_under_auto_follows_the_target_distribution():
     suffix = SuffixDrafter()
     clock, costs = FakeClock(), StepCosts(Prior(FLAT, 1.0, learned=True))
     # Verifying is free (a decode costs 1 s of virtual time, whatever its rows): suffix drafts pay.
-    engine = Engine(FakeContext(markov, clock=clock, cost=lambda rows: 1.0),
-                    {"auto": AutoDrafter(suffix, cost_ratio=costs.ratio)}, costs=costs, clock=clock)
+    engine = Engine(FakeContext(markov, clock=clock, cost=lambda rows: 1.0), {"suffix": suffix}, costs=costs, clock=clock)
     counts, drafted, accepted = np.zeros(27, np.int64), 0, 0
     for seed in range(1500):
         config = GenerationConfig(drafter="auto", k="auto", max_tokens=3,
@@ -260,87 +202,12 @@ def test_sampled_text_under_auto_follows_the_target_distribution():
     assert accepted > 1500 and drafted > accepted  # drafts were made, accepted and rejected
 
 
-# ---- the auto drafter's choice ----------------------------------------------------------------
-
-class ScriptedDrafter:
-    """A model drafter stand-in that proposes a fixed token and counts its calls."""
-    name = "model"
-    confident = False
-
-    def __init__(self):
-        self.calls = 0
-
-    def propose(self, requests):
-        self.calls += 1
-        return [Proposal([1] * r.k) for r in requests]
-
-    def prefill(self, seq, prompt): pass
-    def rollback(self, seq, n): pass
-    def observe(self, seq, proposal, n): pass
-    def finish(self, seq, committed): pass
-    def reset(self): pass
-
-
-def auto_with(ratio, draft_cost, prior=0.9):
-    suffix = SuffixDrafter()
-    policy = PositionAcceptance(ratio, draft_cost, k_max=8, prior=prior)
-    model = ScriptedDrafter()
-    return AutoDrafter(suffix, model, policy, cost_ratio=ratio), model
-
-
-REPEATED = [5, 6, 7, 8, 9, 10] * 6 + [5, 6]  # a long, frequent match: the suffix drafter is sure
-FRESH = list(range(1, 30))  # nothing repeats: no suffix draft
-
-
-def test_auto_takes_the_suffix_draft_when_it_beats_the_model():
-    auto, model = auto_with(FLAT, draft_cost=0.5)
-    p = auto.propose([ask(0, REPEATED)])[0]
-    assert p.source == "suffix" and p.tokens[:2] == [7, 8] and model.calls == 0
-
-
-def test_auto_uses_the_model_where_it_pays_and_nothing_matched():
-    auto, model = auto_with(FLAT, draft_cost=0.05)
-    p = auto.propose([ask(0, FRESH)])[0]
-    assert p.source == "model" and p.tokens and model.calls == 1
-    # The text's per-position acceptance rides along: the engine cuts drafts by it in a batch.
-    assert len(p.confidence) == len(p.tokens) and all(0 < c <= 1 for c in p.confidence)
-
-
-def test_auto_proposes_nothing_where_neither_pays():
-    steep_model = lambda n: 1.0 + 0.6 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731
-    auto, model = auto_with(steep_model, draft_cost=0.5)  # the 2-core machine: the draft never pays
-    p = auto.propose([ask(0, FRESH)])[0]
-    assert p.tokens == [] and model.calls == 0 and auto.chosen["none"] == 1
-
-
-def test_auto_without_a_model_uses_the_suffix_drafter_alone():
-    auto = AutoDrafter(SuffixDrafter(), cost_ratio=FLAT)
-    assert auto.propose([ask(0, REPEATED)])[0].source == "suffix"
-    assert auto.propose([ask(0, FRESH)])[0].tokens == []
-
-
-def test_auto_feeds_each_source_back_to_its_own_estimate():
-    auto, _ = auto_with(FLAT, draft_cost=0.05)
-    p = auto.propose([ask(0, FRESH)])[0]
-    before = list(auto.views[0].fast)
-    auto.observe(0, p, 0)  # the model's first draft was rejected
-    assert auto.views[0].fast[0] < before[0]
-    auto, _ = auto_with(FLAT, draft_cost=0.5)  # a dearer draft: the sure suffix draft wins
-    s = auto.propose([ask(1, REPEATED)])[0]
-    assert s.source == "suffix"
-    auto.observe(1, s, len(s.tokens))
-    assert sum(r.count for r in auto.suffix.calibrator.report()) == len(s.tokens)
-    assert auto.views[1].fast == auto.model_policy.for_text().fast  # the model's view saw no judgement
-
-
 def test_auto_with_a_real_model_drafter_keeps_greedy_text():
     rule = noisy_rule(5)
     prompt = [5, 6, 7]
     plain, _, _ = run(rule, "none", {}, prompt, k=0)
-    suffix = SuffixDrafter()
-    model = ModelDrafter(FakeContext(counting_rule()))
-    auto = AutoDrafter(suffix, model, PositionAcceptance(FLAT, 0.05, k_max=4), cost_ratio=FLAT)
-    ids, summary, _ = run(rule, "auto", {"suffix": suffix, "model": model, "auto": auto}, prompt)
+    drafters = {"suffix": SuffixDrafter(), "model": ModelDrafter(FakeContext(counting_rule()))}
+    ids, summary, _ = run(rule, "auto", drafters, prompt, acceptance={"model": PositionAcceptance(FLAT, 0.05, k_max=4)})
     assert ids == plain and summary.drafted_by.get("model", 0) > 0
 
 
@@ -436,7 +303,7 @@ def test_stats_show_tokens_per_source_and_the_calibration():
     suffix = SuffixDrafter()
     text = list(range(10, 30)) + list(range(10, 14))
     p = suffix.propose([ask(0, text, 4)])[0]
-    suffix.observe(0, p, 2)
+    suffix.observe(0, judged(p, (1.0, 1.0, 0.0)))
     s = Summary(drafter="auto", tokens=10, steps=4, drafted=6, accepted=4,
                 drafted_by={"suffix": 4, "model": 2}, accepted_by={"suffix": 2, "model": 2})
     runtime = SimpleNamespace(describe=lambda config: "target t", suffix=suffix, costs=StepCosts())

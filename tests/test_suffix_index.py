@@ -11,6 +11,7 @@ from specllama.decoding.drafters import DraftRequest
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.suffix_drafter import SuffixDrafter, match_group, raw_confidence
 from specllama.decoding.suffix_index import MAX_BYTES_PER_POSITION, SuffixIndex
+from tests import fake_llm
 
 
 def brute_longest(docs, ctx, max_match):
@@ -273,8 +274,21 @@ def test_drafter_reports_the_whole_match_and_learns_from_observe():
     before = cal.predict(0.5, group=group)
     for _ in range(20):
         p = d.propose(ask(text, 4))[0]
-        d.observe(0, p, len(p.tokens))
+        d.observe(0, fake_llm.judged(p, (1.0,) * len(p.tokens)))
     assert cal.predict(0.5, group=group) > before + 0.3
+
+
+def test_under_sampling_the_calibrator_learns_the_odds_not_the_coin_flips():
+    """A sampled text accepts a copied token with the target's probability of it: fed those odds
+    (Verdict.odds), the calibrator's estimate is that probability, whatever the draws were."""
+    cal = Calibrator(bins=10, groups=4, prior_weight=1.0)
+    d = SuffixDrafter(calibrator=cal)
+    text = list(range(10, 40)) + list(range(10, 20))
+    p = d.propose(ask(text, 4))[0]
+    group = match_group(p.match_length)
+    for _ in range(200):
+        d.observe(0, fake_llm.judged(p, (0.8, 0.8, 0.8, 0.8)))
+    assert cal.predict(0.5, group=group) == pytest.approx(0.8, abs=0.01)
 
 
 def test_load_corpus_and_missing_file(tmp_path):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from textual.notifications import Notify
 
+from specllama.decoding.cancel import CancelHandle
 from specllama.decoding.events import DoneEvent, Generation, StepEvent, Summary, TokenEvent
 from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError
 from specllama.tui import ChatApp, ChatSettings
@@ -62,31 +63,28 @@ class FakeContext:
 
 
 class FakeEngine:
-    """Plays SCRIPT one step at a time, keeps a prefix cache like the real one, honours cancel()."""
+    """Plays SCRIPT one step at a time, keeps a prefix cache like the real one, honours the
+    request's cancel handle as the real engine does (checked before each step)."""
 
     def __init__(self, ctx: FakeContext, script, step_delay: float = 0.0, fail_at_step: int | None = None):
         self.ctx, self.script, self.step_delay, self.fail_at_step = ctx, script, step_delay, fail_at_step
         self.auto_k = 4  # what "K auto" picks at every step (0: the cost model says drafting loses)
         self.configs: list = []  # every request, in order: what the app asked for
         self.ks_seen: list[int] = []
-        self._cancel = False
 
-    def cancel(self) -> None:
-        self._cancel = True
-
-    def generate(self, prompt, config) -> Generation:
+    def generate(self, prompt, config, cancel=None) -> Generation:
         self.configs.append(config)
-        self._cancel = False
-        return Generation(self._play(prompt, config))
+        handle = cancel or CancelHandle()
+        return Generation(self._play(prompt, config, handle), handle)
 
-    def _play(self, prompt, config):
+    def _play(self, prompt, config, handle):
         reused = next((i for i, (a, b) in enumerate(zip(self.ctx.tokens, prompt)) if a != b),
                       min(len(self.ctx.tokens), len(prompt)))
         summary = Summary(prompt_tokens=len(prompt), reused_tokens=reused, drafter=config.drafter)
         self.ctx.tokens = list(prompt)
         finish, pieces = "stop", []
         for i, step in enumerate(self.script):
-            if self._cancel:
+            if handle.cancelled:
                 finish = "cancelled"
                 break
             if i == self.fail_at_step:
@@ -123,11 +121,8 @@ class FakeRuntime:
     def chat_tokens(self, messages: list[dict]) -> list[int]:
         return self._model.chat_tokens(messages)
 
-    def generate(self, prompt, config) -> Generation:
-        return self.engine.generate(prompt, config)
-
-    def cancel(self) -> None:
-        self.engine.cancel()
+    def generate(self, prompt, config, cancel=None) -> Generation:
+        return self.engine.generate(prompt, config, cancel)
 
     def context_use(self) -> tuple[int, int]:
         return self.target_ctx.n_past, self.target_ctx.n_ctx

@@ -179,8 +179,8 @@ def test_models_ready_mid_answer_wait_for_it_to_end(registry):
     new = ClosingRuntime("new target")
     original_play = old.engine._play
 
-    def slow_play(prompt, config):
-        for event in original_play(prompt, config):
+    def slow_play(prompt, config, handle):
+        for event in original_play(prompt, config, handle):
             gate.wait(10)
             yield event
     old.engine._play = slow_play

@@ -268,3 +268,18 @@ def test_empty_residual_falls_back_to_p():
 def test_no_draft_samples_from_p():
     p = np.array([[0.0, 1.0, 0.0]])
     assert verify_sampling([], None, p, np.random.default_rng(0)) == Verdict(0, 1, True)
+
+
+def test_a_verdict_says_the_odds_each_judged_draft_was_accepted_with():
+    """What acceptance estimates learn from (outcome.StepOutcome.odds): 1/0 when greedy; under
+    sampling p(x) for a deterministic draft and min(1, p/q) for a sampled one, up to the first
+    rejection (later drafts were never judged)."""
+    logits = np.array([[0, 5, 0, 0], [0, 0, 5, 0], [5, 0, 0, 0]], dtype=np.float32)
+    assert verify_greedy([1, 3], logits).odds == (1.0, 0.0)
+    assert verify_greedy([1, 2], logits).odds == (1.0, 1.0)
+    p = np.array([[0.1, 0.8, 0.1, 0.0], [0.0, 0.3, 0.6, 0.1], [0.25] * 4])
+    accepted_both = verify_sampling([1, 2], None, p, ScriptedRandom([0.0, 0.0, 0.5]))
+    assert accepted_both.n_accepted == 2 and accepted_both.odds == pytest.approx((0.8, 0.6))
+    q = np.array([[0.0, 0.4, 0.6, 0.0], [0.0, 0.0, 1.0, 0.0]])
+    rejected_second = verify_sampling([1, 2], q, p, ScriptedRandom([0.0, 0.99, 0.5]))
+    assert rejected_second.n_accepted == 1 and rejected_second.odds == pytest.approx((1.0, 0.6))

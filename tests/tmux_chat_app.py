@@ -26,10 +26,10 @@ class NumberedRuntime(FakeRuntime):
 
     answers = 0
 
-    def generate(self, prompt, config):
+    def generate(self, prompt, config, cancel=None):
         self.answers += 1
         self.engine.script = [[(f"Answer {self.answers}. ", "target")]] + CODE_ANSWER
-        return super().generate(prompt, config)
+        return super().generate(prompt, config, cancel)
 
 
 if __name__ == "__main__":

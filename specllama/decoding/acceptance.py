@@ -127,7 +127,7 @@ class Calibrator:
     groups: int = 1
     prior_weight: float = 4.0
     floors: Sequence[float] = ()  # per group, the least a bin's prior is: the group's known acceptance
-    accepted: list[list[int]] = field(default_factory=list)
+    accepted: list[list[float]] = field(default_factory=list)  # summed odds of acceptance (1/0 when greedy)
     judged: list[list[int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -151,16 +151,23 @@ class Calibrator:
     def calibrate(self, raw: Sequence[float], group: int = 0) -> list[float]:
         return [self.predict(c, group) for c in raw]
 
-    def update(self, raw: float, accepted: bool, group: int = 0) -> None:
+    def update(self, raw: float, accepted: float, group: int = 0) -> None:
+        """One judged token: accepted 1 or 0, or the odds it was accepted with (under sampling)."""
         g, b = self._group(group), self._bin(raw)
         self.judged[g][b] += 1
-        self.accepted[g][b] += int(accepted)
+        self.accepted[g][b] += float(accepted)
 
     def observe(self, raw: Sequence[float], n_sent: int, n_accepted: int, group: int = 0) -> None:
         """After a verification: drafts 1..n_accepted were accepted, draft n_accepted+1 (if sent)
         was rejected, later ones were never judged (their fate says nothing about them)."""
         for i in range(min(n_sent, n_accepted + 1, len(raw))):
             self.update(raw[i], i < n_accepted, group)
+
+    def observe_odds(self, raw: Sequence[float], odds: Sequence[float], group: int = 0) -> None:
+        """After a verification: the judged tokens (accepted ones and the first rejection) with the
+        odds the target accepted each with (verify.Verdict.odds)."""
+        for r, o in zip(raw, odds):
+            self.update(r, o, group)
 
     def report(self) -> list[CalibrationBin]:
         rows = []

@@ -1,4 +1,5 @@
-"""Drafters: where the K proposed tokens come from.
+"""Drafters: where proposed tokens come from. A drafter proposes; the request's draft policy
+(policy/) decides how many it is asked for and what is sent.
 
 The engine runs several sequences at once (one slot each), so a drafter is asked for all of
 them together: `propose(requests)` gets one DraftRequest per sequence that wants drafts this step
@@ -6,23 +7,28 @@ and returns one Proposal each, in order. That lets the model drafter decode one 
 every sequence in ONE batch (lockstep) instead of one decode per sequence.
 
 A request holds the committed sequence (prompt + accepted output, ending with the token the target
-has not decoded yet) and the most drafts the engine will verify; `q` holds the drafter's
-probabilities for each proposed token when it sampled them; None means the proposals were
-deterministic (greedy or looked up), which the rejection sampler treats as one-hot. `confidence`,
-when a drafter gives it, is its estimate per token that the target accepts it (chained by the
-planner when it cuts the draft). After verification the engine calls `rollback(seq, n)`: keep
-state for the first n committed tokens only (the model drafter's cache drops its rejected drafts
-there), and `observe(seq, proposal, n_accepted)` with what was sent (the planner may have cut it,
-to nothing: a step without a draft) so a drafter can learn how good it is. When a
-sequence's generation ends, `finish(seq, committed)`: a model-free drafter may keep its text to
-draft later texts from.
+has not decoded yet) and the most drafts to propose; `q` holds the drafter's probabilities for each
+proposed token when it sampled them; None means the proposals were deterministic (greedy or looked
+up), which the rejection sampler treats as one-hot. `confidence`, when a drafter gives it, is its
+estimate per token that the target accepts it (chained by the policy when it cuts the draft).
+After verification the engine calls `rollback(seq, n)`: keep state for the first n committed
+tokens only (the model drafter's cache drops its rejected drafts there), and, for the drafter
+whose proposal was verified, `observe(seq, outcome)` (outcome.StepOutcome: what was sent, and the
+odds the target accepted each judged token with) so it can calibrate itself. When a sequence's
+generation ends, `finish(seq, committed)`: a model-free drafter may keep its text to draft later
+texts from.
+
+Drafters declare what they are instead of being probed: `free` (proposing costs no model decode),
+`confident` (each proposal carries a confidence per token), `contexts` (the llama.cpp contexts it
+decodes in, whose time --stats reports) and `timing()` (draft positions decoded and their seconds,
+for the cost model; a free drafter has none).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -30,15 +36,17 @@ from specllama.decoding.request import GenerationConfig
 from specllama.decoding.sampling import probabilities, sample
 from specllama.llama.context import DecodeContext, DecodePart
 
+if TYPE_CHECKING:
+    from specllama.decoding.outcome import StepOutcome
+
 
 @dataclass
 class DraftRequest:
     seq: int  # the engine's slot for this sequence (the KV-cache sequence id)
     committed: Sequence[int]
-    k: int  # the most drafts the engine will verify this step
+    k: int  # the most drafts to propose this step
     config: GenerationConfig
     rng: np.random.Generator
-    avoid: frozenset[str] = frozenset()  # sources the planner benched for this text (realised.py)
 
 
 @dataclass
@@ -47,15 +55,18 @@ class Proposal:
     q: np.ndarray | None = None  # (len(tokens), vocab) when the drafter sampled
     confidence: list[float] | None = None  # per token: estimated P(accepted | the ones before accepted)
     source: str = ""  # the drafter that made it (filled in by the engine when empty)
-    free: bool = False  # it cost no model decode (the suffix drafter's): under -k auto the planner cuts it
 
 
 class Drafter(Protocol):
     name: str
-    # True for a drafter whose proposals carry a confidence per token: under -k auto the engine
-    # gives it a cap (K_AUTO_MAX, or less where the context or exact mode says) and no acceptance
-    # record, and the planner cuts what it sends on that confidence (planner.Planner.cut).
-    confident: bool = False
+    free: bool  # proposing costs no model decode
+    # Proposals carry a confidence per token: under -k auto its policy asks for all it has (up to
+    # K_AUTO_MAX) and cuts what is sent on that confidence (policy/confident_auto.py).
+    confident: bool
+    contexts: tuple  # the llama.cpp contexts it decodes in (none for a free drafter)
+
+    def timing(self) -> tuple[int, float]:
+        """Draft positions decoded so far and their seconds (a catch-up is not a position)."""
 
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]: ...
 
@@ -65,8 +76,8 @@ class Drafter(Protocol):
     def rollback(self, seq: int, n_tokens: int) -> None:
         """Keep what follows from the first n_tokens committed tokens; drop the rest."""
 
-    def observe(self, seq: int, proposal: Proposal, n_accepted: int) -> None:
-        """How many of the proposal's tokens the target accepted."""
+    def observe(self, seq: int, outcome: StepOutcome) -> None:
+        """How the target judged the proposal that was sent (after the policy's cuts)."""
 
     def finish(self, seq: int, committed: Sequence[int]) -> None:
         """The sequence's generation ended (committed = prompt + output)."""
@@ -74,8 +85,17 @@ class Drafter(Protocol):
     def reset(self) -> None: ...
 
 
-class _Quiet:
-    """No-op defaults for the parts of the protocol a drafter does not need."""
+class DrafterBase:
+    """Defaults for the parts of the protocol a drafter does not need: a free drafter without
+    confidence, nothing to prefill, roll back, learn or keep."""
+
+    name = "base"
+    free = True
+    confident = False
+    contexts: tuple = ()
+
+    def timing(self) -> tuple[int, float]:
+        return 0, 0.0
 
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:
         pass
@@ -83,7 +103,7 @@ class _Quiet:
     def rollback(self, seq: int, n_tokens: int) -> None:
         pass
 
-    def observe(self, seq: int, proposal: Proposal, n_accepted: int) -> None:
+    def observe(self, seq: int, outcome: StepOutcome) -> None:
         pass
 
     def finish(self, seq: int, committed: Sequence[int]) -> None:
@@ -93,7 +113,7 @@ class _Quiet:
         pass
 
 
-class NoDrafter(_Quiet):
+class NoDrafter(DrafterBase):
     """Plain decoding: the engine's loop with K = 0."""
 
     name = "none"
@@ -107,13 +127,14 @@ CATCH_UP_TIMED = 2  # a first decode of at most this many tokens a sequence (the
 # draft and the target's token) counts as a draft position's cost
 
 
-class ModelDrafter(_Quiet):
+class ModelDrafter(DrafterBase):
     """A small model in its own context, one cache sequence per engine slot. Its caches are kept
     between steps and only the tokens it has not seen are decoded, so a rejected tail costs a
     rollback, not a re-decode. Several sequences draft in lockstep: draft position i of every
     sequence is one decode."""
 
     name = "model"
+    free = False
 
     def __init__(self, ctx: DecodeContext, clock: Callable[[], float] = time.perf_counter,
                  one_token_decodes: bool = False):
@@ -122,13 +143,17 @@ class ModelDrafter(_Quiet):
         # Every draft decode one token a sequence: a catch-up of two tokens becomes two decodes.
         # An experiment for CUDA, where a decode whose shape differs from the last one's runs
         # without a warm CUDA graph (scripts/measure_decode_shapes.py); off by default until it
-        # has been measured there (SPECLLAMA_DRAFT_ONE_TOKEN=1 turns it on, runtime.py).
+        # has been measured there (LoadOptions.draft_one_token_decodes turns it on).
         self.one_token_decodes = one_token_decodes
         # What one draft position costs, for the planner (cost/online.py): decodes of one token per
         # sequence, and their seconds. A catch-up of several tokens (the model sat out steps under
         # auto) is real work but not what another draft token costs: it is not counted here.
         self.timed_decodes = 0
         self.timed_seconds = 0.0
+        self.contexts = (ctx,)
+
+    def timing(self) -> tuple[int, float]:
+        return self.timed_decodes, self.timed_seconds
 
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
         ctx = self.ctx

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator, Literal, Sequence, Union
 
+from specllama.decoding.cancel import CancelHandle
+
 Origin = Literal["draft", "target", "bonus"]
 
 
@@ -139,11 +141,16 @@ Event = Union[TokenEvent, StepEvent, DoneEvent, FailedEvent]
 
 
 class Generation:
-    """One generation: iterate it for events, then read `.summary` (or call `drain()`)."""
+    """One generation: iterate it for events, then read `.summary` (or call `drain()`);
+    `cancel()` (from any thread) stops it after the current step, with finish_reason "cancelled"."""
 
-    def __init__(self, events: Iterator[Event]):
+    def __init__(self, events: Iterator[Event], cancel: CancelHandle | None = None):
         self._events = events
         self._summary: Summary | None = None
+        self.handle = cancel or CancelHandle()
+
+    def cancel(self) -> None:
+        self.handle.cancel()
 
     def __iter__(self) -> Iterator[Event]:
         for event in self._events:

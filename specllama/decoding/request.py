@@ -1,19 +1,21 @@
 """What one generation request can say, and the one home of the names and limits it uses.
 
-A request carries everything that varies per request (drafter, K, p_min, verification, sampling,
-stops, length); the engine picks the drafter and its K policy from the runtime for each request,
-so nothing outside the engine ever swaps an engine's drafter.
+A request carries everything that varies per request (drafter, K or a named draft policy, p_min,
+verification, sampling, stops, length); the engine makes the request's draft policy from it when
+the request is admitted (policy/registry.py), so nothing outside the engine ever swaps a drafter.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Hashable, Sequence
 
+from specllama.decoding.cancel import CancelHandle
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 
 # Where drafts come from: "auto" picks per step between the suffix drafter and the draft model
-# (auto_drafter.py), "suffix" looks the text's end up in what was seen before, "none" is plain decoding.
+# (policy/source_choice.py), "suffix" looks the text's end up in what was seen before, "none" is plain decoding.
 DRAFTERS = ("auto", "suffix", "model", "none")
 DRAFTER_ALIASES = {"lookup": "suffix"}  # prompt lookup was absorbed by the suffix drafter
 VERIFY_MODES = ("causal", "stairs")
@@ -38,6 +40,7 @@ class GenerationConfig:
     p_min: float = 0.0  # the model drafter stops a draft when its top probability falls below this
     stop: tuple[str, ...] = ()
     verify: str = "causal"
+    policy: str = ""  # a registered draft policy by name (decoding/policy/registry.py); "": the drafter's and K's
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "drafter", drafter_name(self.drafter))  # old names (chat.toml, scripts) still work
@@ -56,6 +59,17 @@ class GenerationConfig:
     def drafts(self) -> bool:
         """Whether this request drafts at all (plain decoding is the drafter none, or K = 0)."""
         return self.drafter != "none" and self.k != 0
+
+
+@dataclass
+class Request:
+    """One prompt to generate from, with its settings; `tag` names its events in run_many, and
+    `cancel` stops it from any thread (cancel.py)."""
+
+    prompt: Sequence[int]
+    config: GenerationConfig
+    tag: Hashable = None
+    cancel: CancelHandle = field(default_factory=CancelHandle)
 
 
 def drafter_name(name: str) -> str:

@@ -21,10 +21,9 @@ a 1 MB corpus. `reset()` (the engine's "forget every cache", e.g. between benchm
 live texts and the history, never the corpus: no benchmark run drafts from another's output.
 
 Confidence: per token, count(continuation) / (count(context) + 1), calibrated against the
-acceptance observed so far (acceptance.Calibrator, per match-length class, shared by all texts)
-and scaled by how this text's drafts fared against those predictions (acceptance.TextFit, per
-slot, restarted with each prompt; a step whose draft was cut to nothing lets it fade). Before any
-draft was judged, a match's length sets the calibrator's prior (COLD_FLOORS): a lone earlier
+acceptance observed so far (acceptance.Calibrator, per match-length class, shared by all texts;
+a request's policy then scales it by how its own text's drafts fare, acceptance.TextFit). Before
+any draft was judged, a match's length sets the calibrator's prior (COLD_FLOORS): a lone earlier
 occurrence of 16 tokens is a copy in progress, one of 2 tokens a guess.
 """
 
@@ -35,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from specllama.decoding.acceptance import Calibrator, TextFit
-from specllama.decoding.drafters import DraftRequest, Proposal
+from specllama.decoding.acceptance import Calibrator
+from specllama.decoding.drafters import DrafterBase, DraftRequest, Proposal
+from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.suffix_index import Match, SuffixIndex
 from specllama.errors import SpecllamaError
 
@@ -102,8 +102,9 @@ def raw_confidence(counts: Sequence[int], totals: Sequence[int]) -> list[float]:
     return [c / (t + 1) for c, t in zip(counts, totals)]
 
 
-class SuffixDrafter:
+class SuffixDrafter(DrafterBase):
     name = "suffix"
+    free = True
     confident = True
 
     def __init__(self, *, calibrator: Calibrator | None = None, min_match: int = MIN_MATCH,
@@ -113,7 +114,6 @@ class SuffixDrafter:
         self.history = SuffixIndex(token_budget=history_tokens)
         self.corpus = SuffixIndex(token_budget=corpus_tokens)
         self.live: dict[int, SuffixIndex] = {}  # engine slot -> that sequence's text
-        self.fits: dict[int, TextFit] = {}  # engine slot -> how that text's drafts fare vs calibrated
 
     # ---- the Drafter protocol ----------------------------------------------------------------
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
@@ -133,15 +133,14 @@ class SuffixDrafter:
             if found.length > match.length and found.tokens:
                 match, where = found, name
         if match.length < self.min_match or not match.tokens:
-            return SuffixProposal([], source=self.name, free=True, match_length=match.length)
+            return SuffixProposal([], source=self.name, match_length=match.length)
         raw = raw_confidence(match.counts, match.totals)
-        conf = self._fit(r.seq).apply(self.calibrator.calibrate(raw, match_group(match.length)))
-        # All that matched, up to the cap: under -k auto the planner cuts it where it pays.
-        return SuffixProposal(match.tokens, None, conf, self.name, True, raw, match.length, where)
+        conf = self.calibrator.calibrate(raw, match_group(match.length))
+        # All that matched, up to the cap: under -k auto the policy cuts it where it pays.
+        return SuffixProposal(match.tokens, None, conf, self.name, raw, match.length, where)
 
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:
         self._live(seq).sync_live(prompt)
-        self.fits[seq] = TextFit()  # a new text (or turn): its own record starts afresh
 
     def rollback(self, seq: int, n_tokens: int) -> None:
         # Nothing drafted enters the live index before it is committed; a cut (a failed decode
@@ -150,15 +149,12 @@ class SuffixDrafter:
         if live is not None and n_tokens < len(live.live_tokens):
             live.truncate_live(n_tokens)
 
-    def observe(self, seq: int, proposal: Proposal, n_accepted: int) -> None:
-        """Feed the verification of a proposal to the calibrator (what was sent: the planner may
-        have cut it); a step that sent nothing lets this text's record fade."""
-        if not proposal.tokens:
-            self._fit(seq).idle()
-        elif isinstance(proposal, SuffixProposal):
-            self.calibrator.observe(proposal.raw_confidence, len(proposal.tokens), n_accepted,
-                                    match_group(proposal.match_length))
-            self._fit(seq).observe(proposal.confidence, len(proposal.tokens), n_accepted)
+    def observe(self, seq: int, outcome: StepOutcome) -> None:
+        """Feed the verification of what was sent (the policy may have cut it) to the calibrator:
+        each judged token with the odds the target accepted it with."""
+        sent = outcome.sent
+        if sent.tokens and isinstance(sent, SuffixProposal):
+            self.calibrator.observe_odds(sent.raw_confidence, outcome.odds, match_group(sent.match_length))
 
     def finish(self, seq: int, committed: Sequence[int]) -> None:
         """The sequence's text joins the history; its slot's live index is kept (the next prompt
@@ -168,7 +164,6 @@ class SuffixDrafter:
     def reset(self) -> None:
         self.live.clear()
         self.history.clear()
-        self.fits.clear()
 
     # ---- beyond the protocol -----------------------------------------------------------------
     def add_document(self, tokens: Sequence[int], kind: str = "turn") -> None:
@@ -185,12 +180,6 @@ class SuffixDrafter:
             total += len(tokens)
             self.corpus.add_document(tokens, "corpus")
         return total
-
-    def _fit(self, seq: int) -> TextFit:
-        fit = self.fits.get(seq)
-        if fit is None:
-            fit = self.fits[seq] = TextFit()
-        return fit
 
     def _live(self, seq: int) -> SuffixIndex:
         index = self.live.get(seq)

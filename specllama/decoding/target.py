@@ -24,6 +24,7 @@ class DecodeTarget(Protocol):
     n_batch: int
     exact: bool  # greedy output independent of the batch shape (the row limit applies)
     unified: bool  # one cache shared by every sequence (stairs verification's scratch sequences)
+    llama_seconds: float  # time spent inside llama_decode so far (what --stats sets beside a step's)
 
     def past(self, seq: int) -> int: ...
 

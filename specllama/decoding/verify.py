@@ -7,7 +7,7 @@ had decoded alone (greedy: identical tokens; sampling: identical distribution).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -20,6 +20,9 @@ class Verdict:
     n_accepted: int  # how many draft tokens were accepted (0..K)
     token: int  # the one token the target contributes after them
     bonus: bool  # True when all K were accepted and `token` came from the target's last row
+    # Per judged draft (the accepted ones and the first rejection): the probability the target
+    # accepted it with, given the drafts before it (1 or 0 when greedy; see outcome.StepOutcome).
+    odds: tuple[float, ...] = field(default=(), compare=False)
 
 
 def verify_greedy(draft: Sequence[int], target_logits: np.ndarray) -> Verdict:
@@ -35,8 +38,9 @@ def verify_greedy(draft: Sequence[int], target_logits: np.ndarray) -> Verdict:
     for i, proposed in enumerate(draft):
         choice = int(np.argmax(target_logits[i]))  # what the target would have decoded here
         if choice != proposed:  # first disagreement: keep the target's token and stop
-            return Verdict(n_accepted=i, token=choice, bonus=False)
-    return Verdict(n_accepted=k, token=int(np.argmax(target_logits[k])), bonus=True)  # all agreed: free token
+            return Verdict(n_accepted=i, token=choice, bonus=False, odds=(1.0,) * i + (0.0,))
+    # All agreed: the last row's choice is a free token.
+    return Verdict(n_accepted=k, token=int(np.argmax(target_logits[k])), bonus=True, odds=(1.0,) * k)
 
 
 def verify_sampling(draft: Sequence[int], q: np.ndarray | None, p: np.ndarray, rng: np.random.Generator) -> Verdict:
@@ -52,9 +56,11 @@ def verify_sampling(draft: Sequence[int], q: np.ndarray | None, p: np.ndarray, r
     _check_rows(p, k + 1, "p")
     if q is not None:
         _check_rows(q, k, "q")
+    odds: list[float] = []
     for i, x in enumerate(draft):
         p_x = float(p[i, x])
         q_x = 1.0 if q is None else float(q[i, x])
+        odds.append(min(1.0, p_x / q_x) if q_x > 0 else 1.0)
         # Accept with probability min(1, p_x / q_x); written as a product so q_x == 0 cannot divide by zero.
         if rng.random() * q_x < p_x:
             continue
@@ -67,9 +73,9 @@ def verify_sampling(draft: Sequence[int], q: np.ndarray | None, p: np.ndarray, r
         # p == q on this row (only reachable through rounding): the residual is empty, fall back to p.
         if not residual.sum() > 0.0:
             residual = p[i]
-        return Verdict(n_accepted=i, token=sample(residual, rng), bonus=False)
+        return Verdict(n_accepted=i, token=sample(residual, rng), bonus=False, odds=tuple(odds))
     # Every draft token survived: the target's last row gives one more token for free.
-    return Verdict(n_accepted=k, token=sample(p[k], rng), bonus=True)
+    return Verdict(n_accepted=k, token=sample(p[k], rng), bonus=True, odds=tuple(odds))
 
 
 def _check_rows(array: np.ndarray, rows: int, name: str) -> None:

@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from specllama.decoding.cancel import CancelHandle
 from specllama.decoding.engine import DoneEvent, FailedEvent, GenerationConfig, Request, StepEvent, TokenEvent
 from specllama.decoding.request_queue import CLOSED, RequestQueue
 from specllama.server.metrics import Metrics
@@ -50,6 +51,7 @@ class EngineWorker:
         self.metrics = metrics
         self.queue = RequestQueue()
         self._sinks: dict[int, Sink] = {}
+        self._handles: dict[int, CancelHandle] = {}  # each unfinished request's cancel handle
         self._unfinished: set[int] = set()  # submitted, no DoneEvent yet (waiting or holding a slot)
         self._lock = threading.Lock()
         self._tags = itertools.count()  # tags are never reused: the engine remembers cancelled ones
@@ -74,7 +76,9 @@ class EngineWorker:
             tag = next(self._tags)
             self._sinks[tag] = sink
             self._unfinished.add(tag)
-            self.queue.put(Request(list(prompt), config, tag))
+            request = Request(list(prompt), config, tag)
+            self._handles[tag] = request.cancel
+            self.queue.put(request)
         return tag
 
     def cancel(self, tag: int) -> None:
@@ -85,9 +89,12 @@ class EngineWorker:
                 return
             if self.queue.discard(tag):
                 self._unfinished.discard(tag)
+                self._handles.pop(tag, None)
                 self.metrics.finished("cancelled")
                 return
-        self.runtime.cancel(tag)  # it holds a slot: stopped after the current step
+            handle = self._handles.get(tag)
+        if handle is not None:
+            handle.cancel()  # it holds a slot: stopped after the current step
 
     def counts(self) -> tuple[int, int]:
         """(requests generating, requests waiting for a slot)."""
@@ -107,12 +114,14 @@ class EngineWorker:
             running = [tag for tag in self._unfinished if tag not in waiting]
             for tag in waiting:
                 self._unfinished.discard(tag)
+                self._handles.pop(tag, None)
                 sink = self._sinks.pop(tag, None)
                 if sink:
                     sink(Refused(503, "the server is shutting down"))
                 self.metrics.finished("refused")
-        for tag in running:
-            self.runtime.cancel(tag)
+            handles = [self._handles[tag] for tag in running if tag in self._handles]
+        for handle in handles:
+            handle.cancel()
 
     def join(self, timeout: float) -> bool:
         self._thread.join(timeout)
@@ -130,6 +139,7 @@ class EngineWorker:
                 sinks = list(self._sinks.values())
                 self._sinks.clear()
                 self._unfinished.clear()
+                self._handles.clear()
             for sink in sinks:
                 sink(Refused(500, f"the engine stopped: {self.failure}"))
             raise
@@ -145,6 +155,7 @@ class EngineWorker:
             sink = self._sinks.pop(tag, None) if final else self._sinks.get(tag)
             if final:
                 self._unfinished.discard(tag)
+                self._handles.pop(tag, None)
         if final:
             self.metrics.done(event)
         if sink is not None:

@@ -515,7 +515,7 @@ class ChatApp(App[None]):
         self.models.close_pending()
         if self.runtime is None:
             return
-        self.runtime.cancel()
+        self.view.stop()
         self._idle.wait(timeout)  # llama.cpp must not free a context another thread is decoding with
         self.runtime.close()
         self.runtime = None

@@ -15,13 +15,14 @@ from __future__ import annotations
 import traceback
 from dataclasses import dataclass
 from threading import Event
-from typing import Any, Callable
+from typing import Callable
 
 from textual import work
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 
+from specllama.decoding.cancel import CancelHandle
 from specllama.decoding.engine import Summary
 from specllama.errors import SpecllamaError
 from specllama.tui.cadence import Cadence
@@ -64,8 +65,7 @@ class ConversationView(VerticalScroll):
         self._live_stats = LiveStats()
         self._reply_id = 0
         self.reply: ChatMessage | None = None  # the answer streaming now
-        self._runtime: Any = None  # the runtime generating it
-        self._stop_requested = False
+        self._cancel: CancelHandle | None = None  # stops the answer in flight (from this thread)
 
     # --- streaming -------------------------------------------------------------------------------
 
@@ -78,15 +78,16 @@ class ConversationView(VerticalScroll):
         self.reply = ChatMessage("assistant", show_origins=show_origins)
         self.mount(self.reply)
         self._reply_id += 1
-        self._runtime, self._stop_requested = runtime, False
+        # Made here, before the worker starts: an esc that comes before the engine does is not lost.
+        self._cancel = CancelHandle()
         self._idle.clear()
-        self._generate(self._reply_id, runtime, prompt, config)
+        self._generate(self._reply_id, runtime, prompt, config, self._cancel)
         return self.reply
 
     @work(thread=True, exit_on_error=False, group="generate")
-    def _generate(self, reply_id: int, runtime, prompt: list[int], config) -> None:
+    def _generate(self, reply_id: int, runtime, prompt: list[int], config, cancel: CancelHandle) -> None:
         try:
-            generation = runtime.generate(prompt, config)
+            generation = runtime.generate(prompt, config, cancel)
             summary = stream_reply(reply_id, generation, self.post_message, self.flush_interval)
             self.post_message(ReplyDone(reply_id, summary))
         except Exception as e:  # SpecllamaError or a bug: both become a notification, never a crash
@@ -100,8 +101,6 @@ class ConversationView(VerticalScroll):
         message.stop()
         if message.reply_id != self._reply_id or self.reply is None:
             return  # an answer from a conversation that has since been cleared
-        if self._stop_requested:
-            self._runtime.cancel()  # esc came before the engine started (it clears the flag)
         self.reply.add(message.segments)
         self._live_stats = message.stats
         self._on_chunk(self.reply, message.stats)
@@ -126,15 +125,13 @@ class ConversationView(VerticalScroll):
 
     def stop(self) -> None:
         """Stops the answer after the current step; the text so far stays."""
-        if self.reply is not None and self._runtime is not None:
-            self._stop_requested = True
-            self._runtime.cancel()
+        if self._cancel is not None:
+            self._cancel.cancel()
 
     def forget_reply(self) -> None:
         """The answer in flight no longer belongs here (new chat, regenerate): its last messages
         are ignored, no paint stays pending for it."""
-        if self.reply is not None and self._runtime is not None:
-            self._runtime.cancel()
+        self.stop()
         self._reply_id += 1
         self.reply = None
         self.live.cancel()

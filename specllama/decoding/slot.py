@@ -1,8 +1,12 @@
-"""One request being generated in an engine slot: its state, and how a judged step lands in it.
+"""One request being generated in an engine slot: everything that is that request's own, and how
+a judged step lands in it.
 
-The engine's step decides (plan, draft, decode, judge); a sequence keeps what was decided: the
-committed tokens, the text pieces, the summary, the stop check, and its record of how its drafts
-fared (acceptance for -k auto, realised speed for the planner's check).
+The engine's step decides (plan, draft, decode, judge); a slot keeps what was decided: the
+committed tokens, the text pieces, the summary, the stop check, and the request itself with its
+cancel handle and its draft policy (which holds its record of how its drafts fared: acceptance,
+realised speed). The drafters' caches for the slot are kept by the drafters under its index (the
+KV cache sequence id), like the target's: they outlive a request, so the next request in that
+slot (a chat's next turn) reuses them.
 """
 
 from __future__ import annotations
@@ -13,11 +17,9 @@ from typing import Hashable
 
 import numpy as np
 
-from specllama.decoding.acceptance import PositionAcceptance
-from specllama.decoding.drafters import Drafter, NoDrafter
 from specllama.decoding.events import DoneEvent, Origin, Summary, TokenEvent
-from specllama.decoding.realised import RealisedSpeed
-from specllama.decoding.request import GenerationConfig
+from specllama.decoding.policy import DraftPolicy
+from specllama.decoding.request import GenerationConfig, Request
 from specllama.decoding.stop import StopMatcher
 from specllama.decoding.verifiers import Verifier
 from specllama.decoding.verify import Verdict
@@ -25,27 +27,27 @@ from specllama.llama.model import StreamDecoder
 
 
 @dataclass
-class SequenceState:
-    slot: int
-    tag: Hashable
-    config: GenerationConfig
-    drafter: Drafter
+class Slot:
+    index: int  # the KV cache sequence id, in the target's context and every drafter's
+    request: Request
+    policy: DraftPolicy
     verifier: Verifier
-    acceptance: PositionAcceptance | None  # per-position acceptance, when the planner sizes this drafter's drafts
     committed: list[int]
     rng: np.random.Generator
     summary: Summary
     decoder: StreamDecoder
     stops: StopMatcher
     t_start: float
-    realised: RealisedSpeed = field(default_factory=RealisedSpeed)
     pieces: list[str] = field(default_factory=list)
     finish: str = ""
 
     @property
-    def may_draft(self) -> bool:
-        """Whether this request drafts at all (its drafter is not plain decoding's)."""
-        return not isinstance(self.drafter, NoDrafter)
+    def tag(self) -> Hashable:
+        return self.request.tag
+
+    @property
+    def config(self) -> GenerationConfig:
+        return self.request.config
 
     def emit(self, draft: list[int], verdict: Verdict, source: str, model) -> list[TokenEvent]:
         """Commit the step's new tokens (accepted drafts, then the target's own) as text events,

@@ -1,0 +1,38 @@
+"""What one step did for one request: the record every learner reads (the request's policy, the
+drafters' calibration, the realised-speed check), built once by the engine after the judge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specllama.decoding.drafters import Proposal
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    asked: int  # drafts the policy planned for (0: a step without a draft)
+    sent: Proposal  # what the target verified, after every cut (tokens, confidence, source)
+    n_accepted: int
+    # Per judged draft position (the accepted ones and the first rejection), the probability that
+    # the target accepts that token given the ones before it, as the verifier saw it: 1 or 0 when
+    # greedy, p(x) for a deterministic draft under sampling (modified rejection sampling accepts it
+    # with exactly that probability), min(1, p(x)/q(x)) for a sampled one. An acceptance estimate
+    # fed these learns a sampled text's odds from every step instead of from coin flips.
+    odds: tuple[float, ...]
+    seconds: float  # the whole step's time, drafting included
+    t1: float | None  # a plain step's time at this moment, the realised check's yardstick
+    alone: bool  # the only request in the step, so `seconds` were spent on it alone
+
+    @property
+    def drafted(self) -> int:
+        return len(self.sent.tokens)
+
+    @property
+    def source(self) -> str:
+        """The drafter whose tokens were verified; "" for a step without a draft."""
+        return self.sent.source if self.sent.tokens else ""
+
+    @property
+    def emitted(self) -> int:
+        """Tokens the step gained: the accepted drafts and the target's own."""
+        return self.n_accepted + 1

@@ -1,0 +1,52 @@
+"""`-k auto` for a free drafter that says how sure it is of each token (the suffix drafter).
+
+It is asked for all it matched, up to K_AUTO_MAX; its calibrated confidence is scaled by how this
+text's drafts have fared so far (acceptance.TextFit: a French essay and a code edit differ a lot at
+the same raw confidence), and the draft is cut where it pays on the live costs (free_drafts.py).
+A source whose drafts realise less than plain decoding on this text is benched for a while
+(realised.py), whatever its estimates say."""
+
+from __future__ import annotations
+
+from specllama.decoding.acceptance import TextFit
+from specllama.decoding.drafters import Drafter, Proposal
+from specllama.decoding.outcome import StepOutcome
+from specllama.decoding.policy.base import NO_DRAFT, Ask, PolicyBase, PolicyKit
+from specllama.decoding.policy.free_drafts import cut_free, fully_known
+from specllama.decoding.realised import RealisedSpeed
+from specllama.decoding.request import K_AUTO_MAX
+
+
+class ConfidentAuto(PolicyBase):
+    name = "confident-auto"
+    adaptive = True
+
+    def __init__(self, drafter: Drafter, kit: PolicyKit):
+        self.drafter, self.kit = drafter, kit
+        self.drafters = (drafter,)
+        self.fit = TextFit()  # this text's drafts against their calibrated confidence
+        self.realised = RealisedSpeed()
+
+    def ask(self, room: int, alone: bool) -> Ask:
+        if self.drafter.name in self.realised.avoid():
+            return NO_DRAFT
+        return Ask(self.drafter, min(room, K_AUTO_MAX))
+
+    def review(self, proposal: Proposal) -> Ask | None:
+        if proposal.confidence is not None:
+            proposal.confidence = self.fit.apply(proposal.confidence)
+        return None
+
+    def cut(self, proposal: Proposal) -> bool:
+        if proposal.tokens:
+            cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens)
+        return fully_known(proposal)
+
+    def observe(self, outcome: StepOutcome) -> None:
+        if outcome.drafted:
+            self.fit.observe(outcome.sent.confidence or [], outcome.drafted, outcome.n_accepted)
+        else:
+            self.fit.idle()
+        self.realised.tick()
+        if outcome.alone:
+            self.realised.observe(outcome.source, outcome.emitted, outcome.seconds, outcome.t1)
