@@ -13,8 +13,7 @@ from gguf import GGML_QUANT_SIZES, GGUFWriter
 from gguf import GGMLQuantizationType as T
 
 from specllama.decoding.verifiers import CausalVerifier, exact_limit
-from specllama.llama.context import EXACT_MAX_BATCH
-from specllama.llama.exact_rows import matrix_types
+from specllama.llama.exact_rows import EXACT_MAX_BATCH, matrix_types
 from specllama.llama.model import GGUFModel
 from specllama.llama.quantize import quantize
 from specllama.runtime import LoadOptions, Runtime

@@ -21,6 +21,13 @@ from gguf import GGMLQuantizationType as T
 
 from specllama.llama.gguf_header import read_header
 
+# In exact mode a row's logits are bit-identical whatever batch it is decoded in, up to this many
+# rows per decode. Measured on this build (AVX-512, 1 and 2 threads, Qwen2.5-Coder 1.5B Q4_K_M,
+# flash attention, Q8_0 cache): every row of batches of 1-7 equals its one-row decode exactly; from
+# 8 rows on every row differs by up to 0.56 logits (some ggml kernel switches there; not yet traced).
+# So exact mode keeps every verification batch at or below it.
+EXACT_MAX_BATCH = 7
+
 # Types whose batches take a kernel that sums in another order from 2 rows on: F16 measured; F32
 # and BF16 go through the same tinyBLAS float kernel.
 ONE_ROW_TYPES = frozenset({T.F32, T.F16, T.BF16})
