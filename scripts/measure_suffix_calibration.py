@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from specllama.cli.summary_text import MATCH_CLASSES  # noqa: E402
+from specllama.runtime.stats import MATCH_CLASSES  # noqa: E402
 from specllama.decoding.acceptance import Calibrator  # noqa: E402
 from specllama.decoding.engine import DoneEvent, Request  # noqa: E402
 from specllama.decoding.request import GenerationConfig  # noqa: E402

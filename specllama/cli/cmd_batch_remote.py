@@ -65,7 +65,8 @@ def cmd_remote_batch(args: argparse.Namespace) -> int:
     from specllama.batch.remote import run_remote_batch
     from specllama.batch.server_client import SamplingRequest, base_url, check_timeout
     from specllama.batch.server_pool import RetryPolicy
-    from specllama.cli.options import sampling_params
+    from specllama.cli.intent import Intent
+    from specllama.cli.resolve import sampling_for
 
     if args.pair or args.target or args.draft:
         raise UsageError("--pair/--target/--draft choose local models; with --server the servers' own "
@@ -82,7 +83,7 @@ def cmd_remote_batch(args: argparse.Namespace) -> int:
         base_url(url)  # a bad address fails before anything is read or sent
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     # The local batch's checks (SamplingParams): a server is sent only values that mean something.
-    params = sampling_params(args)
+    params = sampling_for(Intent.from_args(args))
     sampling = SamplingRequest(max_tokens=args.max_tokens, temperature=params.temperature, top_p=params.top_p,
                                top_k=params.top_k, min_p=params.min_p, seed=params.seed, stop=tuple(args.stop))
     prompts = read_prompts(args.file)
