@@ -216,34 +216,9 @@ def test_impossible_option_values_are_refused_by_the_parser(argv, capsys):
     assert "must be" in capsys.readouterr().err
 
 
-def test_more_threads_than_cores_is_accepted_with_a_warning(capsys):
-    from specllama.llama.backend import default_threads
-
-    args = parse("run", "--threads", "999", "--threads-batch", "998")
-    assert (args.threads, args.threads_batch) == (999, 998)
-    err = capsys.readouterr().err
-    assert f"999 threads on {default_threads()} available core(s)" in err and "998 threads" in err
-    parse("run", "--threads", "1")
-    assert capsys.readouterr().err == ""
-
-
 def test_ctx_zero_means_the_training_context():
     assert parse("run", "--ctx", "0").n_ctx == 0
     assert "training context" in build_parser()._subparsers._group_actions[0].choices["run"].format_help()
-
-
-def test_seed_minus_one_picks_a_concrete_random_seed():
-    from specllama.cli.options import generation_config
-
-    seeds = set()
-    for _ in range(3):
-        args = parse("run", "--seed", "-1", "--temp", "0.8")
-        config = generation_config(args)
-        assert args.random_seed and config.sampling.seed is not None and 0 <= config.sampling.seed < 2**32
-        seeds.add(config.sampling.seed)
-    assert len(seeds) > 1  # three draws from 2**32 being equal: never in practice
-    args = parse("run", "--seed", "7")
-    assert generation_config(args).sampling.seed == 7 and not args.random_seed
 
 
 def test_a_repeated_key_in_a_bench_config_is_refused():
@@ -253,17 +228,6 @@ def test_a_repeated_key_in_a_bench_config_is_refused():
         parse_configs("model:k=2,k=3")
     with pytest.raises(BenchConfigError, match="p_min is given more than once"):
         parse_configs("model:p-min=0.1,p_min=0.2")
-
-
-def test_target_alone_decodes_plainly_and_says_so(tiny_models, capsys):
-    argv = ["run", "hi", "--target", str(tiny_models["a"]), "--max-tokens", "4", "--ctx", "256", "--stats"]
-    code = main(argv + ["--drafter", "model"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    assert out.strip() and "decoding plainly" in err and "drafter none" in err
-    assert main(argv) == 0  # the default, auto: the suffix drafter needs no draft model, nothing to say
-    err = capsys.readouterr().err
-    assert "decoding plainly" not in err and "drafter auto" in err
 
 
 def test_the_prompt_from_a_file_from_stdin_or_not_both(tmp_path, monkeypatch):
@@ -528,13 +492,3 @@ def test_pull_does_not_call_a_same_size_different_file_already_there(small_regis
     assert fetched == ["small"] and "already" not in out and "differs from models.toml" in err
     assert main(["models", "pull", "small"]) == 0
     assert "already at" in capsys.readouterr().out and fetched == ["small"]
-
-
-def test_chat_settings_follow_the_same_option_rules():
-    from specllama.cli.cmd_chat import settings_from_args
-
-    settings = settings_from_args(parse("chat", "--seed", "-1", "--temp", "0.7", "--target", "t.gguf",
-                                            "--drafter", "model"))
-    assert settings.seed is not None and settings.seed >= 0 and settings.drafter == "none"
-    assert settings_from_args(parse("chat", "--target", "t.gguf", "--draft", "d.gguf")).drafter == "auto"
-    assert settings_from_args(parse("chat", "--target", "t.gguf")).drafter == "auto"  # suffix needs no draft

@@ -524,11 +524,16 @@ def test_a_bench_configs_defaults_are_the_command_lines():
 # --- an unexplained "DIFFERENT": every verdict comes with its evidence --------------------------------------------
 
 
-class _FixedLogits:
-    """A stand-in for the target context: every decode's last row has a top-2 gap of `gap`."""
+class _FixedGap:
+    """A stand-in session for the benchmark's judge: after any tokens the target's top-2 gap is `gap`."""
 
     def __init__(self, gap: float):
         self.gap = gap
+
+    def judge(self, prompt, reference, candidate):
+        from specllama.decoding.exactness import compare_greedy
+
+        return compare_greedy(self, prompt, reference, candidate)  # it decodes in this stand-in context
 
     def clear(self) -> None:
         pass
@@ -537,6 +542,12 @@ class _FixedLogits:
         import numpy as np
 
         return np.array([[0.0, 5.0, 5.0 + self.gap]])
+
+    def top2_gap(self, tokens) -> float:
+        return self.gap
+
+    def detokenize(self, ids) -> str:
+        return "".join(f"<{i}>" for i in ids)
 
 
 def _run(label: str, ids: list[int], finish: str):
@@ -553,7 +564,7 @@ def test_a_run_that_ends_where_plain_decoding_goes_on_is_judged_by_its_gap(finis
     from specllama.bench.pairing import comparison_dict, explain, judge_runs
 
     runs = [_run("none", [1, 2, 3, 4], "length"), _run("model:k=4", [1, 2], finish)]
-    judged = judge_runs(_FixedLogits(gap), {"p1": [9, 9]}, runs, detokenize=lambda ids: "".join(f"<{i}>" for i in ids))
+    judged = judge_runs(_FixedGap(gap), {"p1": [9, 9]}, runs)
     entry = comparison_dict(judged[1])
     assert entry["status"] == verdict and entry["position"] == 2 and entry["gap"] == pytest.approx(gap)
     assert entry["none_text"] == "<3><4>" and entry["text"] == "" and entry["common_text"] == "<1><2>"
@@ -565,7 +576,7 @@ def test_a_difference_without_a_gap_says_why():
     from specllama.bench.pairing import comparison_dict, explain, judge_runs
 
     runs = [_run("none", [1, 2, 3, 4], "length"), _run("model:k=4", [1, 2], "context")]
-    entry = comparison_dict(judge_runs(_FixedLogits(3.0), {"p1": [9]}, runs)[1])
+    entry = comparison_dict(judge_runs(_FixedGap(3.0), {"p1": [9]}, runs)[1])
     assert entry["status"] == "different" and entry["gap"] is None
     assert "model:k=4 stopped after 2 tokens (context)" in entry["why_no_gap"]
     assert entry["why_no_gap"] in explain("model:k=4", "p1", entry)
@@ -598,7 +609,7 @@ def test_a_chat_that_crashed_does_not_exit_0(monkeypatch):
             pass
 
     monkeypatch.setattr(specllama.tui, "ChatApp", CrashedApp)
-    monkeypatch.setattr("specllama.cli.cmd_chat.chat_load_options", lambda args: None)
+    monkeypatch.setattr("specllama.cli.cmd_chat.chat_load_options", lambda args, resolved, reopen=None: None)
     monkeypatch.setattr("specllama.cli.cmd_chat.require_terminal", lambda: None)
     assert main(["chat"]) == 1
 
@@ -634,12 +645,12 @@ def test_a_conversation_with_unreadable_settings_still_lists(tmp_path, stored):
 
 
 def test_placement_says_cpu_on_a_build_that_cannot_offload(monkeypatch):
-    from specllama import runtime as runtime_module
-    from specllama.runtime import Runtime
+    from specllama.runtime import loaded
+    from specllama.runtime.loaded import Runtime
 
     rt = Runtime.__new__(Runtime)  # only the property is under test: no models
     rt.gpu_layers = -1  # --gpu-layers -1 asked for
-    monkeypatch.setattr(runtime_module, "gpu_offload_supported", lambda: False)
+    monkeypatch.setattr(loaded, "gpu_offload_supported", lambda: False)
     assert rt.placement == "CPU"
 
 

@@ -19,7 +19,7 @@ def specllama(*argv, timeout=300):
 def test_run_no_draft_prints_a_completion_from_the_target(real_model):
     real_model("qwen2.5-coder-1.5b")  # fetched through the store before timing matters
     result = specllama("run", "Write a Python function that adds two numbers.", "--no-draft",
-                       "--max-tokens", "24", "--stats")
+                       "--max-tokens", "24", "--stats=full")
     assert result.returncode == 0, result.stderr
     assert "def " in result.stdout
     assert "tokens/s" in result.stderr and "qwen2.5-coder-1.5b" in result.stderr

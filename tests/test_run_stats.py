@@ -10,7 +10,7 @@ from specllama.runtime import LoadOptions, Runtime
 
 def test_stats_show_time_inside_llama_decode_and_the_learnt_step_costs(tiny_models, capsys):
     argv = ["run", "hi", "--target", str(tiny_models["a"]), "--draft", str(tiny_models["b"]), "--drafter", "model",
-            "-k", "3", "--max-tokens", "12", "--ctx", "256", "--stats"]
+            "-k", "3", "--max-tokens", "12", "--ctx", "256", "--stats=full"]
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "inside llama_decode" in err and "outside it" in err

@@ -125,7 +125,8 @@ def track_given(parser: argparse.ArgumentParser) -> None:
 def add_status_options(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("-q", "--quiet", action="store_true",
-                   help="no status lines on stderr (which drafter runs and why, context notes; errors still print)")
+                   help="no status lines on stderr (which drafter runs and why, context notes; errors still print; "
+                        "default: off)")
     g.add_argument("-v", "--verbose", action="store_true",
                    help="every status line, each with the reasons behind it (default: one line per fact that matters)")
 

@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "and the drafts accepted, then load time and the prompt's tokens and tok/s (default: off)")
     p.add_argument("--stats=full", action="store_const", const="full", dest="stats",
                    help="the same, then the detail: acceptance by position and source, where the time went, what "
-                        "steps cost here")
+                        "steps cost here (default: off)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout when done: the text and the statistics (default: off, "
                         "the text is streamed)")

@@ -272,11 +272,12 @@ class ChatApp(App[None]):
         self.conversation.answer(summary.text)
         self.recorder.save_answer(summary.text, complete=True, segments=reply.segments)
         note = FINISH_NOTES.get(summary.finish_reason)
-        reply.set_status(f"{summary.tokens} tokens · {summary.tokens_per_s:.1f} tokens/s" + (f" · {note}" if note else ""))
+        # The same headline as `run --stats` and serve's log line (runtime/stats.py), under the answer.
+        reply.set_status(headline(summary, self.runtime.costs) + (f" · {note}" if note else ""))
         why = None
         if summary.steps and not summary.k_total and self.settings.drafter != "none":
             why = why_no_drafts(self.runtime.costs, self.settings.drafter)
-        self.panel.show_summary(summary, why, headline=headline(summary, self.runtime.costs))
+        self.panel.show_summary(summary, why)
         note = self.runtime.drafter_note(summary)
         if note is not None and note.fact not in self._said:  # once per session: not after every answer
             self._said.add(note.fact)
