@@ -47,9 +47,9 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items, status) -> int:
     with download_bar() as fetch:
         runtime = Runtime(opts, progress=fetch, status=status)
     with runtime:
-        resolved = {n: runtime.parallelism_for(n) for n in levels}
-        labels = {resolved[n]: ("auto (%d)" % resolved[n]) if n == "auto" else str(n) for n in levels}
-        ns = list(dict.fromkeys(resolved.values()))
+        chosen = {n: runtime.parallelism_for(n) for n in levels}
+        labels = {chosen[n]: ("auto (%d)" % chosen[n]) if n == "auto" else str(n) for n in levels}
+        ns = list(dict.fromkeys(chosen.values()))
         prompts = [runtime.prompt_tokens(item.prompt, item.system) for item in prompt_items]
         config = GenerationConfig(max_tokens=args.max_tokens, drafter="none", k=0,
                                   sampling=resolved.sampling)
