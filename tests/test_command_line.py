@@ -143,3 +143,18 @@ def test_placement_says_cpu_on_a_build_that_cannot_offload(monkeypatch):
     rt.gpu_layers = -1  # --gpu-layers -1 asked for
     monkeypatch.setattr(loaded, "gpu_offload_supported", lambda: False)
     assert rt.placement == "CPU"
+
+
+def test_help_states_the_numbers_the_code_chooses():
+    """Help text that names a limit reads it from where the code keeps it, so the two cannot drift."""
+    from specllama.batch.server_pool import RetryPolicy
+    from specllama.decoding.request import PARALLEL_MAX
+    from specllama.llama.exact_rows import EXACT_MAX_BATCH
+
+    def help_of(command: str) -> str:
+        return " ".join(build_parser()._subparsers._group_actions[0].choices[command].format_help().split())
+
+    assert f"at most {EXACT_MAX_BATCH - 1} drafts a step" in help_of("run")
+    assert f"up to {RetryPolicy.cap:g} s (default 1.0)" in help_of("batch")
+    assert f"to {PARALLEL_MAX} tokens" in help_of("costs")
+    assert "context size in tokens (default 4096;" in help_of("chat")

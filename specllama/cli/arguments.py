@@ -146,7 +146,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("-md", "--draft", metavar="MODEL", help=f"the small model that drafts: {MODEL_REF} "
                                                            "(default: the pair's draft)")
     g.add_argument("-c", "--ctx", type=context_size, default=4096, dest="n_ctx", metavar="TOKENS",
-                   help="context size in tokens (default 4096; 0 = the model's training context; never more than it)")
+                   help="context size in tokens (default %(default)s; 0 = the model's training context; never more than it)")
     g.add_argument("-t", "--threads", type=thread_count, metavar="N",
                    help="llama.cpp threads (default: all cores available)")
     g.add_argument("-tb", "--threads-batch", type=thread_count, metavar="N",

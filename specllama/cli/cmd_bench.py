@@ -34,8 +34,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--configs", default=DEFAULT_CONFIGS,
                    help=f"configurations separated by ';' (default \"{DEFAULT_CONFIGS}\"); 'none' is always included")
     p.add_argument("-n", "--max-tokens", type=at_least_one, default=128, metavar="N",
-                   help="tokens generated per run (default 128)")
-    p.add_argument("--repeat", type=at_least_one, default=1, help="runs per configuration and prompt (median taken; default 1)")
+                   help="tokens generated per run (default %(default)s)")
+    p.add_argument("--repeat", type=at_least_one, default=1,
+                   help="runs per configuration and prompt (median taken; default %(default)s)")
     p.add_argument("--temp", type=float, default=0.0, help="temperature (default 0: greedy, outputs checked against none)")
     p.add_argument("--seed", type=seed_value,
                    help="sampling seed (every run uses it; -1 = a random one; default: none, greedy needs none)")

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from specllama.cli.arguments import add_model_options, add_status_options
-from specllama.decoding.request import PARALLEL_AUTO_MAX, drafter_name
+from specllama.decoding.request import PARALLEL_AUTO_MAX, PARALLEL_MAX, drafter_name
 
 if TYPE_CHECKING:  # the cost modules load llama.cpp: imported where used, so `--help` stays instant
     from specllama.decoding.cost.curve import CostCurve
@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the drafter whose break-even is shown with the suffix drafter's: model (default) or "
                         "suffix ('lookup' is an alias of suffix)")
     p.add_argument("--parallel", action="store_const", const="auto", default=1,
-                   help="also measure large batches (to 64 tokens) and show how many prompts to decode together "
+                   help=f"also measure large batches (to {PARALLEL_MAX} tokens) and show how many prompts to decode together "
                         "(default: off)")
     p.add_argument("--json", action="store_true", help="print the measurements as one JSON object (default: off)")
     add_model_options(p)

@@ -20,12 +20,13 @@ from typing import Callable, Iterator
 
 from specllama import dirs
 from specllama.decoding.cost.curve import CostCurve, measure_cost_curve
+from specllama.decoding.request import PARALLEL_MAX
 from specllama.llama.backend import library_version
 from specllama.llama.context import DecodeContext
 from specllama.llama.machine import cpu_model
 
 MAX_N = 16  # one prompt: verify batches of up to 16 tokens (K <= 15)
-MAX_N_PARALLEL = 64  # several prompts: N sequences x (K + 1) rows
+MAX_N_PARALLEL = PARALLEL_MAX  # several prompts: N sequences x (K + 1) rows, as many as --parallel's most
 
 
 def _file_identity(path: Path | None) -> dict | None:
