@@ -8,15 +8,16 @@ rarely pays: docs/benchmarks.md; `specllama costs` or one `--drafter model` run 
 
 The margin, LOAD_AT = 1.10x at 90 % acceptance, and why:
 - 90 %, not 100 %: a rate at 100 % acceptance is a ceiling no text reaches. The 0.5B draft of the
-  default pair is accepted 87-92 % of the time on code with llama.cpp's own speculative example,
-  less on prose; PositionAcceptance starts every draft model at 0.9 for the same reason. On the
-  16-core curve (docs/benchmarks.md) the ceiling said 1.25x, 90 % says 1.07x, and `model:k=auto`
-  measured 1.00x there: a ceiling would load the draft where it gained nothing.
+  default pair was accepted 88 % of the time at K = 1 on the held-out prompts
+  (bench/measured/vm-20261122-0100.md), less at longer drafts; PositionAcceptance starts every draft
+  model at 0.9 for the same reason. On the 16-core curve (T(2)/T(1) 1.15, T(4)/T(1) 1.27, draft
+  c 0.67: docs/benchmarks.md) the ceiling says 1.25x, 90 % says 1.07x, and `model:k=auto` measured
+  1.00x there: a ceiling would load the draft where it gained nothing.
 - 10 % over plain decoding: the draft costs a load (DRAFT_LOAD_S below, from a file already in the
-  page cache; a cold disk takes longer) and its memory (491 MB of weights plus its KV cache for the
-  default pair). At 1.10x a session wins the load back after LOAD_PAYBACK_S of generation, about
-  one long answer; at 1.02x it would take ten. Below that the memory is spent for a gain a user
-  cannot see.
+  page cache; a cold disk takes longer) and its memory (592 MB more resident for the default pair,
+  weights and its 4096-token cache). At 1.10x a session wins the load back after LOAD_PAYBACK_S
+  (6.6 s) of generation, about one answer of 130 tokens here; at 1.02x it would take 31 s. Below
+  that the memory is spent for a gain a user cannot see.
 - the same answer twice: the prediction moves between runs as every run's steps refine the learnt
   costs (two identical `specllama run` calls here predicted 0.92x, then 1.01x, and the second
   loaded the draft). A decision is therefore kept (runtime/cost_store.py) and revisited only when
@@ -36,9 +37,10 @@ from specllama.runtime.cost_store import RecordedDecision
 LOAD_ACCEPTANCE = 0.9
 LOAD_AT = 1.10
 REVISIT = 0.10
-# Measured here (scripts/measure_draft_load.py, bench/measured/vm-20261124-draft-load.md): loading
-# the default pair's 0.5B draft and its context from the page cache.
-DRAFT_LOAD_S = 0.5
+# Measured here (scripts/measure_draft_load.py, bench/measured/vm-20261125-draft-load.md, 2 threads,
+# 5 interleaved rounds): the default pair's 0.5B draft and its context add 0.60 s to a load from the
+# page cache (median: 1.37 s with it, 0.78 s without).
+DRAFT_LOAD_S = 0.60
 LOAD_PAYBACK_S = DRAFT_LOAD_S / (1 - 1 / LOAD_AT)  # generation time after which a 1.10x gain has repaid the load
 
 
