@@ -14,6 +14,7 @@ from specllama.decoding.cost.online import StepCosts
 from specllama.decoding.events import Summary
 from specllama.decoding.request import K_AUTO_MAX
 from specllama.runtime.notices import Notice
+from specllama.runtime.stats import vs_plain
 
 MIN_STEPS = 8  # a shorter answer says too little to judge a drafter by
 RARELY = 0.1  # drafts in fewer than this share of steps: the planner judged the drafter could not pay
@@ -32,8 +33,8 @@ def drafter_note(summary: Summary, costs: StepCosts, record: PositionAcceptance 
     c = costs.draft_ratio()
     drafted = summary.drafted_by.get("model", 0)
     accepted = summary.accepted_by.get("model", 0)
-    t1 = costs.t1()
-    speed = summary.tokens * t1 / summary.t_generate if t1 and summary.t_generate > 0 else None
+    ratio = vs_plain(summary, costs)
+    speed = ratio[0] if ratio else None
     if drafted >= RARELY * summary.steps and (speed is None or speed >= 1.0):
         return None
     cost = f"its drafts cost {c:.2f} of a target step each" if c is not None else "its cost here is not measured yet"

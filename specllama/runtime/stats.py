@@ -3,9 +3,11 @@ detail behind `--stats=full`. The one home of this text: `run --stats`, the chat
 serve's per-request log line call the same `headline`.
 
 The headline compares with plain decoding without running it: plain decoding makes one token per
-plain step, so its time for these tokens is tokens x T(1), with T(1) what a plain step costs as
-this run's own steps measured it (or, when the run took no plain step, as earlier runs here did:
-the label says which).
+plain step, so its time for the tokens the steps made (one a step plus the drafts accepted) is that
+many T(1), with T(1) what a plain step costs as this run's own steps measured it (or, when the run
+took no plain step, as earlier runs here did: the label says which), set against the steps' own
+time on the same clock (drafting, the decode and the Python around it). A run that drafted nothing
+is plain decoding and comes out near 1.00x.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ SEP = " · "
 
 def vs_plain(summary: Summary, costs: StepCosts | None) -> tuple[float, str] | None:
     """(speed relative to plain decoding, where T(1) came from), or None when it cannot be said."""
-    if costs is None or summary.t_generate <= 0 or not summary.tokens:
+    step_s = summary.t_draft + summary.t_verify + summary.t_python
+    if costs is None or step_s <= 0 or not summary.steps:
         return None
     t1 = costs.t1()
     if not t1:
         return None
     basis = "this run's own costs" if costs.samples(1) else "earlier runs' costs here"
-    return summary.tokens * t1 / summary.t_generate, basis
+    return (summary.steps + summary.accepted) * t1 / step_s, basis
 
 
 def drafts_text(summary: Summary) -> str:
