@@ -104,3 +104,23 @@ def test_the_chat_says_a_drafter_is_not_paying_once_per_session():
         said = [m.notification.message for m in notices if "drafted nothing" in m.notification.message]
         assert said == ["the draft model drafted nothing: its drafts cost 0.54 of a target step"]
     run(scenario)
+
+
+def test_the_chat_shows_the_stats_headline_after_an_answer():
+    from specllama.decoding.cost.online import StepCosts
+    from specllama.tui.widgets import ChatMessage
+
+    costs = StepCosts()
+    for _ in range(4):
+        costs.record_step(1, 0.05)
+
+    async def scenario():
+        app = chat_app(FakeRuntime(costs=costs))
+        async with app.run_test(size=SIZE) as pilot:
+            await send(pilot, "hi")
+            await wait_until(pilot, lambda: not app.busy)
+            border = str(app.query(ChatMessage).last().border_subtitle)
+            assert " tok/s · " in border and "x vs plain" in border  # the short form, under the answer
+            full = str(app.panel.query_one("#speed").tooltip)
+            assert "x vs plain (estimated from this run's own costs)" in full and "drafts accepted" in full
+    run(scenario)

@@ -118,10 +118,10 @@ class Runtime:
         record = plan.draft_load.record if plan.draft_load else None
         if record is not None and plan.named_draft is not None and plan.named_draft.path is not None:
             self.store.record_decision(plan.named_draft.path, record)  # the next identical run decides alike
-        # Costs: where the plan starts them (what earlier runs learnt here, else the startup curve
-        # if one was measured); never a blocking measurement: the first answer starts at once.
-        prior = plan.prior if plan.target.path is not None else self.store.prior(self.draft_path)
-        self.step_costs = StepCosts(prior)
+        # Costs start from what earlier runs learnt here with these very files, else the startup
+        # curve if one was measured, else file sizes; never a blocking measurement: the first
+        # answer starts at once.
+        self.step_costs = StepCosts(self.store.prior(self.draft_path))
         drafters: dict[str, Drafter] = {}
         if self.draft_path is not None:
             self.draft_model = GGUFModel(self.draft_path, n_gpu_layers=plan.gpu_layers)

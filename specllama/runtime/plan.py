@@ -39,7 +39,7 @@ class ModelFile:
 class CostsKnown:
     """What this machine knows of the pair's costs (only for files on disk: the keys name them)."""
 
-    prior: Prior  # where the engine's step costs start
+    prior: Prior  # what is believed of the costs here (the decision is priced on it)
     draft_cost_known: bool  # the draft's cost here was measured (not guessed from file sizes)
     last_decision: RecordedDecision | None  # what an earlier run decided for this draft under auto
 
@@ -70,7 +70,6 @@ class LoadPlan:
     gpu_layers: int  # -1: every layer
     slots: int  # prompts decoded together at most
     n_seq_max: int  # cache sequences of the target context
-    prior: Prior  # where the step costs start
     notices: tuple[Notice, ...]
 
 
@@ -105,18 +104,15 @@ def plan_load(options: LoadOptions, known: Known) -> LoadPlan:
         raise SpecllamaError("stairs verification runs one prompt at a time: drop --parallel or --verify stairs")
     notices: list[Notice] = []
     draft, decision = known.draft, None
-    prior = known.costs.prior if known.costs is not None else Prior()
     if draft is not None and options.draft_if_pays and not options.draft:
         decision = _auto_decision(draft, known)
         notices.append(Notice("drafter", decision.text, decision.detail))
         if not decision.load:
             draft = None
-    if draft is None and prior.draft_ratio is not None:
-        prior = Prior(prior.ratio, prior.t1_s, None, prior.learned)  # no draft model: no draft cost to plan with
     drafters = tuple(d for d in DRAFTERS if d != "model" or draft is not None)
     return LoadPlan(options, known.target, draft, known.draft, decision, drafters, known.threads, known.threads_batch,
                     gpu_layers(options, known.gpu_offload), slots, STAIRS_SEQUENCES if options.stairs else slots,
-                    prior, tuple(notices))
+                    tuple(notices))
 
 
 def _auto_decision(draft: ModelFile, known: Known) -> DraftLoad:

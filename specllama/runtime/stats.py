@@ -56,6 +56,13 @@ def headline(summary: Summary, costs: StepCosts | None = None) -> str:
     return SEP.join(parts)
 
 
+def short_headline(summary: Summary, costs: StepCosts | None = None) -> str:
+    """The headline where a line is narrow (under a chat answer): `128 tokens · 21.0 tok/s · 1.31x vs plain`."""
+    ratio = vs_plain(summary, costs) if summary.drafter != "none" else None
+    return SEP.join([f"{summary.tokens} tokens", f"{summary.tokens_per_s:.1f} tok/s"]
+                    + ([f"{ratio[0]:.2f}x vs plain"] if ratio else []))
+
+
 def load_line(load_s: float | None, summary: Summary) -> str:
     """`load 2.3 s · prompt 45 tokens (12 reused) in 0.80 s, 56.2 tok/s`."""
     fresh = summary.prompt_tokens - summary.reused_tokens

@@ -25,7 +25,7 @@ from textual.widgets import Static
 
 from specllama.decoding.engine import Summary
 from specllama.errors import ContextOverflowError, SpecllamaError
-from specllama.runtime.stats import headline
+from specllama.runtime.stats import headline, short_headline
 from specllama.tui import user_defaults
 from specllama.tui.cadence import spare_core
 from specllama.tui.clipboard import copy_text
@@ -272,12 +272,12 @@ class ChatApp(App[None]):
         self.conversation.answer(summary.text)
         self.recorder.save_answer(summary.text, complete=True, segments=reply.segments)
         note = FINISH_NOTES.get(summary.finish_reason)
-        # The same headline as `run --stats` and serve's log line (runtime/stats.py), under the answer.
-        reply.set_status(headline(summary, self.runtime.costs) + (f" · {note}" if note else ""))
+        # The headline of `run --stats` and serve's log line (runtime/stats.py), narrow enough for a border.
+        reply.set_status(short_headline(summary, self.runtime.costs) + (f" · {note}" if note else ""))
         why = None
         if summary.steps and not summary.k_total and self.settings.drafter != "none":
             why = why_no_drafts(self.runtime.costs, self.settings.drafter)
-        self.panel.show_summary(summary, why)
+        self.panel.show_summary(summary, why, headline=headline(summary, self.runtime.costs))
         note = self.runtime.drafter_note(summary)
         if note is not None and note.fact not in self._said:  # once per session: not after every answer
             self._said.add(note.fact)

@@ -88,16 +88,17 @@ class StatsPanel(VerticalScroll, can_focus=False):
         self.show_answer(stats, finish="generating…")
 
     def show_summary(self, summary: Summary, why: str | None = None, headline: str | None = None) -> None:
-        """At the end of an answer: the engine's own totals replace the live estimate; `headline`
-        is the answer in one line, as `run --stats` prints it (runtime/stats.py)."""
+        """At the end of an answer: the engine's own totals replace the live estimate; the headline
+        (`run --stats`'s, runtime/stats.py) is the tooltip of the speed, where it does not push the
+        panel's other sections down."""
+        self.query_one("#speed", Digits).tooltip = headline
         self.query_one("#rates", Sparkline).data = list(self._rates)
         self.query_one("#speed", Digits).update(f"{summary.tokens_per_s:.1f}")
         stats = LiveStats(summary.tokens, summary.tokens_per_s, summary.steps, summary.drafted, summary.accepted,
                           summary.k_total)
-        self.show_answer(stats, finish=summary.finish_reason, reused=summary.reused_tokens, why=why, headline=headline)
+        self.show_answer(stats, finish=summary.finish_reason, reused=summary.reused_tokens, why=why)
 
-    def show_answer(self, s: LiveStats, finish: str, reused: int | None = None, why: str | None = None,
-                    headline: str | None = None) -> None:
+    def show_answer(self, s: LiveStats, finish: str, reused: int | None = None, why: str | None = None) -> None:
         acceptance = f"{s.acceptance:.1%} ({s.accepted}/{s.drafted})" if s.acceptance is not None else "–"
         rows = [("acceptance", acceptance),
                 ("mean accept", f"{s.mean_accepted:.2f} tokens/step" if s.steps else "–"),
@@ -106,8 +107,6 @@ class StatsPanel(VerticalScroll, can_focus=False):
         if reused is not None:
             rows.append(("cache reuse", f"{reused} prompt tokens"))
         content = _rows(*rows)
-        if headline:
-            content = content + Content.styled("\n" + headline, "$text-muted")
         if why:  # e.g. mean K 0.00 with a drafter on: the cost model's reason
             content = content + Content.styled("\n" + why, "$text-warning")
         self._set("#answer", content)
