@@ -57,9 +57,7 @@ class Intent:
         for name in cls.__dataclass_fields__:
             if name in ("command", "given", "session_drafters", "stairs"):
                 continue
-            if name == "n_ctx" and hasattr(args, "n_ctx"):
-                values[name] = args.n_ctx
-            elif hasattr(args, name):
+            if hasattr(args, name):  # commands differ in which options they take
                 values[name] = getattr(args, name)
         values["stop"] = tuple(values.get("stop") or ())
         parallel = values.get("parallel", 1)
