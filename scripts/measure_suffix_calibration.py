@@ -22,12 +22,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from specllama.cli.summary_text import MATCH_CLASSES  # noqa: E402
 from specllama.decoding.acceptance import Calibrator  # noqa: E402
 from specllama.decoding.engine import DoneEvent, Request  # noqa: E402
 from specllama.decoding.request import GenerationConfig  # noqa: E402
 from specllama.llama.machine import cpu_model  # noqa: E402
 from specllama.runtime import LoadOptions, Runtime  # noqa: E402
+from specllama.runtime.stats import MATCH_CLASSES  # noqa: E402
 
 
 def prompts(files: list[str], agent_sessions: bool) -> list[tuple[str, list[dict]]]:

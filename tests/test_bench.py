@@ -122,13 +122,13 @@ def test_a_config_the_engine_cannot_run_is_reported_and_the_rest_go_on(tiny_mode
 
 
 def test_a_diverging_output_is_caught(runtime):
-    prompt = runtime.target_model.chat_tokens([{"role": "user", "content": "hello"}])
+    prompt = runtime.chat_tokens([{"role": "user", "content": "hello"}])
     baseline, config = parse_configs("none;model:k=2")
     _, ids = _generate(runtime, prompt, 8)
-    tampered = ids[:3] + [(ids[3] + 1) % runtime.target_model.n_vocab] + ids[4:]
+    tampered = ids[:3] + [(ids[3] + 1) % runtime.describe().target.n_vocab] + ids[4:]
     runs = [RunRecord(baseline, "p", 0, Summary(), ids), RunRecord(config, "p", 0, Summary(), ids),
             RunRecord(config, "p", 0, Summary(), tampered)]
-    verdicts = judge_runs(runtime.target_ctx, {"p": prompt}, runs)
+    verdicts = judge_runs(runtime, {"p": prompt}, runs)
     assert [v.verdict for v in verdicts[:2]] == ["identical", "identical"]
     assert verdicts[2].position == 3 and verdicts[2].verdict in ("different", "near_tie")
 

@@ -13,8 +13,7 @@ from gguf import GGML_QUANT_SIZES, GGUFWriter
 from gguf import GGMLQuantizationType as T
 
 from specllama.decoding.verifiers import CausalVerifier, exact_limit
-from specllama.llama.context import EXACT_MAX_BATCH
-from specllama.llama.exact_rows import matrix_types
+from specllama.llama.exact_rows import EXACT_MAX_BATCH, matrix_types
 from specllama.llama.model import GGUFModel
 from specllama.llama.quantize import quantize
 from specllama.runtime import LoadOptions, Runtime
@@ -32,7 +31,7 @@ def exact_tiny(tmp_path_factory, tokenizer_sources):
 
 
 def test_float_matrices_allow_one_row(tiny_models):
-    assert matrix_types(tiny_models["a"]) == {T.F16}
+    assert matrix_types(tiny_models["a"]) == {"F16"}
     assert GGUFModel(tiny_models["a"], vocab_only=True).exact_max_batch == 1
 
 
@@ -40,14 +39,14 @@ def test_float_matrices_allow_one_row(tiny_models):
 def test_tinyblas_quantized_matrices_keep_the_exact_batch(tiny_models, tmp_path, type_name):
     path = tmp_path / f"{type_name}.gguf"
     quantize(tiny_models["a"], path, type_name, pure=True)
-    assert matrix_types(path) == {T[type_name]}
+    assert matrix_types(path) == {type_name}
     assert GGUFModel(path, vocab_only=True).exact_max_batch == EXACT_MAX_BATCH
 
 
 def test_exact_mode_on_float_matrices_is_plain_decoding_and_says_so(exact_tiny):
     said: list[str] = []
     with Runtime(LoadOptions(target=str(exact_tiny["f16"]), n_ctx=256, load_draft=False, exact=True),
-                 status=said.append) as rt:
+                 status=lambda n: said.append(n.text)) as rt:
         assert exact_limit(CausalVerifier(), rt.target_ctx) == 0  # no drafts: one token a decode
     assert len(said) == 1 and "f16.gguf" in said[0] and "plain decoding" in said[0]
 
@@ -55,7 +54,7 @@ def test_exact_mode_on_float_matrices_is_plain_decoding_and_says_so(exact_tiny):
 def test_exact_mode_on_q8_0_verifies_full_batches_silently(exact_tiny):
     said: list[str] = []
     with Runtime(LoadOptions(target=str(exact_tiny["q8_0"]), n_ctx=256, load_draft=False, exact=True),
-                 status=said.append) as rt:
+                 status=lambda n: said.append(n.text)) as rt:
         assert exact_limit(CausalVerifier(), rt.target_ctx) == EXACT_MAX_BATCH - 1  # K drafts + [last]
     assert said == []
 
@@ -83,5 +82,5 @@ def test_a_looked_up_embedding_does_not_count_but_a_tied_one_does(tmp_path):
     blocks = {"blk.0.ffn_up.weight": T.Q8_0, "token_embd.weight": T.F16}
     separate = _gguf_with(tmp_path / "separate.gguf", {**blocks, "output.weight": T.Q8_0})
     tied = _gguf_with(tmp_path / "tied.gguf", blocks)  # no output.weight: the embedding is the output layer
-    assert matrix_types(separate) == {T.Q8_0}
-    assert matrix_types(tied) == {T.Q8_0, T.F16}
+    assert matrix_types(separate) == {"Q8_0"}
+    assert matrix_types(tied) == {"Q8_0", "F16"}

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -18,16 +19,23 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def copy_sources(source: Path) -> Path:
+    """What a build reads, copied: building writes build/ and *.egg-info, never into the checkout."""
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "models.toml"):
+        shutil.copy(REPO / name, source / name)
+    (source / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "build_backend.py", source / "scripts")
+    shutil.copytree(REPO / "specllama", source / "specllama", ignore=shutil.ignore_patterns("__pycache__"))
+    return source
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> dict:
     """A wheel built from a copy of the sources, installed into a fresh venv that borrows only the
     third-party packages (llama-cpp-python, numpy, textual, ...) of the venv running the tests."""
     root = tmp_path_factory.mktemp("install")
-    source = root / "source"  # building writes build/ and *.egg-info: never into the checkout
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(REPO / name, source / name)
-    shutil.copytree(REPO / "specllama", source / "specllama", ignore=shutil.ignore_patterns("__pycache__"))
+    source = copy_sources(root / "source")
     dist = root / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
                     "--disable-pip-version-check", "-w", str(dist), str(source)], check=True, timeout=300)
@@ -55,9 +63,29 @@ def run_installed(installed: dict, *argv: str, timeout: float = 120) -> subproce
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
 
-def test_the_wheel_ships_the_registry(installed):
+def test_the_registry_is_at_the_top_of_the_checkout_and_inside_the_wheel(installed):
+    assert (REPO / "models.toml").is_file() and not (REPO / "specllama" / "models" / "models.toml").exists()
     with zipfile.ZipFile(installed["wheel"]) as zf:
-        assert "specllama/models/models.toml" in zf.namelist()
+        assert zf.read("specllama/models/models.toml") == (REPO / "models.toml").read_bytes()
+
+
+def test_a_checkout_reads_the_top_level_registry():
+    from specllama.models.registry import SHIPPED_REGISTRY, load_registry
+
+    assert Path(str(SHIPPED_REGISTRY)) == REPO / "models.toml"
+    assert load_registry(user=REPO / "no-such-user-file.toml").default_pair
+
+
+def test_an_sdist_carries_the_registry_so_its_wheel_does_too(tmp_path):
+    """pip builds a wheel from an sdist when it has no wheel: the file must travel in it."""
+    source, out = copy_sources(tmp_path / "source"), tmp_path / "sdist"
+    subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'scripts'); import build_backend; "
+                    f"print(build_backend.build_sdist({str(out)!r}))"], cwd=source, check=True, timeout=300,
+                   capture_output=True, text=True)
+
+    with tarfile.open(next(out.glob("specllama-*.tar.gz"))) as tf:
+        names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
+    assert {"models.toml", "scripts/build_backend.py", "pyproject.toml"} <= names
 
 
 def test_the_installed_package_is_the_wheel_not_the_checkout(installed):

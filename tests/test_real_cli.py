@@ -19,10 +19,12 @@ def specllama(*argv, timeout=300):
 def test_run_no_draft_prints_a_completion_from_the_target(real_model):
     real_model("qwen2.5-coder-1.5b")  # fetched through the store before timing matters
     result = specllama("run", "Write a Python function that adds two numbers.", "--no-draft",
-                       "--max-tokens", "24", "--stats")
+                       "--max-tokens", "24", "--stats=full")
     assert result.returncode == 0, result.stderr
     assert "def " in result.stdout
-    assert "tokens/s" in result.stderr and "qwen2.5-coder-1.5b" in result.stderr
+    headline, load = result.stderr.splitlines()[:2]
+    assert headline.startswith("24 tokens in ") and " tok/s · plain decoding" in headline and load.startswith("load ")
+    assert "qwen2.5-coder-1.5b" in result.stderr  # --stats=full names the models
 
 
 def test_check_says_the_qwen_pair_is_compatible(real_model_paths):

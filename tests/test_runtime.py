@@ -48,10 +48,11 @@ def test_a_runtime_is_a_context_manager(tiny_models, closes):
 
 def test_a_context_other_than_the_one_asked_for_is_said(tiny_models):
     said: list[str] = []
-    with Runtime(LoadOptions(target=str(tiny_models["a"]), n_ctx=100, load_draft=False), status=said.append) as rt:
+    opts = LoadOptions(target=str(tiny_models["a"]), n_ctx=100, load_draft=False)
+    with Runtime(opts, status=lambda n: said.append(n.text)) as rt:
         got = rt.context_use()[1]
     assert got != 100 and said == [f"context: {got} tokens, not the 100 asked for (llama.cpp rounds it to whole blocks)"]
     said.clear()
-    with Runtime(LoadOptions(target=str(tiny_models["a"]), n_ctx=256, load_draft=False), status=said.append):
+    with Runtime(LoadOptions(target=str(tiny_models["a"]), n_ctx=256, load_draft=False), status=lambda n: said.append(n.text)):
         pass
     assert said == []  # a size llama.cpp keeps as it is: nothing to say

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from specllama.decoding.acceptance import Calibrator, PositionAcceptance
-from specllama.decoding.cost.curve import CostCurve
 from specllama.decoding.cost.online import Prior, StepCosts
 from specllama.decoding.drafters import DraftRequest, ModelDrafter
 from specllama.decoding.engine import Engine, GenerationConfig, Request
@@ -17,7 +16,6 @@ from specllama.decoding.policy.free_drafts import cut_free
 from specllama.decoding.request import drafter_name
 from specllama.decoding.sampling import SamplingParams
 from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter
-from specllama.runtime import draft_decision
 from tests.fake_llm import VOCAB, FakeClock, FakeContext, counting_rule, judged, noisy_rule
 
 FLAT = lambda n: 1.0 if 1 <= n <= 16 else None  # noqa: E731  verifying is free: any likely draft pays
@@ -211,26 +209,6 @@ def test_auto_with_a_real_model_drafter_keeps_greedy_text():
     assert ids == plain and summary.drafted_by.get("model", 0) > 0
 
 
-# ---- loading the draft under auto ------------------------------------------------------------
-
-def curve(ratios, draft):
-    return CostCurve(t1_s=0.05, ratios=ratios, draft_ratio=draft, n_past=0, reps=1)
-
-
-def prior(c: CostCurve) -> Prior:
-    return Prior(c.ratio, c.t1_s, c.draft_ratio)
-
-
-def test_the_draft_is_loaded_for_auto_only_where_it_can_pay():
-    two_core = curve([1.0, 1.54, 2.1, 2.72, 3.3, 3.9, 4.5, 5.1, 5.7], 0.54)
-    load, why = draft_decision(prior(two_core), "draft.gguf", learned=True)
-    assert not load and "cannot pay" in why and "draft.gguf" in why
-    gpu = curve([1.0] * 9, 0.1)
-    assert draft_decision(prior(gpu), "d", learned=True)[0]
-    load, why = draft_decision(prior(gpu), "d", learned=False)  # a guess (file sizes) is not enough
-    assert not load and "not known yet" in why and "\n" not in why
-
-
 # ---- the command line ----------------------------------------------------------------------
 
 def parse(*argv):
@@ -249,18 +227,18 @@ def test_cli_drafter_names_and_the_lookup_alias():
 
 
 def test_cli_load_options_for_auto_and_corpus(tmp_path):
-    from specllama.cli.options import load_options
+    from specllama.cli.options import resolved_for
     from specllama.decoding.suffix_drafter import DraftCorpusError
     corpus = tmp_path / "c.txt"
     corpus.write_text("some code\n", encoding="utf-8")
-    opts = load_options(parse("run", "--draft-corpus", str(corpus), "x"))
+    opts = resolved_for(parse("run", "--draft-corpus", str(corpus), "x")).load
     assert opts.load_draft and opts.draft_if_pays and opts.draft_corpus == str(corpus)
     with pytest.raises(DraftCorpusError):  # before any model is loaded
-        load_options(parse("batch", "f", "-o", "o", "--draft-corpus", str(tmp_path / "none.txt")))
+        resolved_for(parse("batch", "f", "-o", "o", "--draft-corpus", str(tmp_path / "none.txt")))
     assert parse("bench", "--prompts", "p", "--draft-corpus", "c").draft_corpus == "c"
-    opts = load_options(parse("run", "--drafter", "model", "x"))
+    opts = resolved_for(parse("run", "--drafter", "model", "x")).load
     assert opts.load_draft and not opts.draft_if_pays
-    assert not load_options(parse("run", "--drafter", "suffix", "x")).load_draft
+    assert not resolved_for(parse("run", "--drafter", "suffix", "x")).load.load_draft
 
 
 def test_help_says_lookup_is_an_alias(capsys):
@@ -272,13 +250,13 @@ def test_help_says_lookup_is_an_alias(capsys):
 
 def test_a_missing_corpus_is_one_error_line_before_any_model(tmp_path, capsys, monkeypatch):
     """The corpus is checked before the models load; the CLI says what is wrong in one line."""
-    from specllama import runtime as runtime_module
     from specllama.cli import main as cli_main
+    from specllama.runtime.loaded import Runtime
 
-    def load(self, opts, *a):  # must not be reached: the corpus is checked first
+    def load(self, *a):  # must not be reached: the corpus is checked first
         raise AssertionError("models loaded before the corpus was checked")
 
-    monkeypatch.setattr(runtime_module.Runtime, "_load", load)
+    monkeypatch.setattr(Runtime, "_load", load)
     code = cli_main.main(["run", "--draft-corpus", str(tmp_path / "nope.txt"), "hi"])
     err = capsys.readouterr().err
     assert code != 0 and err.startswith("specllama: error: cannot read draft corpus") and err.count("\n") == 1
@@ -297,8 +275,8 @@ def test_the_tui_colours_suffix_and_model_drafts_differently():
 def test_stats_show_tokens_per_source_and_the_calibration():
     from types import SimpleNamespace
 
-    from specllama.cli.summary_text import format_summary
     from specllama.decoding.events import Summary
+    from specllama.runtime.stats import format_summary
 
     suffix = SuffixDrafter()
     text = list(range(10, 30)) + list(range(10, 14))
@@ -306,9 +284,12 @@ def test_stats_show_tokens_per_source_and_the_calibration():
     suffix.observe(0, judged(p, (1.0, 1.0, 0.0)))
     s = Summary(drafter="auto", tokens=10, steps=4, drafted=6, accepted=4,
                 drafted_by={"suffix": 4, "model": 2}, accepted_by={"suffix": 2, "model": 2})
-    runtime = SimpleNamespace(describe=lambda config: "target t", suffix=suffix, costs=StepCosts())
-    text_out = format_summary(s, runtime, GenerationConfig())
-    assert "model 2/2 accepted, suffix 2/4 accepted" in text_out
+    info = SimpleNamespace(line=lambda config: "target t", load_s=1.5)
+    session = SimpleNamespace(describe=lambda: info, suffix_calibration=suffix.calibrator.report, costs=StepCosts(),
+                              llama_decode_time=dict, drafter_note=lambda summary: None)
+    text_out = format_summary(s, session, GenerationConfig(), full=True)
+    assert "4/6 drafts accepted (model 2/2, suffix 2/4)" in text_out.splitlines()[0]
+    assert text_out.splitlines()[1].startswith("load 1.5 s · prompt 0 tokens")
     assert "k auto (mean drafted 1.50 a step)" in text_out  # not the cap the engine offered
     assert "suffix calibration" in text_out and "observed 0.67 (n=3)" in text_out
 

@@ -19,6 +19,7 @@ import pytest
 from textual.notifications import Notify
 
 from specllama.decoding.cancel import CancelHandle
+from specllama.decoding.cost.online import StepCosts
 from specllama.decoding.events import DoneEvent, Generation, StepEvent, Summary, TokenEvent
 from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError
 from specllama.tui import ChatApp, ChatSettings
@@ -127,6 +128,9 @@ class FakeRuntime:
     def context_use(self) -> tuple[int, int]:
         return self.target_ctx.n_past, self.target_ctx.n_ctx
 
+    def drafter_note(self, summary):
+        return None  # what the real runtime says of a drafter asked for that is not paying: see test_session.py
+
     def close(self) -> None:
         pass
 
@@ -211,22 +215,25 @@ def test_settings_steps_stay_in_range():
 
 
 def test_chat_command_options_load_the_draft_where_it_pays_or_is_asked_for():
-    from specllama.cli.cmd_chat import chat_load_options, settings_from_args
+    from specllama.cli.cmd_chat import chat_load_options, settings_from
     from specllama.cli.main import build_parser
+    from specllama.cli.options import resolved_for
 
-    args = build_parser().parse_args(["chat", "-k", "3", "--drafter", "lookup", "--temp", "0.7"])
-    settings = settings_from_args(args)
+    def load(*argv):
+        args = build_parser().parse_args(["chat", *argv])
+        return chat_load_options(args, resolved_for(args))
+
+    resolved = resolved_for(build_parser().parse_args(["chat", "-k", "3", "--drafter", "lookup", "--temp", "0.7"]))
+    settings = settings_from(resolved)
     assert (settings.drafter, settings.k, settings.temperature) == ("suffix", 3, 0.7)  # lookup: its old name
-    opts = chat_load_options(args)
-    assert opts.load_draft and opts.draft_if_pays  # auto is on offer: the draft only where it can pay
-    asked = chat_load_options(build_parser().parse_args(["chat", "--drafter", "model"]))
+    opts = load("-k", "3", "--drafter", "lookup")
+    assert opts.load_draft and opts.draft_if_pays  # auto is on offer: the draft only where it pays
+    asked = load("--drafter", "model")
     assert asked.load_draft and not asked.draft_if_pays  # asked for: loaded, F2 can switch freely
-    default = build_parser().parse_args(["chat", "--drafter", "none"])
-    assert settings_from_args(default).k == "auto"
-    alone = build_parser().parse_args(["chat", "--target", "/models/t.gguf", "--no-draft"])
-    assert chat_load_options(alone).draft is None  # no draft named: auto / suffix / none only
+    assert settings_from(resolved_for(build_parser().parse_args(["chat", "--drafter", "none"]))).k == "auto"
+    assert load("--target", "/models/t.gguf", "--no-draft").draft is None  # no draft named: auto / suffix / none only
     with pytest.raises(SpecllamaError):
-        chat_load_options(build_parser().parse_args(["chat", "--pair", "no-such-pair"]))
+        load("--pair", "no-such-pair")
 
 
 # --- the app with a fake engine ------------------------------------------------------------------
@@ -299,7 +306,7 @@ def test_keys_change_the_engine_settings_without_reloading():
 def test_k_steps_down_to_auto_whatever_the_runtime_measured():
     async def scenario():
         # Costs are learnt from the steps themselves: K auto needs no measured curve.
-        for costs, expected in ((object(), "auto"), (None, "auto")):
+        for costs, expected in ((StepCosts(), "auto"), (None, "auto")):
             runtime = FakeRuntime(costs=costs)
             async with chat_app(runtime, k=1).run_test(size=SIZE) as pilot:
                 await wait_until(pilot, lambda: pilot.app.runtime is not None)

@@ -255,7 +255,7 @@ def test_failed_load_shows_in_the_header_and_fails_the_command(monkeypatch):
             pass
 
     monkeypatch.setattr(specllama.tui, "ChatApp", FailedApp)
-    monkeypatch.setattr("specllama.cli.cmd_chat.chat_load_options", lambda args: None)
+    monkeypatch.setattr("specllama.cli.cmd_chat.chat_load_options", lambda args, resolved, reopen=None: None)
     monkeypatch.setattr("specllama.cli.cmd_chat.require_terminal", lambda: None)  # pytest's stdin is no tty
     assert cli_main.main(["chat"]) == 1
 
@@ -308,19 +308,26 @@ def test_settings_screen_applies_and_saves_defaults(monkeypatch, tmp_path):
 def test_saved_defaults_reach_the_chat_command_and_options_win(monkeypatch, tmp_path):
     from specllama.cli.cmd_chat import chat_settings
     from specllama.cli.main import build_parser
+    from specllama.cli.options import resolved_for
     from specllama.tui import ChatSettings, user_defaults
+
+    def settings(*argv):
+        args = build_parser().parse_args(["chat", *argv])
+        return chat_settings(args, resolved_for(args))
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     user_defaults.save(ChatSettings(temperature=0.9, k=5, system='say "hi"\nthen stop', stop=("###",)))
     assert (tmp_path / "specllama" / "chat.toml").exists()
-    plain = chat_settings(build_parser().parse_args(["chat"]))
+    plain = settings()
     assert (plain.temperature, plain.k, plain.system, plain.stop) == (0.9, 5, 'say "hi"\nthen stop', ("###",))
-    given = chat_settings(build_parser().parse_args(["chat", "--temp", "0.2"]))
+    given = settings("--temp", "0.2")
     assert given.temperature == 0.2 and given.k == 5
+    assert settings("--temp", "0", "-k", "auto").temperature == 0.0  # typed, though the parser's default: it wins
+    assert settings("-k", "auto").k == "auto"
     (tmp_path / "specllama" / "chat.toml").write_text("temperature = [")
     from specllama.errors import SpecllamaError
     with pytest.raises(SpecllamaError, match="chat.toml"):
-        chat_settings(build_parser().parse_args(["chat"]))
+        settings()
 
 
 # --- saying why ----------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specllama.cli.cmd_chat import saved_conversation  # noqa: E402
+from specllama.cli.cmd_chat import pinned_fields, saved_conversation  # noqa: E402
 from specllama.cli.main import build_parser  # noqa: E402
 from specllama.tui import ChatApp, ChatSettings  # noqa: E402
 from tests.test_tui import FakeRuntime  # noqa: E402
@@ -43,4 +43,5 @@ if __name__ == "__main__":
     reopen = saved_conversation(args, history) if history is not None else None
     runtime = NumberedRuntime(CODE_ANSWER, step_delay=0.05)
     ChatApp(lambda progress, status: runtime, ChatSettings(drafter="model", k=4), history_path=history,
-            first_message=args.message, reopen=reopen.id if reopen is not None else None).run()
+            first_message=args.message, reopen=reopen.id if reopen is not None else None,
+            pinned=pinned_fields(args)).run()

@@ -13,7 +13,7 @@ from specllama.batch.output import OutputState, OutputWriter, open_output, signa
 from specllama.batch.prompts_file import PromptItem, id_key
 from specllama.decoding.engine import DoneEvent, FailedEvent, GenerationConfig, Request, Summary
 from specllama.errors import SpecllamaError
-from specllama.runtime import Runtime
+from specllama.runtime.session import Session
 
 
 def make_record(item: PromptItem, summary: Summary) -> dict:
@@ -75,7 +75,7 @@ def config_for(config: GenerationConfig, item: PromptItem) -> GenerationConfig:
 BatchProgress = Callable[[int, int, PromptItem | None, BatchReport], None]
 
 
-def run_batch(runtime: Runtime, items: Sequence[PromptItem], config: GenerationConfig,
+def run_batch(runtime: Session, items: Sequence[PromptItem], config: GenerationConfig,
               out_path: str | Path, *, system: str | None = None, state: OutputState | None = None,
               progress: BatchProgress | None = None) -> BatchReport:
     """Generate for every item whose id is not yet in out_path, appending each as it finishes.

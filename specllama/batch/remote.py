@@ -21,8 +21,9 @@ from typing import Callable, Sequence
 
 from specllama.batch.output import OutputState, OutputWriter, open_output, signals_deferred
 from specllama.batch.prompts_file import PromptItem, id_key
-from specllama.batch.server_client import SamplingRequest, ServerClient, ServerError, ServerReply, chat_body, discover
+from specllama.batch.server_client import SamplingRequest, ServerClient, ServerError, chat_body, discover
 from specllama.batch.server_pool import ServerHealth
+from specllama.batch.server_reply import ServerReply
 
 DEFAULT_MODEL = "default"
 # How long a batch that gives up on every server waits for workers to finish what they hold.

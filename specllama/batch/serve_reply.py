@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from specllama.batch.server_client import ServerReply
+from specllama.batch.server_reply import ServerReply
 
 
 def with_speculation(reply: ServerReply, data: bytes) -> ServerReply:

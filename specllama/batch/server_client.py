@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
+from specllama.batch.serve_reply import with_speculation
+from specllama.batch.server_reply import ServerReply
 from specllama.errors import SpecllamaError
 
 # A chat completion is a few kilobytes (100k tokens of text stay under 1 MB); a body past this is a
@@ -66,23 +68,6 @@ class SamplingRequest:
     min_p: float = 0.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
-
-
-@dataclass
-class ServerReply:
-    text: str
-    finish_reason: str | None
-    tokens: int
-    prompt_tokens: int | None
-    seconds: float  # wall time of the request, as this client saw it
-    tokens_per_s: float
-    drafted: int | None  # llama.cpp timings.draft_n, when the server speculates
-    accepted: int | None
-    # specllama serve's "speculation" block (other servers send none; batch/serve_reply.py): target
-    # decodes, and drafts and acceptances per drafter, so its records read like a local batch's.
-    steps: int | None = None
-    drafted_by: dict[str, int] | None = None
-    accepted_by: dict[str, int] | None = None
 
 
 def base_url(url: str) -> tuple[str, str, int, str]:
@@ -203,7 +188,6 @@ class ServerClient:
     def chat(self, body: dict) -> ServerReply:
         started = time.monotonic()
         status, headers, data = self.request("POST", "/v1/chat/completions", json.dumps(body).encode())
-        from specllama.batch.serve_reply import with_speculation  # not at the top: it imports this module
         return with_speculation(parse_chat_reply(status, headers, data, time.monotonic() - started), data)
 
     def get_json(self, path: str) -> object | None:

@@ -15,8 +15,7 @@ from specllama.decoding.cost.curve import CostCurve
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.llama.machine import machine_info
-from specllama.llama.model import GGUFModel
-from specllama.runtime import Runtime
+from specllama.runtime.session import ModelInfo, Session
 
 
 class BenchError(SpecllamaError):
@@ -39,17 +38,16 @@ class BenchOutcome:
     curve: CostCurve | None
 
 
-def model_entry(model: GGUFModel | None) -> dict | None:
+def model_entry(model: ModelInfo | None) -> dict | None:
     if model is None:
         return None
-    info = model.info
-    return {"name": model.name, "file": model.path.name, "path": str(model.path), "bytes": info.file_size,
-            "architecture": info.architecture, "n_params": info.n_params, "quantization": info.quantization}
+    return {"name": model.name, "file": model.file, "path": str(model.path), "bytes": model.bytes,
+            "architecture": model.architecture, "n_params": model.n_params, "quantization": model.quantization}
 
 
-def run_benchmark(runtime: Runtime, prompts: list[BenchPrompt], configs: list[BenchConfig], options: BenchOptions,
+def run_benchmark(runtime: Session, prompts: list[BenchPrompt], configs: list[BenchConfig], options: BenchOptions,
                   *, progress: ProgressCallback | None = None, settings: dict | None = None) -> BenchOutcome:
-    n_ctx = runtime.context_use()[1]
+    n_ctx = runtime.describe().n_ctx
     for p in prompts:
         if len(p.tokens) + 1 > n_ctx:
             raise BenchError(f"prompt {p.id!r} is {len(p.tokens)} tokens but the context holds {n_ctx} (raise --ctx)")
@@ -68,7 +66,7 @@ def run_benchmark(runtime: Runtime, prompts: list[BenchPrompt], configs: list[Be
     if options.sampling.greedy:
         if progress:
             progress(runner.total_runs, runner.total_runs, "checking outputs against none", None)
-        verdicts = judge_runs(runtime.judge_context(), by_id, runs, runtime.target_model.detokenize)
+        verdicts = judge_runs(runtime, by_id, runs)
     else:
         verdicts = [None] * len(runs)  # sampled outputs differ by design; acceptance tells the story
 
@@ -87,15 +85,15 @@ def run_benchmark(runtime: Runtime, prompts: list[BenchPrompt], configs: list[Be
                      "seed": options.sampling.seed},
         "near_tie_tolerance_logits": NEAR_TIE_LOGITS,
     })
-    models = {"target": model_entry(runtime.target_model), "draft": model_entry(runtime.draft_model)}
-    machine = machine_info(runtime.threads, runtime.threads_batch, placement=runtime.placement,
-                           gpu_layers=runtime.gpu_layers)
+    info = runtime.describe()
+    models = {"target": model_entry(info.target), "draft": model_entry(info.draft)}
+    machine = machine_info(info.threads, info.threads_batch, placement=info.placement, gpu_layers=info.gpu_layers)
     document = json_document(settings=settings, machine=machine, models=models, curve=curve,
                              results=results, summaries=summaries)
     return BenchOutcome(document, summaries, results, curve)
 
 
-def bench_prompts(runtime: Runtime, items) -> list[BenchPrompt]:
+def bench_prompts(runtime: Session, items) -> list[BenchPrompt]:
     """Prompt file items -> chat-templated token lists for the target."""
     return [BenchPrompt(item.id, runtime.prompt_tokens(item.prompt, item.system)) for item in items]
 

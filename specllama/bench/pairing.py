@@ -9,11 +9,11 @@ top-2 gap there (or why there is none), and both texts from that point.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 from specllama.bench.runner import RunRecord
-from specllama.decoding.exactness import NEAR_TIE_LOGITS, Comparison, compare_greedy, top2_gap
-from specllama.llama.context import DecodeContext
+from specllama.decoding.exactness import NEAR_TIE_LOGITS, Comparison
+from specllama.runtime.session import Session
 
 __all__ = ["NEAR_TIE_LOGITS", "Comparison", "Divergence", "judge_runs", "comparison_dict"]
 
@@ -30,10 +30,10 @@ class Divergence(Comparison):
     candidate_text: str = ""  # this run's text from the divergence on
 
 
-def judge_runs(target: DecodeContext, prompts: dict[str, Sequence[int]], runs: Sequence[RunRecord],
-               detokenize: Callable[[Sequence[int]], str] | None = None) -> list[Comparison | None]:
+def judge_runs(session: Session, prompts: dict[str, Sequence[int]], runs: Sequence[RunRecord]) -> list[Comparison | None]:
     """One comparison per run (aligned with `runs`): each run against the first `none` run of its
-    prompt. None where there is no baseline. Clears the target's cache."""
+    prompt (the session's judge: a fresh plain decode where they part). None where there is no
+    baseline. Clears the target's cache."""
     reference: dict[str, RunRecord] = {}
     for run in runs:
         key = str(run.prompt_id)
@@ -46,14 +46,13 @@ def judge_runs(target: DecodeContext, prompts: dict[str, Sequence[int]], runs: S
         if ref is None:
             out.append(None)
             continue
-        comparison = compare_greedy(target, prompts[key], ref.token_ids, run.token_ids)
-        out.append(comparison if comparison.identical
-                   else _with_evidence(target, prompts[key], ref, run, comparison, detokenize))
+        comparison = session.judge(prompts[key], ref.token_ids, run.token_ids)
+        out.append(comparison if comparison.identical else _with_evidence(session, prompts[key], ref, run, comparison))
     return out
 
 
-def _with_evidence(target: DecodeContext, prompt: Sequence[int], ref: RunRecord, run: RunRecord, c: Comparison,
-                   detokenize: Callable[[Sequence[int]], str] | None) -> Divergence:
+def _with_evidence(session: Session, prompt: Sequence[int], ref: RunRecord, run: RunRecord,
+                   c: Comparison) -> Divergence:
     at = c.position
     gap, near_tie, why = c.gap, c.near_tie, None
     if gap is None:  # one run ended where the other went on: compare_greedy measures no gap there
@@ -62,13 +61,13 @@ def _with_evidence(target: DecodeContext, prompt: Sequence[int], ref: RunRecord,
         if finish == "stop":
             # It chose end-of-generation where the other chose a token: a divergence like any other,
             # and the target's top-2 gap after the common prefix says whether it was a near-tie.
-            gap = top2_gap(target, list(prompt) + list(ref.token_ids[:at]))
+            gap = session.top2_gap(list(prompt) + list(ref.token_ids[:at]))
             near_tie = gap < NEAR_TIE_LOGITS
         else:
             who = "plain decoding" if shorter is ref else shorter.config.label
             why = (f"{who} stopped after {at} tokens ({finish}) while the other went on: not a choice between "
                    "two tokens, so there is no top-2 gap to judge")
-    text = detokenize or (lambda ids: " ".join(map(str, ids)))
+    text = session.detokenize
     return Divergence(False, at, gap, near_tie, why_no_gap=why,
                       common_text=text(ref.token_ids[max(0, at - CONTEXT_TOKENS):at]),
                       reference_text=text(ref.token_ids[at:at + CONTEXT_TOKENS]),

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 from specllama.decoding.cost.model import Ratio
 from specllama.decoding.cost.online import StepCosts
 from specllama.decoding.engine import DoneEvent, FailedEvent, GenerationConfig, Request, StepEvent
-from specllama.runtime import Runtime
+from specllama.runtime.session import Session
 
 
 @dataclass
@@ -56,7 +56,7 @@ class ParallelSummary:
     runs: int
 
 
-def run_once(runtime: Runtime, prompts: Sequence[list[int]], config: GenerationConfig, parallel: int,
+def run_once(runtime: Session, prompts: Sequence[list[int]], config: GenerationConfig, parallel: int,
              costs: StepCosts | None, round_no: int) -> ParallelRun:
     runtime.reset()  # no run inherits another's caches (prefix reuse would flatter the later ones)
     requests = [Request(p, config, tag=i) for i, p in enumerate(prompts)]
@@ -82,7 +82,7 @@ def run_once(runtime: Runtime, prompts: Sequence[list[int]], config: GenerationC
                        statistics.median(latencies) if latencies else 0.0, max(latencies, default=0.0))
 
 
-def run_parallel_bench(runtime: Runtime, prompts: Sequence[list[int]], config: GenerationConfig,
+def run_parallel_bench(runtime: Session, prompts: Sequence[list[int]], config: GenerationConfig,
                        levels: Sequence[int], rounds: int,
                        progress: Callable[[int, int, str], None] | None = None) -> list[ParallelRun]:
     costs = runtime.costs

@@ -17,7 +17,7 @@ from specllama.decoding.engine import GenerationConfig, Summary
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.llama.machine import current_rss_bytes
-from specllama.runtime import Runtime
+from specllama.runtime.session import Session
 
 WARMUP_TOKENS = 8
 
@@ -43,7 +43,7 @@ ProgressCallback = Callable[[int, int, str, "RunRecord | None"], None]
 
 
 class BenchRunner:
-    def __init__(self, runtime: Runtime, prompts: Sequence[BenchPrompt], configs: Sequence[BenchConfig], *,
+    def __init__(self, runtime: Session, prompts: Sequence[BenchPrompt], configs: Sequence[BenchConfig], *,
                  max_tokens: int, sampling: SamplingParams, repeat: int = 1,
                  progress: ProgressCallback | None = None):
         self.runtime = runtime

@@ -8,9 +8,9 @@ llama.cpp, no runtime (`--help` and shell completion answer at once).
 from __future__ import annotations
 
 import argparse
-import sys
 
 from specllama.decoding.request import DRAFTERS, K_MAX, PARALLEL_MAX, VERIFY_MODES, drafter_name
+from specllama.llama.exact_rows import EXACT_MAX_BATCH
 
 # One table for every command; shown by --help and in the README.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -70,15 +70,19 @@ def parallel_count(text: str) -> int | str:
 
 def thread_count(text: str) -> int:
     """At least 1; more than this process may run on is allowed (the user may know better, e.g.
-    under a changing affinity) but said on stderr, since oversubscription slows llama.cpp badly."""
-    n = at_least_one(text)
-    from specllama.llama.backend import default_threads  # only when the option is given: keeps --help instant
+    under a changing affinity) but said once on stderr by resolve (cli/resolve.py), since
+    oversubscription slows llama.cpp badly."""
+    return at_least_one(text)
 
-    cores = default_threads()
-    if n > cores:
-        print(f"specllama: warning: {n} threads on {cores} available core(s) will run slower than {cores}",
-              file=sys.stderr)
-    return n
+
+def probability_below_one(text: str) -> float:
+    try:
+        p = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 <= p < 1.0:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text}")
+    return p
 
 
 def context_size(text: str) -> int:
@@ -93,6 +97,38 @@ def seed_value(text: str) -> int:
     if n < -1:
         raise argparse.ArgumentTypeError(f"must be a seed >= 0, or -1 for a random one, got {n}")
     return n
+
+
+# --- which options were typed ------------------------------------------------------------------------
+
+
+class _Given:
+    """Mixed into an option's action: records its dest in the namespace's `_given` when the option
+    is on the command line (argparse calls an action only then; defaults are set without it)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        given = set(getattr(namespace, "_given", ()))
+        given.add(self.dest)
+        namespace._given = frozenset(given)
+
+
+def track_given(parser: argparse.ArgumentParser) -> None:
+    """Every option of `parser` records whether it was typed (cli/intent.py reads it): `--drafter
+    auto` typed wins over a saved conversation's drafter although it is the default."""
+    parser.set_defaults(_given=frozenset())
+    for action in parser._actions:  # argparse keeps no public list; shtab reads the same one
+        if action.option_strings and not isinstance(action, _Given) and action.dest != argparse.SUPPRESS:
+            action.__class__ = type(f"Given{type(action).__name__}", (_Given, type(action)), {})
+
+
+def add_status_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-q", "--quiet", action="store_true",
+                   help="no status lines on stderr (which drafter runs and why, context notes; errors still print; "
+                        "default: off)")
+    g.add_argument("-v", "--verbose", action="store_true",
+                   help="every status line, each with the reasons behind it (default: one line per fact that matters)")
 
 
 # --- option groups several commands share ----------------------------------------------------------
@@ -110,7 +146,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("-md", "--draft", metavar="MODEL", help=f"the small model that drafts: {MODEL_REF} "
                                                            "(default: the pair's draft)")
     g.add_argument("-c", "--ctx", type=context_size, default=4096, dest="n_ctx", metavar="TOKENS",
-                   help="context size in tokens (default 4096; 0 = the model's training context; never more than it)")
+                   help="context size in tokens (default %(default)s; 0 = the model's training context; never more than it)")
     g.add_argument("-t", "--threads", type=thread_count, metavar="N",
                    help="llama.cpp threads (default: all cores available)")
     g.add_argument("-tb", "--threads-batch", type=thread_count, metavar="N",
@@ -119,7 +155,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="layers offloaded to Metal/CUDA (default: all where llama.cpp can offload, else 0; -1 all)")
     g.add_argument("--exact", action="store_true",
                    help="greedy output that does not depend on the batch shape: identical to plain decoding "
-                        "whatever K is (no repacked weights, a Q8_0 KV cache, at most 6 drafts a step; "
+                        f"whatever K is (no repacked weights, a Q8_0 KV cache, at most {EXACT_MAX_BATCH - 1} drafts a step; "
                         "see docs/how-it-works.md; default: off)")
 
 
@@ -138,7 +174,7 @@ def add_engine_options(p: argparse.ArgumentParser, *, max_tokens_default: int = 
                    help="draft tokens proposed per step (K), or 'auto' (default): chosen each step from this "
                         "machine's measured costs and the running acceptance, 0 (plain decoding) when speculation "
                         "would lose")
-    g.add_argument("--p-min", type=float, default=0.0, metavar="P",
+    g.add_argument("--p-min", type=probability_below_one, default=0.0, metavar="P",
                    help="stop drafting early when the draft model's top probability falls below P "
                         "(default 0: always draft K)")
     g.add_argument("--verify", choices=VERIFY_MODES, default="causal",

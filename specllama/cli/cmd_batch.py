@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -11,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from specllama.batch.prompts_file import PromptItem, read_prompts
-from specllama.cli.arguments import add_engine_options, add_model_options, parallel_count
+from specllama.cli.arguments import add_engine_options, add_model_options, add_status_options, parallel_count
 from specllama.cli.batch_common import open_batch_output, report_outcome, sigterm_as_interrupt
 from specllama.cli.cmd_batch_remote import add_server_arguments, cmd_remote_batch
 from specllama.cli.paths import check_writable
@@ -42,11 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_server_arguments(p)
     add_model_options(p)
     add_engine_options(p)
+    add_status_options(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from specllama.batch.output import locked_output
-    from specllama.cli.options import generation_config
+    from specllama.cli.options import resolved_for, status_lines
 
     if args.server or args.servers_file:
         check_writable(args.output, "-o")
@@ -54,32 +54,32 @@ def run(args: argparse.Namespace) -> int:
             return cmd_remote_batch(args)
 
     # Cheap checks first: a bad prompts or output file should not cost a model load.
-    config = generation_config(args)
+    status = status_lines(args)
+    resolved = resolved_for(args, status)
     prompts = read_prompts(args.file)  # duplicate ids raise here, before any generation
     check_writable(args.output, "-o")
     # One run per output file, for the whole run and before any model loads: two batches on one
     # file would both answer every prompt.
     with locked_output(args.output):
-        return _run_locked(args, prompts, config)
+        return _run_locked(args, prompts, resolved, status)
 
 
-def _run_locked(args: argparse.Namespace, prompts, config) -> int:
+def _run_locked(args: argparse.Namespace, prompts, resolved, status) -> int:
     from specllama.batch.local import run_batch
-    from specllama.cli.options import load_options
     from specllama.cli.progress import download_bar
-    from specllama.runtime import Runtime
+    from specllama.runtime.loaded import Runtime
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     state, nothing_to_do = open_batch_output(args, prompts, err)
     if nothing_to_do is not None:
         return nothing_to_do
     with download_bar() as fetch:
-        runtime = Runtime(load_options(args), progress=fetch, status=lambda m: print(m, file=sys.stderr))
+        runtime = Runtime(resolved.load, progress=fetch, status=status)
     n = runtime.parallelism
     why = f" to start ({runtime.parallel_reason()})" if args.parallel == "auto" else ""
-    err.print(f"specllama: {n} prompt(s) per decode{why}", markup=False)
+    status.say(f"{n} prompt(s) per decode{why}")
     with runtime, sigterm_as_interrupt(), batch_progress(err) as progress:
-        report = run_batch(runtime, prompts.items, config, args.output,
+        report = run_batch(runtime, prompts.items, resolved.config(), args.output,
                            system=args.system, state=state, progress=progress)
     return report_outcome(args, prompts, report, err)
 

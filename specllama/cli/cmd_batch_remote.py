@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
+from specllama.batch.server_pool import RetryPolicy
 from specllama.cli.arguments import at_least_one
 from specllama.cli.batch_common import open_batch_output, report_outcome, sigterm_as_interrupt
 from specllama.errors import SpecllamaError, UsageError
@@ -36,11 +37,12 @@ def add_server_arguments(p: argparse.ArgumentParser) -> None:
                    help="requests in flight per server (default: the server's slots when it reports them, "
                         "llama-server's -np; else 1: give vLLM, which batches any number, 16 or more)")
     g.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
-                   help="per request (default 600)")
+                   help="per request (default %(default)s)")
     g.add_argument("--retries", type=int, default=5, metavar="N",
-                   help="further attempts of a prompt after a retryable failure (default 5)")
+                   help="further attempts of a prompt after a retryable failure (default %(default)s)")
     g.add_argument("--backoff", type=float, default=1.0, metavar="SECONDS",
-                   help="first cool-down of a failing server; doubles per failure up to 60 s (default 1)")
+                   help=f"first cool-down of a failing server; doubles per failure up to {RetryPolicy.cap:g} s "
+                        "(default %(default)s)")
 
 
 def server_urls(args: argparse.Namespace) -> list[str]:
@@ -64,8 +66,8 @@ def cmd_remote_batch(args: argparse.Namespace) -> int:
     from specllama.batch.prompts_file import read_prompts
     from specllama.batch.remote import run_remote_batch
     from specllama.batch.server_client import SamplingRequest, base_url, check_timeout
-    from specllama.batch.server_pool import RetryPolicy
-    from specllama.cli.options import sampling_params
+    from specllama.cli.intent import Intent
+    from specllama.cli.resolve import sampling_for
 
     if args.pair or args.target or args.draft:
         raise UsageError("--pair/--target/--draft choose local models; with --server the servers' own "
@@ -82,7 +84,7 @@ def cmd_remote_batch(args: argparse.Namespace) -> int:
         base_url(url)  # a bad address fails before anything is read or sent
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     # The local batch's checks (SamplingParams): a server is sent only values that mean something.
-    params = sampling_params(args)
+    params = sampling_for(Intent.from_args(args))
     sampling = SamplingRequest(max_tokens=args.max_tokens, temperature=params.temperature, top_p=params.top_p,
                                top_k=params.top_k, min_p=params.min_p, seed=params.seed, stop=tuple(args.stop))
     prompts = read_prompts(args.file)

@@ -7,10 +7,9 @@ import sys
 
 from specllama.batch.prompts_file import read_prompts
 from specllama.bench.configs import DEFAULT_CONFIGS, parse_configs
-from specllama.cli.arguments import add_model_options, at_least_one, seed_value
+from specllama.cli.arguments import add_model_options, add_status_options, at_least_one, seed_value
 from specllama.cli.cmd_bench_parallel import cmd_bench_parallel
 from specllama.cli.paths import OutputPathError, check_writable
-from specllama.decoding.sampling import SamplingParams
 
 # llama.cpp is loaded only when a benchmark runs, so building the parser (`--help`) stays instant.
 
@@ -26,6 +25,7 @@ The JSON schema and measured results: docs/benchmarks.md."""
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bench_arguments(p)
     add_model_options(p)
+    add_status_options(p)
 
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,8 +34,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--configs", default=DEFAULT_CONFIGS,
                    help=f"configurations separated by ';' (default \"{DEFAULT_CONFIGS}\"); 'none' is always included")
     p.add_argument("-n", "--max-tokens", type=at_least_one, default=128, metavar="N",
-                   help="tokens generated per run (default 128)")
-    p.add_argument("--repeat", type=at_least_one, default=1, help="runs per configuration and prompt (median taken; default 1)")
+                   help="tokens generated per run (default %(default)s)")
+    p.add_argument("--repeat", type=at_least_one, default=1,
+                   help="runs per configuration and prompt (median taken; default %(default)s)")
     p.add_argument("--temp", type=float, default=0.0, help="temperature (default 0: greedy, outputs checked against none)")
     p.add_argument("--seed", type=seed_value,
                    help="sampling seed (every run uses it; -1 = a random one; default: none, greedy needs none)")
@@ -52,15 +53,20 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from specllama.bench.benchmark import BenchError, BenchOptions, bench_prompts, run_benchmark
     from specllama.bench.report import markdown, terminal_table, write_json, write_text
-    from specllama.cli.options import load_options, resolve_seed
+    from specllama.cli.options import resolved_for, status_lines
     from specllama.cli.progress import bench_progress, download_bar
-    from specllama.runtime import Runtime
+    from specllama.runtime.loaded import Runtime
 
     # Everything the user typed is checked before minutes of model loading.
     configs = parse_configs(args.configs)
     if args.max_tokens < 1 or args.repeat < 1:
         raise BenchError("--max-tokens and --repeat must be at least 1")
-    sampling = SamplingParams(temperature=args.temp, seed=resolve_seed(args.seed))
+    status = status_lines(args)
+    # The draft model is loaded for a model config, and for auto only where it pays (the runtime
+    # decides); stairs needs a multi-sequence target context; all configs then share it alike.
+    resolved = resolved_for(args, status, session_drafters=tuple(dict.fromkeys(c.drafter for c in configs)),
+                            stairs=any(c.verify == "stairs" for c in configs))
+    sampling = resolved.sampling
     prompt_file = read_prompts(args.prompts)
     if prompt_file.bad:
         raise BenchError(f"{args.prompts}: " + "; ".join(map(str, prompt_file.bad[:5]))
@@ -75,18 +81,15 @@ def run(args: argparse.Namespace) -> int:
         check_writable(path, flag)  # a benchmark that cannot write its results loses them all
 
     if args.parallel:
-        return cmd_bench_parallel(args, prompt_file.items)
+        return cmd_bench_parallel(args, prompt_file.items, status)
 
-    # The draft model is loaded for a model config, and for auto only where it can pay (the runtime
-    # decides); stairs needs a multi-sequence target context; all configs then share it alike.
-    opts = load_options(args, drafters=tuple(dict.fromkeys(c.drafter for c in configs)),
-                        stairs=any(c.verify == "stairs" for c in configs))
+    opts = resolved.load
     with download_bar() as fetch:
-        runtime = Runtime(opts, progress=fetch, status=lambda m: print(m, file=sys.stderr))
+        runtime = Runtime(opts, progress=fetch, status=status)
     with runtime:
         prompts = bench_prompts(runtime, prompt_file.items)
         options = BenchOptions(max_tokens=args.max_tokens, repeat=args.repeat, sampling=sampling)
-        from specllama.runtime import EXACT_MODE
+        from specllama.runtime.options import EXACT_MODE
 
         settings = {"prompts_file": str(args.prompts), "decoding": EXACT_MODE if opts.exact else "default"}
         with bench_progress() as progress:

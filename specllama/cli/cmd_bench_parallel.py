@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from specllama.errors import UsageError
 
@@ -30,41 +29,41 @@ def parse_levels(text: str) -> list[int | str]:
     return [1] + [n for n in dict.fromkeys(levels) if n != 1]  # N = 1 is the baseline, always first
 
 
-def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
+def cmd_bench_parallel(args: argparse.Namespace, prompt_items, status) -> int:
     from dataclasses import asdict, replace
 
     from specllama.bench.parallel import run_parallel_bench, summarize
-    from specllama.cli.options import load_options
+    from specllama.cli.options import resolved_for
     from specllama.cli.progress import bench_progress, download_bar
     from specllama.decoding.engine import GenerationConfig
     from specllama.decoding.request import PARALLEL_AUTO_MAX
-    from specllama.decoding.sampling import SamplingParams
     from specllama.llama.machine import machine_info, peak_rss_bytes
-    from specllama.runtime import Runtime
+    from specllama.runtime.loaded import Runtime
 
     levels = parse_levels(args.parallel)
     slots = max([n for n in levels if n != "auto"] + ([PARALLEL_AUTO_MAX] if "auto" in levels else []))
-    opts = replace(load_options(args, drafters=("none",)), parallel=slots)
+    resolved = resolved_for(args, status, session_drafters=("none",))
+    opts = replace(resolved.load, parallel=slots)
     with download_bar() as fetch:
-        runtime = Runtime(opts, progress=fetch, status=lambda m: print(m, file=sys.stderr))
+        runtime = Runtime(opts, progress=fetch, status=status)
     with runtime:
-        resolved = {n: runtime.parallelism_for(n) for n in levels}
-        labels = {resolved[n]: ("auto (%d)" % resolved[n]) if n == "auto" else str(n) for n in levels}
-        ns = list(dict.fromkeys(resolved.values()))
+        chosen = {n: runtime.parallelism_for(n) for n in levels}
+        labels = {chosen[n]: ("auto (%d)" % chosen[n]) if n == "auto" else str(n) for n in levels}
+        ns = list(dict.fromkeys(chosen.values()))
         prompts = [runtime.prompt_tokens(item.prompt, item.system) for item in prompt_items]
         config = GenerationConfig(max_tokens=args.max_tokens, drafter="none", k=0,
-                                  sampling=SamplingParams(temperature=args.temp, seed=args.seed))
+                                  sampling=resolved.sampling)
         with bench_progress() as progress:
             runs = run_parallel_bench(runtime, prompts, config, ns, args.repeat,
                                       progress=lambda done, total, what: progress(done, total, what, None))
         summaries = summarize(runs, runtime.costs.ratio, labels)
-        machine = machine_info(runtime.threads, runtime.threads_batch, placement=runtime.placement,
-                               gpu_layers=runtime.gpu_layers)
-        models = {"target": runtime.target_path.name}
+        info = runtime.describe()
+        machine = machine_info(info.threads, info.threads_batch, placement=info.placement, gpu_layers=info.gpu_layers)
+        models = {"target": info.target.file}
         peak = peak_rss_bytes()  # None on Windows (no getrusage)
         rss = peak / (1 << 20) if peak is not None else None
         doc = {"kind": "parallel", "machine": machine, "models": models, "slots": slots,
-               "n_ctx_per_sequence": runtime.context_use()[1], "max_tokens": args.max_tokens, "rounds": args.repeat,
+               "n_ctx_per_sequence": info.n_ctx, "max_tokens": args.max_tokens, "rounds": args.repeat,
                "prompts_file": str(args.prompts), "peak_rss_mb": round(rss, 1) if rss is not None else None,
                "costs": runtime.costs.snapshot(),
                "summaries": [asdict(s) for s in summaries], "runs": [asdict(r) for r in runs]}

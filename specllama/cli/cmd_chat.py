@@ -6,12 +6,12 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from specllama.cli.arguments import HelpFormatter, add_engine_options, add_model_options
-from specllama.decoding.request import DRAFTERS
+from specllama.cli.arguments import add_engine_options, add_model_options, add_status_options
 from specllama.errors import SpecllamaError
 
 if TYPE_CHECKING:
-    from specllama.runtime import LoadOptions
+    from specllama.cli.resolve import Resolved
+    from specllama.runtime.options import LoadOptions
 
 HELP = "a multi-turn chat in the terminal that shows speculation live"
 DESCRIPTION = ("A terminal chat that colours each token by origin and shows speed and acceptance live. The "
@@ -24,70 +24,57 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", help="a system message (default: none, or your saved chat defaults)")
     saved = p.add_mutually_exclusive_group()
     saved.add_argument("--continue", action="store_true", dest="continue_last",
-                       help="reopen the last conversation (its settings, and its models unless you name "
-                            "others; default: a new one)")
+                       help="reopen the last conversation (its settings and models, except what this command "
+                            "line sets: options typed here always win; default: a new one)")
     saved.add_argument("--conversation", type=int, metavar="ID",
                        help="reopen saved conversation ID (the history, ctrl+l, shows each one's #ID; default: a new one)")
     add_model_options(p)
     add_engine_options(p)
+    add_status_options(p)
 
 
-def settings_from_args(args: argparse.Namespace):
-    """The chat's starting settings from the command line (--target alone: no model drafter;
-    --seed -1: a random seed, chosen now)."""
-    from specllama.cli.options import drafter_choice, resolve_seed
+# Which ChatSettings field each option sets: a typed option pins its field over chat.toml's
+# defaults and over a reopened conversation's settings (the command line always wins).
+FIELD_OF_OPTION = {"drafter": "drafter", "no_draft": "drafter", "k": "k", "temp": "temperature", "p_min": "p_min",
+                   "top_k": "top_k", "top_p": "top_p", "min_p": "min_p", "seed": "seed", "max_tokens": "max_tokens",
+                   "stop": "stop", "verify": "verify", "system": "system"}
+
+
+def settings_from(resolved: Resolved, system: str | None = None):
+    """The chat's starting settings as the command line resolved them (--target alone: no model
+    drafter; --seed -1: a random seed, chosen by resolve)."""
     from specllama.tui.settings import ChatSettings
 
-    return ChatSettings(drafter=drafter_choice(args), k=args.k, temperature=args.temp, p_min=args.p_min,
-                        top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=resolve_seed(args.seed),
-                        max_tokens=args.max_tokens, stop=tuple(args.stop), verify=args.verify,
-                        system=getattr(args, "system", None))
+    s = resolved.sampling
+    return ChatSettings(drafter=resolved.drafter, k=resolved.k, temperature=s.temperature, p_min=resolved.p_min,
+                        top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed, max_tokens=resolved.max_tokens,
+                        stop=resolved.stop, verify=resolved.verify, system=system)
 
 
-def default_args() -> argparse.Namespace:
-    """What `specllama chat` with no options parses to."""
-    parser = argparse.ArgumentParser(formatter_class=HelpFormatter)
-    add_arguments(parser)
-    return parser.parse_args([])
+def pinned_fields(args: argparse.Namespace) -> frozenset[str]:
+    """The settings the command line typed: neither chat.toml nor a reopened conversation changes them."""
+    return frozenset(FIELD_OF_OPTION[name] for name in getattr(args, "_given", ()) if name in FIELD_OF_OPTION)
 
 
-def chat_load_options(args: argparse.Namespace) -> LoadOptions:
-    """What to load. The draft model is loaded whenever the pair or --draft names one, whatever
-    drafter is chosen first, so the chat can switch to it later without reloading anything. Naming
-    mistakes are found here, before the app starts, and print one line like `run`."""
-    from specllama.cli.options import load_options
-    from specllama.models.registry import load_registry
-    from specllama.runtime import model_refs
-
-    # Under auto (the default) the draft model is loaded only where it can pay (runtime.draft_decision);
-    # asking for the model drafter or naming --draft loads it, and the chat can then switch freely.
-    wants_model = args.drafter == "model" or bool(args.draft)
-    drafters = DRAFTERS if wants_model else tuple(d for d in DRAFTERS if d != "model")
-    opts = load_options(args, drafters=drafters)
-    model_refs(opts, load_registry())
-    return opts
-
-
-def chat_settings(args: argparse.Namespace):
-    """The command line's settings over the user's saved defaults (chat.toml): an option counts
-    as given when it differs from the parser's default."""
+def chat_settings(args: argparse.Namespace, resolved: Resolved):
+    """The command line's settings over the user's saved defaults (chat.toml)."""
     from specllama.tui import ChatSettings, user_defaults
 
-    given = settings_from_args(args)
+    given = settings_from(resolved, getattr(args, "system", None))
     saved = user_defaults.load()
     if not saved:
         return given
-    parser_defaults = settings_from_args(default_args())
-    base = user_defaults.apply(saved, parser_defaults)
-    default_values = parser_defaults.as_dict()
-    return ChatSettings.from_dict({name: value for name, value in given.as_dict().items()
-                                   if value != default_values[name]}, base)
+    base = user_defaults.apply(saved, ChatSettings())
+    pinned = pinned_fields(args)
+    return ChatSettings.from_dict({name: value for name, value in given.as_dict().items() if name in pinned}, base)
+
+
+def models_named(args: argparse.Namespace) -> bool:
+    return bool(args.pair or args.target or args.draft)
 
 
 def saved_conversation(args: argparse.Namespace, history_path):
-    """The conversation --continue or --conversation ID asks for (a ConversationInfo), or None.
-    Naming a model on the command line wins; otherwise its models are the ones loaded first, so a
-    continued chat starts on them rather than switching after a first load."""
+    """The conversation --continue or --conversation ID asks for (a ConversationInfo), or None."""
     from specllama.tui.history import History
 
     if not args.continue_last and args.conversation is None:
@@ -98,38 +85,65 @@ def saved_conversation(args: argparse.Namespace, history_path):
             found = history.conversations()
             if not found:
                 raise SpecllamaError(f"no saved conversation to continue ({history_path} holds none)")
-            info = found[0]
-        else:
-            try:
-                info = history.conversation(args.conversation)
-            except KeyError:
-                raise SpecllamaError(f"no saved conversation #{args.conversation}; ctrl+l in the chat lists them "
-                                     "with their numbers") from None
+            return found[0]
+        try:
+            return history.conversation(args.conversation)
+        except KeyError:
+            raise SpecllamaError(f"no saved conversation #{args.conversation}; ctrl+l in the chat lists them "
+                                 "with their numbers") from None
     finally:
         history.close()
-    models = info.settings.get("models")
-    named = args.pair or args.target or args.draft
-    if not named and isinstance(models, dict) and isinstance(models.get("target"), str):
-        args.target, args.draft = models["target"], models.get("draft")
-        args.no_draft = args.draft is None
-    return info
+
+
+def saved_models(info) -> dict | None:
+    """The models a saved conversation was held with ({"target": ..., "draft": ...}), or None."""
+    models = info.settings.get("models") if info is not None else None
+    return models if isinstance(models, dict) and isinstance(models.get("target"), str) else None
+
+
+def chat_load_options(args: argparse.Namespace, resolved: Resolved, reopen=None) -> LoadOptions:
+    """What to load. Models named on the command line win; otherwise a reopened conversation's
+    models are the ones loaded first, so a continued chat starts on them rather than switching after
+    a first load. Under auto (the default) the draft model is loaded only where it pays
+    (runtime/draft_load.py); asking for the model drafter or naming --draft loads it, and the chat
+    can then switch drafters freely."""
+    from dataclasses import replace
+
+    models = saved_models(reopen)
+    if models is None or models_named(args):
+        return resolved.load
+    draft = models.get("draft")
+    return replace(resolved.load, pair=None, target=models["target"], draft=draft, load_draft=draft is not None,
+                   draft_if_pays=False)
 
 
 def run(args: argparse.Namespace) -> int:
-    from specllama.runtime import Runtime  # llama.cpp and Textual load only for this command
+    from specllama.cli.options import resolved_for, status_lines
+    from specllama.runtime.loaded import Runtime  # llama.cpp and Textual load only for this command
     from specllama.tui import ChatApp, user_defaults
     from specllama.tui.history import default_path
 
     require_terminal()
-    settings = chat_settings(args)  # bad sampling options fail before anything loads
+    status = status_lines(args)
+    resolved = resolved_for(args, status)  # bad options fail before anything loads
+    settings = chat_settings(args, resolved)
     reopen = saved_conversation(args, default_path())
-    opts = chat_load_options(args)
-    def build(load: LoadOptions, progress, status) -> Runtime:  # the first load, and any the model picker asks for
-        return Runtime(load, progress=progress, status=status)
+    opts = chat_load_options(args, resolved, reopen)
 
-    app = ChatApp(lambda progress, status: build(opts, progress, status), settings, history_path=default_path(),
+    def build(load: LoadOptions, progress, show) -> Runtime:  # the first load, and any the model picker asks for
+        said: set[str] = set()
+
+        def notice(n) -> None:  # the loading panel shows each fact once
+            if n.fact not in said and not status.quiet and (status.verbose or not n.verbose_only):
+                said.add(n.fact)
+                show(n.text)
+        return Runtime(load, progress=progress, status=notice)
+
+    pinned = pinned_fields(args) | ({"models"} if models_named(args) else set())
+    app = ChatApp(lambda progress, show: build(opts, progress, show), settings, history_path=default_path(),
                   build_runtime=build, load_options=opts, first_message=args.message,
-                  reopen=reopen.id if reopen is not None else None, theme=user_defaults.theme(user_defaults.load()))
+                  reopen=reopen.id if reopen is not None else None, pinned=pinned,
+                  theme=user_defaults.theme(user_defaults.load()))
     try:
         app.run()
     finally:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from specllama.cli.arguments import add_model_options
-from specllama.decoding.request import PARALLEL_AUTO_MAX, drafter_name
+from specllama.cli.arguments import add_model_options, add_status_options
+from specllama.decoding.request import PARALLEL_AUTO_MAX, PARALLEL_MAX, drafter_name
 
 if TYPE_CHECKING:  # the cost modules load llama.cpp: imported where used, so `--help` stays instant
     from specllama.decoding.cost.curve import CostCurve
@@ -36,10 +35,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the drafter whose break-even is shown with the suffix drafter's: model (default) or "
                         "suffix ('lookup' is an alias of suffix)")
     p.add_argument("--parallel", action="store_const", const="auto", default=1,
-                   help="also measure large batches (to 64 tokens) and show how many prompts to decode together "
+                   help=f"also measure large batches (to {PARALLEL_MAX} tokens) and show how many prompts to decode together "
                         "(default: off)")
     p.add_argument("--json", action="store_true", help="print the measurements as one JSON object (default: off)")
     add_model_options(p)
+    add_status_options(p)
 
 
 def break_even_table(curve: CostCurve) -> dict[str, dict[str, float | None]]:
@@ -126,29 +126,30 @@ def learnt_line(learnt: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specllama.cli.options import drafter_choice, load_options  # the runtime loads llama.cpp: only when measuring
+    from specllama.cli.options import resolved_for, status_lines  # the runtime loads llama.cpp: only when measuring
     from specllama.cli.progress import download_bar
     from specllama.decoding.cost.model import choose_parallel
     from specllama.llama.machine import cpu_model
-    from specllama.runtime import Runtime
+    from specllama.runtime.loaded import Runtime
 
-    # The drafters named explicitly: costs decodes nothing, so load_options' "decoding plainly"
-    # note for --target without a draft would be wrong here (the target is measured alone).
-    opts = load_options(args, drafters=(drafter_choice(args),))
+    status = status_lines(args)
+    opts = resolved_for(args, status).load  # costs decodes nothing: the target alone is measured alone, silently
     if args.parallel == "auto":
         opts = replace(opts, n_ctx=min(opts.n_ctx, 1024))  # costs only measures: keep 8 caches small
     with download_bar() as progress:
-        runtime = Runtime(opts, progress=progress, status=lambda m: print(m, file=sys.stderr))
+        runtime = Runtime(opts, progress=progress, status=status)
     with runtime:
-        curve = runtime.measure_startup_curve(args.remeasure, lambda: print(
-            "measuring this machine's decode costs (10-60 s, once per machine, models and threads)...", file=sys.stderr))
+        curve = runtime.startup_curve(args.remeasure, lambda: status.say(
+            "measuring this machine's decode costs (10-60 s, once per machine, models and threads)..."))
         learnt = learnt_costs(runtime)
-        note = weight_note(runtime.target_path) if curve.max_n > K_SHOWN + 1 else None
+        info = runtime.describe()
+        draft = info.draft.file if info.draft else None
+        note = weight_note(info.target.path) if curve.max_n > K_SHOWN + 1 else None
         if args.json:
             print(json.dumps({
-                "machine": {"cpu": cpu_model(), "threads": runtime.threads},
-                "target": runtime.target_path.name,
-                "draft": runtime.draft_path.name if runtime.draft_path else None,
+                "machine": {"cpu": cpu_model(), "threads": info.threads},
+                "target": info.target.file,
+                "draft": draft,
                 "curve": curve.to_dict(),
                 "break_even_acceptance": break_even_table(curve),
                 "parallel_auto": choose_parallel(curve.ratio, PARALLEL_AUTO_MAX) if curve.max_n > K_SHOWN + 1 else None,
@@ -157,8 +158,8 @@ def run(args: argparse.Namespace) -> int:
                 "learnt": learnt,
             }, indent=1))
             return 0
-        print(f"machine: {cpu_model()}, {runtime.threads} threads; target {runtime.target_path.name}")
-        for line in describe(curve, runtime.draft_path.name if runtime.draft_path else None):
+        print(f"machine: {cpu_model()}, {info.threads} threads; target {info.target.file}")
+        for line in describe(curve, draft):
             print(line)
         if note:
             print(note)

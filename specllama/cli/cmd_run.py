@@ -13,7 +13,7 @@ import stat
 import sys
 from pathlib import Path
 
-from specllama.cli.arguments import add_engine_options, add_model_options
+from specllama.cli.arguments import add_engine_options, add_model_options, add_status_options
 from specllama.cli.output import check_stdout, emit
 from specllama.errors import SpecllamaError, UsageError
 
@@ -40,13 +40,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--file", metavar="FILE", dest="prompt_file",
                    help="read the prompt from FILE (UTF-8), for prompts too long for the command line (default: none)")
     p.add_argument("--system", help="a system message (default: none)")
-    p.add_argument("--stats", action="store_true",
-                   help="print speed and acceptance statistics to stderr (default: off)")
+    p.add_argument("--stats", action="store_const", const="short",
+                   help="print a headline to stderr when done: tokens, time, tok/s, the speed against plain decoding "
+                        "and the drafts accepted, then load time and the prompt's tokens and tok/s (default: off)")
+    p.add_argument("--stats=full", action="store_const", const="full", dest="stats",
+                   help="the same, then the detail: acceptance by position and source, where the time went, what "
+                        "steps cost here (default: off)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout when done: the text and the statistics (default: off, "
                         "the text is streamed)")
     add_model_options(p)
     add_engine_options(p)
+    add_status_options(p)
 
 
 def piped_stdin() -> str | None:
@@ -108,14 +113,16 @@ def model_name_hint(prompt: str) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     # The runtime loads llama.cpp: imported here, so `--help` and completion never wait for it.
-    from specllama.cli.options import generation_config, load_options
+    from specllama.cli.options import resolved_for, status_lines
     from specllama.cli.progress import download_bar
-    from specllama.cli.summary_text import format_summary, summary_json
     from specllama.decoding.events import DoneEvent, TokenEvent
-    from specllama.runtime import Runtime
+    from specllama.runtime.loaded import Runtime
+    from specllama.runtime.stats import format_summary, summary_json
 
     check_stdout()
-    config = generation_config(args)  # validate sampling options before loading anything
+    status = status_lines(args)
+    resolved = resolved_for(args, status)  # bad options fail before anything loads
+    config = resolved.config()
     prompt_text = read_prompt(args)
     if prompt_text is None:
         raise UsageError("no prompt: give one as an argument, with -f FILE, or pipe text to stdin")
@@ -124,9 +131,9 @@ def run(args: argparse.Namespace) -> int:
     if prompt_text == args.prompt and (hint := model_name_hint(args.prompt)):
         raise UsageError(hint)
     with download_bar() as progress:
-        runtime = Runtime(load_options(args), progress=progress, status=lambda m: print(m, file=sys.stderr))
-    with runtime:
-        generation = runtime.generate(runtime.prompt_tokens(prompt_text, args.system), config)
+        session = Runtime(resolved.load, progress=progress, status=status)
+    with session:
+        generation = session.generate(session.prompt_tokens(prompt_text, args.system), config)
         pieces: list[str] = []
         for event in generation:
             if isinstance(event, (TokenEvent, DoneEvent)) and event.text:
@@ -135,12 +142,14 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     emit(event.text)
         if args.json:
-            document = {"text": "".join(pieces), **summary_json(generation.summary, runtime, config)}
+            document = {"text": "".join(pieces), **summary_json(generation.summary, session, config)}
             emit(json.dumps(document, ensure_ascii=False) + "\n")
         else:
             emit("\n")
         if args.stats:
-            print(format_summary(generation.summary, runtime, config), file=sys.stderr)
-            if getattr(args, "random_seed", False):
+            print(format_summary(generation.summary, session, config, full=args.stats == "full"), file=sys.stderr)
+            if resolved.seed_was_random:
                 print(f"seed {config.sampling.seed} (random, from --seed -1)", file=sys.stderr)
+        elif (note := session.drafter_note(generation.summary)) is not None:
+            status(note)
     return 0

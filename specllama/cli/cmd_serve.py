@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from specllama.cli.arguments import add_engine_options, add_model_options, at_least_one, parallel_count
+from specllama.cli.arguments import add_engine_options, add_model_options, add_status_options, at_least_one, parallel_count
 from specllama.decoding.request import PARALLEL_AUTO_MAX
 
 DEFAULT_PORT = 8080  # llama-server's
@@ -25,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _add_server_arguments(p)
     add_model_options(p)
     add_engine_options(p)
+    add_status_options(p)
     # A client that names no max_tokens gets the rest of the context, as from llama-server.
     p.set_defaults(max_tokens=None)
 
@@ -59,40 +60,37 @@ def _port(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:  # moved to cli/batch_common.py on main
-        from specllama.cli.batch_common import sigterm_as_interrupt
-    except ImportError:
-        from specllama.cli.cmd_batch import sigterm_as_interrupt
-    from specllama.cli.cmd_chat import chat_load_options
-    from specllama.cli.options import generation_config
+    from specllama.cli.batch_common import sigterm_as_interrupt
+    from specllama.cli.options import resolved_for, status_lines
     from specllama.cli.progress import download_bar
-    from specllama.runtime import Runtime
+    from specllama.runtime.loaded import Runtime
     from specllama.server.app import ServerState, create_app
     from specllama.server.metrics import Metrics
     from specllama.server.run import bind, serve
     from specllama.server.schema import ServedModel
     from specllama.server.worker import EngineWorker
 
-    default_max_tokens = args.max_tokens  # None (serve's default): until the context is full
-    args.max_tokens = default_max_tokens or 1  # every request sets its own; this only passes validation
-    defaults = generation_config(args)  # bad sampling options fail before anything loads
+    status = status_lines(args)
+    resolved = resolved_for(args, status)  # bad sampling options fail before anything loads
     api_key = args.api_key or os.environ.get("SPECLLAMA_API_KEY") or None
     sock = bind(args.host, args.port)  # a taken port fails now, not after minutes of loading
     try:
         # Loaded like the chat's: the draft model whenever the pair or --draft names one, so a request
         # may ask for any drafter ("drafter" in its body) without a reload.
         with sigterm_as_interrupt(), download_bar() as progress:
-            runtime = Runtime(chat_load_options(args), progress=progress, status=lambda m: print(m, file=sys.stderr))
+            runtime = Runtime(resolved.load, progress=progress, status=status)
         with runtime:
-            name = args.alias or runtime.target_path.stem
-            served = ServedModel(name=name, aliases=frozenset({runtime.target_path.name, runtime.target_name}),
-                                 n_ctx=runtime.context_use()[1], defaults=defaults,
-                                 default_max_tokens=default_max_tokens, drafters=runtime.drafters,
-                                 n_vocab=runtime.target_model.n_vocab)
+            info = runtime.describe()
+            # A request that names no max_tokens runs until the context is full (llama-server's default).
+            defaults = resolved.config(max_tokens=resolved.max_tokens or info.n_ctx)
+            name = args.alias or info.target.path.stem
+            served = ServedModel(name=name, aliases=frozenset({info.target.file, info.target.name}),
+                                 n_ctx=info.n_ctx, defaults=defaults, default_max_tokens=resolved.max_tokens,
+                                 drafters=runtime.drafters, n_vocab=info.target.n_vocab)
             metrics = Metrics(runtime.parallelism)
             state = ServerState(runtime, EngineWorker(runtime, args.queue, metrics), served, metrics, args.max_body)
             host, port = sock.getsockname()[:2]
-            print(f"specllama serve: http://{host}:{port}/v1 · model '{name}' · {runtime.describe(defaults)} · "
+            print(f"specllama serve: http://{host}:{port}/v1 · model '{name}' · {info.line(defaults)} · "
                   f"{runtime.parallelism} request(s) decoded together, {args.queue} may wait · drafters "
                   f"{', '.join(runtime.drafters)} (default {defaults.drafter})"
                   + (" · API key required" if api_key else ""), file=sys.stderr, flush=True)

@@ -14,7 +14,15 @@ import sys
 from specllama.batch.server_client import ServerUrlError
 from specllama.bench.configs import BenchConfigError
 from specllama.cli import cmd_batch, cmd_bench, cmd_chat, cmd_completion, cmd_costs, cmd_models, cmd_run, cmd_serve
-from specllama.cli.arguments import EXIT_CODES_TEXT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, HelpFormatter
+from specllama.cli.arguments import (
+    EXIT_CODES_TEXT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    HelpFormatter,
+    track_given,
+)
 from specllama.cli.output import StdoutClosedError, quiet_stdout
 from specllama.cli.version import VersionAction
 from specllama.errors import SpecllamaError, UsageError
@@ -52,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=module.HELP, description=module.DESCRIPTION, epilog=EXIT_CODES_TEXT,
                                  formatter_class=HelpFormatter)
         module.add_arguments(command)
+        track_given(command)  # which options were typed: they win over saved settings (cli/intent.py)
         command.set_defaults(run=module.run, root_parser=parser, command_parser=command)
     return parser
 

@@ -18,13 +18,6 @@ from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaErro
 from specllama.llama.backend import C, default_threads, last_llama_error
 from specllama.llama.model import GGUFModel
 
-# In exact mode a row's logits are bit-identical whatever batch it is decoded in, up to this many
-# rows per decode. Measured on this build (AVX-512, 1 and 2 threads, Qwen2.5-Coder 1.5B Q4_K_M,
-# flash attention, Q8_0 cache): every row of batches of 1-7 equals its one-row decode exactly; from
-# 8 rows on every row differs by up to 0.56 logits (some ggml kernel switches there; not yet traced).
-# So exact mode keeps every verification batch at or below it.
-EXACT_MAX_BATCH = 7
-
 
 @dataclass
 class _Batch:

@@ -17,21 +17,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gguf import GGMLQuantizationType as T
-
-from specllama.llama.gguf_header import read_header
+# In exact mode a row's logits are bit-identical whatever batch it is decoded in, up to this many
+# rows per decode. Measured on this build (AVX-512, 1 and 2 threads, Qwen2.5-Coder 1.5B Q4_K_M,
+# flash attention, Q8_0 cache): every row of batches of 1-7 equals its one-row decode exactly; from
+# 8 rows on every row differs by up to 0.56 logits (some ggml kernel switches there; not yet traced).
+# So exact mode keeps every verification batch at or below it.
+EXACT_MAX_BATCH = 7
 
 # Types whose batches take a kernel that sums in another order from 2 rows on: F16 measured; F32
 # and BF16 go through the same tinyBLAS float kernel.
-ONE_ROW_TYPES = frozenset({T.F32, T.F16, T.BF16})
+# Names, not gguf's enum: the command line reads EXACT_MAX_BATCH for its help without importing gguf.
+ONE_ROW_TYPES = frozenset({"F32", "F16", "BF16"})
 
 
-def matrix_types(path: str | Path) -> set[T]:
-    """The types of the weights the decoder multiplies by: every matrix, except a token embedding
-    that is only looked up (an output layer of its own exists; otherwise it doubles as one)."""
+def matrix_types(path: str | Path) -> set[str]:
+    """The type names of the weights the decoder multiplies by: every matrix, except a token
+    embedding that is only looked up (an output layer of its own exists; otherwise it doubles as one)."""
+    from specllama.llama.gguf_header import read_header
+
     tensors = read_header(path, decode_arrays=False).tensors
     names = {t.name for t in tensors}
-    return {t.ggml_type for t in tensors
+    return {t.ggml_type.name for t in tensors
             if len(t.shape) >= 2 and not (t.name == "token_embd.weight" and "output.weight" in names)}
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError
 from specllama.llama.backend import C, ensure_backend, last_llama_error
-from specllama.llama.exact_rows import exact_max_batch
+from specllama.llama.exact_rows import EXACT_MAX_BATCH, exact_max_batch
 from specllama.llama.gguf_meta import read_info
 
 
@@ -60,8 +60,6 @@ class GGUFModel:
         one-row decode: EXACT_MAX_BATCH, or 1 where the weight types make batches sum otherwise
         (see llama/exact_rows.py). Read from the file's tensor directory on first use."""
         if self._exact_max_batch is None:
-            from specllama.llama.context import EXACT_MAX_BATCH  # not at the top: context imports this module
-
             self._exact_max_batch = exact_max_batch(self.path, EXACT_MAX_BATCH)
         return self._exact_max_batch
 

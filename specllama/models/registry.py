@@ -1,7 +1,9 @@
 """models.toml -> frozen dataclasses.
 
-The shipped registry is package data (specllama/models/models.toml, read through importlib.resources,
-so an installed wheel finds it wherever it lives); a user file in the config directory
+The shipped registry is models.toml at the top of the repository; a wheel carries it as package
+data (specllama/models/models.toml, put there by the build: scripts/build_backend.py), read through
+importlib.resources so an installed wheel finds it wherever it lives; a checkout (an editable
+install, or tests run from it) reads the top-level file itself. A user file in the config directory
 (specllama.dirs) adds entries or replaces them whole by name. Every error names the file and the
 key, because a typo in a TOML table is otherwise hard to find.
 """
@@ -18,8 +20,10 @@ from pathlib import Path
 from specllama.dirs import config_dir
 from specllama.errors import ConfigError
 
-# Not Path(__file__).parents[...]: in a wheel (pip, pipx, uv tool) the checkout's top is not there.
-SHIPPED_REGISTRY: Traversable = package_files("specllama.models").joinpath("models.toml")
+# The wheel's copy first (pip, pipx, uv tool: the checkout's top is not there); a checkout has only the top's.
+PACKAGED_REGISTRY: Traversable = package_files("specllama.models").joinpath("models.toml")
+CHECKOUT_REGISTRY = Path(__file__).resolve().parents[2] / "models.toml"
+SHIPPED_REGISTRY: Path | Traversable = PACKAGED_REGISTRY if PACKAGED_REGISTRY.is_file() else CHECKOUT_REGISTRY
 ROLES = ("target", "draft", "any")
 
 

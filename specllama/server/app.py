@@ -106,7 +106,7 @@ def _parse(state: ServerState, body: object, chat: bool) -> Job:
         if chat:
             job = parse_chat(body, served, runtime.chat_tokens)
         else:
-            job = parse_completion(body, served, lambda text: runtime.target_model.tokenize(text, max_tokens=served.n_ctx))
+            job = parse_completion(body, served, runtime.tokenize)
         runtime.check(EngineRequest(job.prompt, job.config))
     except ContextOverflowError as e:
         raise invalid(str(e), "messages" if chat else "prompt", code="context_length_exceeded") from None
@@ -248,7 +248,7 @@ def _model(state: ServerState, model_id: str) -> Response:
 def _props(state: ServerState) -> dict:
     """llama-server's /props fields that `specllama batch --server` reads (total_slots: its concurrency)."""
     runtime = state.runtime
-    return {"total_slots": runtime.parallelism, "model_path": str(runtime.target_path),
+    return {"total_slots": runtime.parallelism, "model_path": str(runtime.describe().target.path),
             "n_ctx": state.served.n_ctx, "drafters": list(state.served.drafters)}
 
 

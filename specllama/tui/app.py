@@ -25,6 +25,7 @@ from textual.widgets import Static
 
 from specllama.decoding.engine import Summary
 from specllama.errors import ContextOverflowError, SpecllamaError
+from specllama.runtime.stats import headline, short_headline
 from specllama.tui import user_defaults
 from specllama.tui.cadence import spare_core
 from specllama.tui.clipboard import copy_text
@@ -80,6 +81,7 @@ class ChatApp(App[None]):
                  registry=None,  # None: models.toml, read when the picker first opens
                  first_message: str | None = None,  # `specllama chat "..."`: sent once the models are in
                  reopen: int | None = None,  # a saved conversation to open at the start (--continue)
+                 pinned: frozenset[str] = frozenset(),  # settings the command line set: a reopen keeps them
                  theme: str | None = None,  # the user's saved theme (chat.toml)
                  defaults_path: Path | None = None):  # chat.toml; None: the config folder's
         super().__init__()
@@ -93,7 +95,8 @@ class ChatApp(App[None]):
         self._idle = Event()  # set whenever no generation thread is running: safe to close the runtime
         self._idle.set()
         self._panel_wanted: bool | None = None  # the panel key's choice; None: follow the terminal's width
-        self._first_message, self._reopen_at_start = first_message, reopen
+        self._first_message, self._reopen_at_start, self._pinned = first_message, reopen, frozenset(pinned)
+        self._said: set[str] = set()  # facts a notice already told this session
         self._saved_theme, self._defaults_path = theme, defaults_path
         self.live_settings = LiveSettings(self, settings or ChatSettings())
         self.conversation = Conversation(system=self.settings.system)
@@ -148,7 +151,7 @@ class ChatApp(App[None]):
         self.recorder.open()
         self._load()
         if self._reopen_at_start is not None:
-            await self.reopen(self._reopen_at_start)
+            await self.reopen(self._reopen_at_start, pinned=self._pinned)  # --continue: the flags typed win
 
     # --- loading -------------------------------------------------------------------------------
 
@@ -269,11 +272,16 @@ class ChatApp(App[None]):
         self.conversation.answer(summary.text)
         self.recorder.save_answer(summary.text, complete=True, segments=reply.segments)
         note = FINISH_NOTES.get(summary.finish_reason)
-        reply.set_status(f"{summary.tokens} tokens · {summary.tokens_per_s:.1f} tokens/s" + (f" · {note}" if note else ""))
+        # The headline of `run --stats` and serve's log line (runtime/stats.py), narrow enough for a border.
+        reply.set_status(short_headline(summary, self.runtime.costs) + (f" · {note}" if note else ""))
         why = None
         if summary.steps and not summary.k_total and self.settings.drafter != "none":
-            why = why_no_drafts(getattr(self.runtime, "costs", None), self.settings.drafter)
-        self.panel.show_summary(summary, why)
+            why = why_no_drafts(self.runtime.costs, self.settings.drafter)
+        self.panel.show_summary(summary, why, headline=headline(summary, self.runtime.costs))
+        note = self.runtime.drafter_note(summary)
+        if note is not None and note.fact not in self._said:  # once per session: not after every answer
+            self._said.add(note.fact)
+            self.notify(note.text, title="the drafter you chose is not paying", severity="warning", timeout=20)
         self._show_context()
 
     def _answer_failed(self, reply: ChatMessage, error: BaseException) -> None:
@@ -464,7 +472,7 @@ class ChatApp(App[None]):
     def action_models(self) -> None:
         self.models.open_picker()
 
-    async def reopen(self, conversation_id: int | None) -> None:
+    async def reopen(self, conversation_id: int | None, pinned: frozenset[str] = frozenset()) -> None:
         """A saved conversation on screen again, with its settings and (in the background) its models."""
         if conversation_id is None or self.history is None:
             return
@@ -476,7 +484,7 @@ class ChatApp(App[None]):
             return
         self.action_new_conversation(quiet=True)
         plan = plan_reopen(info, stored, self.settings, self.models.loaded_refs(),
-                           self.runtime.target_name if self.runtime is not None else None)
+                           self.runtime.target_name if self.runtime is not None else None, pinned)
         self.conversation.system = plan.system
         note = plan.note
         if plan.models is not None:

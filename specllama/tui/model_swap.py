@@ -39,9 +39,9 @@ RuntimeBuilder = Callable[[Any, Progress, Status], Any]  # (LoadOptions, progres
 
 
 def real_runtime(opts, progress: Progress, status: Status):
-    from specllama.runtime import Runtime  # loads llama.cpp: only when a real runtime is wanted
+    from specllama.runtime.loaded import Runtime  # loads llama.cpp: only when a real runtime is wanted
 
-    return Runtime(opts, progress=progress, status=status)
+    return Runtime(opts, progress=progress, status=lambda notice: status(notice.text))
 
 
 def options_for(current, choice: Choice):
@@ -50,7 +50,8 @@ def options_for(current, choice: Choice):
         from specllama.runtime import LoadOptions
 
         current = LoadOptions()
-    return replace(current, pair=None, target=choice.target, draft=choice.draft, load_draft=choice.draft is not None)
+    return replace(current, pair=None, target=choice.target, draft=choice.draft, load_draft=choice.draft is not None,
+                   draft_if_pays=False)
 
 
 def fetch_check_build(build: RuntimeBuilder, registry: Registry, choice: Choice, opts,

@@ -41,16 +41,21 @@ class ReopenPlan:
 
 
 def plan_reopen(info: ConversationInfo, stored: list[StoredMessage], current: ChatSettings,
-                loaded_refs: tuple[str, str | None] | None, loaded_target: str | None) -> ReopenPlan:
+                loaded_refs: tuple[str, str | None] | None, loaded_target: str | None,
+                pinned: frozenset[str] = frozenset()) -> ReopenPlan:
     """`loaded_refs`: the loaded models' registry names (None: not known); `loaded_target`: the
-    loaded target's display name, compared with conversations saved before registry names were."""
+    loaded target's display name, compared with conversations saved before registry names were;
+    `pinned`: settings fields (and "models") the command line set, which the conversation's own
+    do not replace (`chat --continue --drafter none`: the flag wins)."""
     try:
-        settings = ChatSettings.from_dict(info.settings, base=current)
+        settings = ChatSettings.from_dict({k: v for k, v in info.settings.items() if k not in pinned}, base=current)
     except SpecllamaError:  # a value this version refuses: keep the current settings
         settings = current
     models, note = None, ""
     saved_models = info.settings.get("models")
-    if isinstance(saved_models, dict) and isinstance(saved_models.get("target"), str):
+    if "models" in pinned:
+        pass  # the command line named the models: they stay
+    elif isinstance(saved_models, dict) and isinstance(saved_models.get("target"), str):
         wanted = (saved_models["target"], saved_models.get("draft"))
         if wanted != loaded_refs:
             models = wanted

@@ -20,12 +20,13 @@ from typing import Callable, Iterator
 
 from specllama import dirs
 from specllama.decoding.cost.curve import CostCurve, measure_cost_curve
+from specllama.decoding.request import PARALLEL_MAX
 from specllama.llama.backend import library_version
 from specllama.llama.context import DecodeContext
 from specllama.llama.machine import cpu_model
 
 MAX_N = 16  # one prompt: verify batches of up to 16 tokens (K <= 15)
-MAX_N_PARALLEL = 64  # several prompts: N sequences x (K + 1) rows
+MAX_N_PARALLEL = PARALLEL_MAX  # several prompts: N sequences x (K + 1) rows, as many as --parallel's most
 
 
 def _file_identity(path: Path | None) -> dict | None:
@@ -40,15 +41,24 @@ def cache_key(target: DecodeContext, draft: DecodeContext | None, max_n: int = M
 
 
 def _key(target: DecodeContext, draft_path: Path | None, max_n: int) -> dict:
+    return key_for(target.model.path, draft_path, threads=target.n_threads, threads_batch=target.n_threads_batch,
+                   gpu_layers=getattr(target.model, "n_gpu_layers", 0), exact=bool(getattr(target, "exact", False)),
+                   max_n=max_n)
+
+
+def key_for(target_path: Path, draft_path: Path | None, *, threads: int, threads_batch: int, gpu_layers: int,
+            exact: bool, max_n: int) -> dict:
+    """The key from the settings themselves, before any context exists: the runtime reads what is
+    known of the costs while it plans what to load (runtime/cost_store.py)."""
     return {
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
-        "threads": target.n_threads,
-        "threads_batch": target.n_threads_batch,
+        "threads": threads,
+        "threads_batch": threads_batch,
         "llama_cpp_python": library_version(),
-        "gpu_layers": getattr(target.model, "n_gpu_layers", 0),
-        "exact": bool(getattr(target, "exact", False)),
-        "target": _file_identity(target.model.path),
+        "gpu_layers": gpu_layers,
+        "exact": exact,
+        "target": _file_identity(target_path),
         "draft": _file_identity(draft_path),
         "max_n": max_n,
     }
@@ -67,6 +77,11 @@ def cached_curve(target: DecodeContext, draft_path: Path | None) -> CostCurve | 
 def _entry_path(key: dict) -> Path:
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     return dirs.costs_dir() / f"{digest}.json"
+
+
+def entry_path(key: dict) -> Path:
+    """The file an entry of this key is (or would be) kept in."""
+    return _entry_path(key)
 
 
 def cache_file(target: DecodeContext, draft: DecodeContext | None, max_n: int = MAX_N) -> Path:

@@ -87,8 +87,11 @@ class StatsPanel(VerticalScroll, can_focus=False):
         self.query_one("#speed", Digits).update(f"{stats.tokens_per_s:.1f}")
         self.show_answer(stats, finish="generating…")
 
-    def show_summary(self, summary: Summary, why: str | None = None) -> None:
-        """At the end of an answer: the engine's own totals replace the live estimate."""
+    def show_summary(self, summary: Summary, why: str | None = None, headline: str | None = None) -> None:
+        """At the end of an answer: the engine's own totals replace the live estimate; the headline
+        (`run --stats`'s, runtime/stats.py) is the tooltip of the speed, where it does not push the
+        panel's other sections down."""
+        self.query_one("#speed", Digits).tooltip = headline
         self.query_one("#rates", Sparkline).data = list(self._rates)
         self.query_one("#speed", Digits).update(f"{summary.tokens_per_s:.1f}")
         stats = LiveStats(summary.tokens, summary.tokens_per_s, summary.steps, summary.drafted, summary.accepted,

@@ -1,0 +1,126 @@
+"""One decision from what was typed to what runs: `resolve(intent, registry, cache) -> Resolved`.
+
+Pure: it reads the Intent, the registry and what the model cache answers (which cached draft fits
+a target named alone), and returns the load options, the generation settings, the seed and the
+status lines it wants said. It prints nothing and changes nothing; every command calls it once.
+The cache is asked only when a target is named alone with `--drafter model` (that answer opens
+GGUF headers); tests pass a stand-in.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Protocol
+
+from specllama.cli.intent import Intent
+from specllama.decoding.request import DRAFTERS, GenerationConfig
+from specllama.decoding.sampling import SamplingParams
+from specllama.errors import SpecllamaError, UsageError
+from specllama.models.registry import Registry
+from specllama.runtime.notices import Notice
+from specllama.runtime.options import LoadOptions, model_refs
+
+RANDOM_SEED = -1  # as in llama.cpp: --seed -1 picks one
+ALL_DRAFTERS = ("chat", "serve")  # commands whose requests may name any drafter once loaded
+
+
+class ModelCache(Protocol):
+    def draft_for(self, target: str, registry: Registry) -> str | None:
+        """The registry name of a cached draft that can serve `target`, or None."""
+
+
+class CachedDrafts:
+    """The real cache: the smallest cached registry model that may draft and passes the tokenizer
+    check from the headers (models/draft_pick.py); nothing is downloaded."""
+
+    def draft_for(self, target: str, registry: Registry) -> str | None:
+        from specllama.models.draft_pick import pick_draft
+
+        return pick_draft(target, registry)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    load: LoadOptions
+    sampling: SamplingParams
+    drafter: str  # what requests use unless they say otherwise
+    k: int | str
+    p_min: float
+    stop: tuple[str, ...]
+    verify: str
+    max_tokens: int | None  # None: until the context is full (serve)
+    seed_was_random: bool  # --seed -1: the seed was chosen here, and is worth showing
+    messages: tuple[Notice, ...]
+
+    def config(self, max_tokens: int | None = None) -> GenerationConfig:
+        """The generation settings; `max_tokens` where the resolved limit is "the context" (serve)."""
+        limit = max_tokens if max_tokens is not None else self.max_tokens
+        if limit is None:
+            raise ValueError("no token limit resolved: pass the context size")
+        return GenerationConfig(max_tokens=limit, sampling=self.sampling, drafter=self.drafter, k=self.k,
+                                p_min=self.p_min, stop=self.stop, verify=self.verify)
+
+
+def resolve(intent: Intent, registry: Registry, cache: ModelCache, *, cores: int | None = None,
+            rng: random.Random | None = None) -> Resolved:
+    """`cores`: the cores this process may use (to warn about more threads); `rng` picks a random
+    seed for --seed -1 (a system one by default)."""
+    messages: list[Notice] = []
+    for flag, n in (("--threads", intent.threads), ("--threads-batch", intent.threads_batch)):
+        if n is not None and cores is not None and n > cores:
+            messages.append(Notice(f"threads {flag}", f"warning: {n} threads on {cores} available core(s) will run "
+                                   f"slower than {cores} ({flag})"))
+    drafter, draft = intent.drafter, intent.draft
+    if intent.no_draft:
+        drafter = "none"
+    elif drafter == "model" and intent.target and not draft and not intent.pair:
+        draft = cache.draft_for(intent.target, registry)
+        if draft:
+            messages.append(Notice("draft pick", f"--target without --draft: drafting with {draft} (cached, its "
+                                                 "tokenizer matches the target's); pass --draft NAME|PATH to choose another"))
+        else:
+            drafter = "none"
+            if intent.session_drafters is None and intent.command not in ALL_DRAFTERS + ("costs",):
+                messages.append(Notice("no draft", "no draft model (--target without --draft or --pair, and no cached "
+                                                   "draft that fits): decoding plainly; pass --draft NAME|PATH to speculate"))
+    drafters = session_drafters(intent, drafter, draft)
+    load = LoadOptions(pair=intent.pair, target=intent.target, draft=draft,
+                       load_draft="model" in drafters or "auto" in drafters,
+                       draft_if_pays="model" not in drafters and "auto" in drafters,
+                       draft_corpus=intent.draft_corpus, n_ctx=intent.n_ctx, threads=intent.threads,
+                       threads_batch=intent.threads_batch, gpu_layers=intent.gpu_layers, exact=intent.exact,
+                       parallel=intent.parallel,
+                       stairs=intent.stairs if intent.stairs is not None else intent.verify == "stairs")
+    model_refs(load, registry)  # an unknown pair or model name fails here, before anything loads
+    return Resolved(load, sampling_for(intent, rng), drafter, intent.k, intent.p_min, intent.stop, intent.verify, intent.max_tokens,
+                    intent.seed == RANDOM_SEED, tuple(messages))
+
+
+def sampling_for(intent: Intent, rng: random.Random | None = None) -> SamplingParams:
+    """The sampling settings, checked (also what `batch --server` sends its servers)."""
+    try:
+        return SamplingParams(temperature=intent.temp, top_k=intent.top_k, top_p=intent.top_p, min_p=intent.min_p,
+                              seed=rng_seed(intent.seed, rng))
+    except SpecllamaError as e:  # the values were typed on the command line: a usage mistake (exit 2)
+        raise UsageError(str(e)) from None
+
+
+def session_drafters(intent: Intent, drafter: str, draft: str | None) -> tuple[str, ...]:
+    """Every drafter the session may use; the draft model is loaded only when "model" is among
+    them, and under "auto" only where it pays (runtime/draft_load.py)."""
+    if intent.session_drafters is not None:  # bench: its configurations'
+        return intent.session_drafters
+    if intent.command in ALL_DRAFTERS:
+        # Asking for the model drafter or naming --draft loads the draft model, so a request (or the
+        # chat's drafter key) can switch to it without a reload; else auto decides whether it pays.
+        wants_model = drafter == "model" or bool(draft)
+        return DRAFTERS if wants_model else tuple(d for d in DRAFTERS if d != "model")
+    return (drafter,)
+
+
+def rng_seed(seed: int | None, rng: random.Random | None = None) -> int | None:
+    """-1 becomes a concrete random seed, so it can be shown (and the run repeated with it)."""
+    if seed != RANDOM_SEED:
+        return seed
+    return (rng or random.SystemRandom()).randrange(2**32)

@@ -1,0 +1,314 @@
+"""The real Session: loaded models and contexts, the drafters a request may name, and the engine.
+
+`build(plan)` turns a LoadPlan (runtime/plan.py) into one: fetches what is missing, checks the pair
+from the GGUF headers before any weights load, loads, and starts the engine's costs from what this
+machine knows (runtime/cost_store.py). A Runtime is a context manager and frees whatever it loaded,
+also when loading fails half way; closing keeps what its steps taught for the next session here.
+
+Front-ends use the Session protocol (runtime/session.py) and nothing else of it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Hashable, Iterable, Iterator, Sequence
+
+from specllama.decoding.acceptance import PositionAcceptance
+from specllama.decoding.cancel import CancelHandle
+from specllama.decoding.cost.cache import MAX_N, MAX_N_PARALLEL
+from specllama.decoding.cost.curve import CostCurve
+from specllama.decoding.cost.online import StepCosts
+from specllama.decoding.drafters import Drafter, ModelDrafter
+from specllama.decoding.engine import Engine, Generation, GenerationConfig, Request
+from specllama.decoding.events import Event, Summary
+from specllama.decoding.exactness import Comparison, compare_greedy, top2_gap
+from specllama.decoding.request import DRAFTERS, K_AUTO_MAX
+from specllama.decoding.request_queue import RequestQueue
+from specllama.decoding.suffix_drafter import SuffixDrafter
+from specllama.errors import IncompatiblePairError
+from specllama.llama.backend import gpu_offload_supported
+from specllama.llama.context import DecodeContext
+from specllama.llama.gguf_meta import check_compatibility
+from specllama.llama.model import GGUFModel
+from specllama.models import store
+from specllama.models.registry import Registry, load_registry
+from specllama.models.resolve import resolve
+from specllama.runtime.cost_store import CostStore
+from specllama.runtime.drafter_note import drafter_note
+from specllama.runtime.notices import Notice
+from specllama.runtime.options import LoadOptions
+from specllama.runtime.plan import LoadPlan, plan_load, survey
+from specllama.runtime.session import ModelInfo, SessionInfo
+
+Status = Callable[[Notice], None]
+
+
+def context_note(asked: int, got: int, trained: int) -> str:
+    """Why the context is not the size asked for: the model's limit, or llama.cpp's rounding."""
+    why = f"the model was trained for {trained}" if asked > trained else "llama.cpp rounds it to whole blocks"
+    return f"context: {got} tokens, not the {asked} asked for ({why})"
+
+
+def model_acceptance(costs: StepCosts) -> PositionAcceptance:
+    """The draft model's long-run acceptance record, priced on the live costs."""
+    return PositionAcceptance(costs.ratio, costs.draft_ratio, k_max=K_AUTO_MAX)
+
+
+def build(plan: LoadPlan, registry: Registry | None = None, progress: store.Progress | None = None,
+          status: Status | None = None) -> Runtime:
+    """The session a plan describes, loaded; its notices go to `status` as they are known."""
+    return Runtime(plan.options, registry, progress, status, plan=plan)
+
+
+class Runtime:
+    """Loaded models and contexts, the drafters a request may name, and the engine (a Session)."""
+
+    def __init__(self, opts: LoadOptions, registry: Registry | None = None,
+                 progress: store.Progress | None = None, status: Status | None = None, *, plan: LoadPlan | None = None):
+        """`Runtime(opts)` plans and builds in one go (tests, scripts); `build(plan)` from a plan."""
+        started = time.perf_counter()
+        self.opts = opts
+        self.target_model = self.draft_model = None
+        self.target_ctx = self.draft_ctx = None
+        self.suffix: SuffixDrafter | None = None
+        self._notices: list[Notice] = []
+        self._status = status
+        try:
+            registry = registry or load_registry()
+            self.plan = plan or plan_load(opts, survey(opts, registry))
+            for notice in self.plan.notices:
+                self._say(notice)
+            self._load(self.plan, registry, progress)
+        except BaseException:
+            self.close()  # nothing half-loaded outlives a failed load
+            raise
+        self.load_s = time.perf_counter() - started
+
+    def _say(self, notice: Notice) -> None:
+        self._notices.append(notice)
+        if self._status:
+            self._status(notice)
+
+    def _load(self, plan: LoadPlan, registry: Registry, progress) -> None:
+        opts = plan.options
+        self.target_path = plan.target.path or resolve(plan.target.ref, registry, progress)
+        self.draft_path = (plan.draft.path or resolve(plan.draft.ref, registry, progress)) if plan.draft else None
+        if self.draft_path is not None:
+            report = check_compatibility(self.draft_path, self.target_path)
+            if not report.compatible:
+                raise IncompatiblePairError(
+                    f"{self.draft_path.name} cannot draft for {self.target_path.name}: " + "; ".join(report.reasons))
+        self.gpu_layers = plan.gpu_layers
+        self.slots = plan.slots
+        self.target_model = GGUFModel(self.target_path, n_gpu_layers=plan.gpu_layers, exact=opts.exact)
+        n_ctx = min(opts.n_ctx, self.target_model.n_ctx_train) if opts.n_ctx > 0 else self.target_model.n_ctx_train
+        self.target_ctx = DecodeContext(self.target_model, n_ctx=n_ctx, n_threads=plan.threads,
+                                        n_threads_batch=plan.threads_batch, exact=opts.exact,
+                                        n_seq_max=plan.n_seq_max, unified=opts.stairs)
+        if opts.exact and self.target_model.exact_max_batch < 2:
+            self._say(Notice("exact", f"exact mode: {self.target_path.name} has float weight matrices, whose batched "
+                                      "sums differ from one token's, so it verifies one token at a time: this is "
+                                      "plain decoding"))
+        if opts.n_ctx > 0 and self.target_ctx.n_ctx != opts.n_ctx:
+            self._say(Notice("context", context_note(opts.n_ctx, self.target_ctx.n_ctx, self.target_model.n_ctx_train),
+                             verbose_only=opts.n_ctx < self.target_model.n_ctx_train))
+        self.store = CostStore(self.target_path, plan.threads, plan.threads_batch, plan.gpu_layers, opts.exact)
+        record = plan.draft_load.record if plan.draft_load else None
+        if record is not None and plan.named_draft is not None and plan.named_draft.path is not None:
+            self.store.record_decision(plan.named_draft.path, record)  # the next identical run decides alike
+        # Costs start from what earlier runs learnt here with these very files, else the startup
+        # curve if one was measured, else file sizes; never a blocking measurement: the first
+        # answer starts at once.
+        self.step_costs = StepCosts(self.store.prior(self.draft_path))
+        drafters: dict[str, Drafter] = {}
+        if self.draft_path is not None:
+            self.draft_model = GGUFModel(self.draft_path, n_gpu_layers=plan.gpu_layers)
+            self.draft_ctx = DecodeContext(self.draft_model, n_ctx=n_ctx, n_threads=plan.threads,
+                                           n_threads_batch=plan.threads_batch, n_seq_max=plan.slots)
+            drafters["model"] = ModelDrafter(self.draft_ctx, one_token_decodes=opts.draft_one_token_decodes)
+        # The suffix drafter costs microseconds of Python per step, no decode; a request's policy
+        # cuts its drafts on the live costs (auto's choice is priced on them too).
+        self.suffix = SuffixDrafter()
+        if opts.draft_corpus:
+            self.suffix.load_corpus(opts.draft_corpus, lambda text: self.target_model.tokenize(
+                text, add_special=False, parse_special=False))
+        acceptance = {"model": model_acceptance(self.step_costs)} if "model" in drafters else {}
+        drafters["suffix"] = self.suffix
+        self.model_acceptance = acceptance.get("model")
+        self.engine = Engine(self.target_ctx, drafters, acceptance, self.step_costs)
+
+    # --- context manager ---------------------------------------------------------------------
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        costs = getattr(self, "step_costs", None)
+        if costs is not None:
+            self.store.save_learned(costs, self.draft_path)  # the next session here starts from it
+        for part in (self.draft_ctx, self.target_ctx, self.draft_model, self.target_model):
+            if part is not None:
+                part.close()
+
+    # --- what was loaded ---------------------------------------------------------------------
+
+    @property
+    def drafters(self) -> tuple[str, ...]:
+        """The drafters a request may name with these models loaded, in the usual order (auto and
+        none always: the suffix drafter needs no model)."""
+        return tuple(d for d in DRAFTERS if d in ("auto", "none") or d in self.engine.drafters)
+
+    @property
+    def has_draft_model(self) -> bool:
+        return self.draft_ctx is not None
+
+    @property
+    def target_name(self) -> str:
+        return self.target_model.name
+
+    @property
+    def draft_name(self) -> str | None:
+        return self.draft_model.name if self.draft_model else None
+
+    @property
+    def threads(self) -> int:
+        return self.target_ctx.n_threads
+
+    @property
+    def placement(self) -> str:
+        """Where the models run, as a user should read it: "CPU" or "GPU (all layers)"."""
+        if self.gpu_layers == 0 or not gpu_offload_supported():  # a CPU-only build offloads nothing
+            return "CPU"
+        return "GPU (all layers)" if self.gpu_layers < 0 else f"GPU ({self.gpu_layers} layers), CPU (the rest)"
+
+    def describe(self) -> SessionInfo:
+        return SessionInfo(_model_info(self.target_model), _model_info(self.draft_model), self.placement, self.gpu_layers,
+                           self.target_ctx.n_threads, self.target_ctx.n_threads_batch, self.target_ctx.n_ctx, self.slots,
+                           self.opts.exact, getattr(self, "load_s", 0.0))
+
+    def notices(self) -> tuple[Notice, ...]:
+        return tuple(self._notices)
+
+    def context_use(self) -> tuple[int, int]:
+        """(tokens held, context size) of the conversation."""
+        return self.target_ctx.n_past, self.target_ctx.n_ctx
+
+    # --- text ------------------------------------------------------------------------------------
+
+    def tokenize(self, text: str) -> list[int]:
+        # The context size bounds the work: a text far too long is refused before tokenising it all.
+        return self.target_model.tokenize(text, max_tokens=self.target_ctx.n_ctx)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self.target_model.detokenize(tokens)
+
+    def prompt_tokens(self, prompt: str, system: str | None = None) -> list[int]:
+        return self.target_model.prompt_tokens(prompt, system, max_tokens=self.target_ctx.n_ctx)
+
+    def chat_tokens(self, messages: list[dict]) -> list[int]:
+        return self.target_model.chat_tokens(messages)
+
+    # --- generation (the engine's) -------------------------------------------------------------
+
+    def generate(self, prompt: Sequence[int], config: GenerationConfig, cancel: CancelHandle | None = None) -> Generation:
+        """One request; `cancel` (or the Generation's own handle) stops it from any thread."""
+        return self.engine.generate(prompt, config, cancel)
+
+    def run_many(self, requests: Iterable[Request] | RequestQueue,
+                 parallel: int | str | None = None) -> Iterator[tuple[Hashable, Event]]:
+        """Several prompts decoded together (as many as `parallel`, default --parallel, says), as
+        (tag, event) pairs; a RequestQueue feeds requests that arrive meanwhile."""
+        return self.engine.run_many(requests, self.opts.parallel if parallel is None else parallel)
+
+    def check(self, request: Request) -> None:
+        """Refuse a request that cannot run (a prompt longer than the context, a drafter not
+        loaded) before it is queued."""
+        self.engine.check(request)
+
+    def reset(self) -> None:
+        self.engine.reset()
+
+    @property
+    def parallelism(self) -> int:
+        """How many prompts run_many decodes together (under auto: on the costs known now)."""
+        return self.engine.parallelism(self.opts.parallel)
+
+    def parallelism_for(self, parallel: int | str) -> int:
+        """What run_many would make of `parallel` now (a number within the slots, or auto's choice)."""
+        return self.engine.parallelism(parallel)
+
+    def parallel_reason(self) -> str:
+        """Why --parallel auto starts where it does, in a clause for the batch's status line."""
+        prior = self.step_costs.prior
+        basis = ("what earlier runs' steps cost here" if prior.learned
+                 else "the startup curve" if self.cost_curve else "a generic guess, nothing learnt here yet")
+        why = f"--parallel auto, on {basis}; chosen again as this run's steps show their costs"
+        if self.opts.exact:
+            why += (f"; exact mode: at most {self.target_model.exact_max_batch} rows a decode and no repacked "
+                    "kernels, so rows cost more than in a plain run")
+        return why
+
+    def judge(self, prompt: Sequence[int], reference: Sequence[int], candidate: Sequence[int]) -> Comparison:
+        """Whether `candidate` is plain greedy decoding's `reference` (the benchmark's check): a
+        divergence is judged by the target's top-2 gap there, from a fresh decode. Clears the cache."""
+        return compare_greedy(self.target_ctx, prompt, reference, candidate)
+
+    def top2_gap(self, tokens: Sequence[int]) -> float:
+        return top2_gap(self.target_ctx, tokens)
+
+    # --- costs ---------------------------------------------------------------------------------
+
+    @property
+    def costs(self) -> StepCosts:
+        """What steps cost here, as learnt so far (for --stats, bench and costs)."""
+        return self.step_costs
+
+    @property
+    def cost_curve(self) -> CostCurve | None:
+        return getattr(self, "_curve", None) or self.store.curve(self.draft_path)
+
+    def drafter_note(self, summary: Summary) -> Notice | None:
+        """A drafter the request asked for that is not paying, with its measured cost and acceptance."""
+        return drafter_note(summary, self.step_costs, self.model_acceptance, self.has_draft_model)
+
+    def suffix_calibration(self) -> list:
+        return self.suffix.calibrator.report() if self.suffix is not None else []
+
+    def startup_curve(self, remeasure: bool = False, on_measure: Callable[[], None] | None = None) -> CostCurve:
+        """The startup microbenchmark (`specllama costs`): timed now unless cached; it becomes the
+        prior of the costs the engine learns (a few dozen real steps override it)."""
+        max_n = MAX_N if self.slots == 1 else MAX_N_PARALLEL
+        self._curve = self.store.measure(self.target_ctx, self.draft_ctx, remeasure=remeasure, on_measure=on_measure,
+                                         max_n=max_n)
+        self.step_costs.set_prior(self.store.prior(self.draft_path))
+        return self._curve
+
+    def cost_cache_file(self) -> Path:
+        """Where this machine's measured cost curve for these models and threads is kept."""
+        curve = self.cost_curve
+        return self.store.cache_file(self.draft_path, curve.max_n if curve else MAX_N)
+
+    def learned_costs(self) -> bool:
+        """Whether earlier runs here left step costs this run started from."""
+        return self.store.learned(self.draft_path) is not None
+
+    def llama_decode_time(self) -> dict[str, tuple[int, float]]:
+        """Per model ("target", "draft"): llama_decode calls and seconds since loading, prompts
+        included; beside a step's time it shows where a fast backend's time goes (llama.cpp itself,
+        or the loop around it)."""
+        out = {"target": (self.target_ctx.llama_calls, self.target_ctx.llama_seconds)}
+        if self.draft_ctx is not None:
+            out["draft"] = (self.draft_ctx.llama_calls, self.draft_ctx.llama_seconds)
+        return out
+
+
+def _model_info(model: GGUFModel | None) -> ModelInfo | None:
+    if model is None:
+        return None
+    info = model.info
+    return ModelInfo(model.name, model.path.name, model.path, info.file_size, info.architecture, info.n_params,
+                     info.quantization, model.n_vocab)

@@ -1,0 +1,60 @@
+"""What a session is asked to load: the models and the settings that need a reload to change.
+
+Plain values only (no llama.cpp), so the command line builds them while `--help` stays instant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specllama.decoding.request import AUTO, PARALLEL_AUTO_MAX, PARALLEL_MAX
+from specllama.errors import SpecllamaError
+from specllama.models.registry import Registry
+
+STAIRS_SEQUENCES = 17  # stairs verification decodes K+1 sequences side by side: up to K = 16
+
+# What exact mode changes, said wherever its output is compared: its greedy text is identical to
+# plain decoding *in exact mode*, which can differ from a default run from the first token.
+EXACT_MODE = "exact mode (Q8_0 KV cache, no repacked weights)"
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How to load: which models, and the settings that need a reload to change."""
+
+    pair: str | None = None
+    target: str | None = None  # a registry name or a path; overrides the pair's
+    draft: str | None = None
+    load_draft: bool = True  # False: do not load the pair's draft model (plain decoding or suffix only)
+    # True (--drafter auto): load the draft only where what is known of this machine's costs says
+    # it pays by a margin, or when the user named it with --draft (runtime/draft_load.py).
+    draft_if_pays: bool = False
+    draft_corpus: str | None = None  # --draft-corpus FILE: text the suffix drafter also drafts from
+    n_ctx: int = 4096
+    threads: int | None = None
+    threads_batch: int | None = None
+    gpu_layers: int | None = None  # None: every layer where llama.cpp can offload (Metal, CUDA), else 0
+    stairs: bool = False  # a target context with sequences to spare, for stairs verification
+    exact: bool = False  # greedy output independent of the batch shape (see llama/context.py)
+    # Every draft-model decode one token a sequence (a research switch for CUDA graphs, see
+    # drafters.ModelDrafter.one_token_decodes and scripts/measure_decode_shapes.py).
+    draft_one_token_decodes: bool = False
+    parallel: int | str = 1  # the most prompts decoded together (batch, bench), or "auto": chosen from the costs
+
+
+def parallel_slots(parallel: int | str) -> int:
+    """Cache sequences to allocate: --parallel N, or for "auto" the most the chooser considers."""
+    if parallel == AUTO:
+        return PARALLEL_AUTO_MAX
+    if not isinstance(parallel, int) or not 1 <= parallel <= PARALLEL_MAX:
+        raise SpecllamaError(f"--parallel must be 'auto' or between 1 and {PARALLEL_MAX}, got {parallel!r}")
+    return parallel
+
+
+def model_refs(opts: LoadOptions, registry: Registry) -> tuple[str, str | None]:
+    """(target, draft or None) as the user asked: explicit models beat the pair's."""
+    pair = registry.pair(opts.pair) if (opts.pair or not opts.target) else None
+    target = opts.target or pair.target
+    if not opts.load_draft:
+        return target, None
+    return target, opts.draft or (pair.draft if pair else None)
