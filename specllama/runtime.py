@@ -280,8 +280,10 @@ class Runtime:
         # The context size bounds the work: a prompt far too long is refused before tokenising it all.
         return self.target_model.prompt_tokens(prompt, system, max_tokens=self.target_ctx.n_ctx)
 
-    def chat_tokens(self, messages: list[dict]) -> list[int]:
-        return self.target_model.chat_tokens(messages)
+    def chat_tokens(self, messages: list[dict], stop: Callable[[], bool] | None = None) -> list[int]:
+        """The conversation templated and tokenized, bounded like prompt_tokens; `stop()` abandons
+        a long one between pieces (a server's client that left)."""
+        return self.target_model.chat_tokens(messages, max_tokens=self.target_ctx.n_ctx, stop=stop)
 
     def generate(self, prompt: Sequence[int], config: GenerationConfig) -> Generation:
         return self.engine.generate(prompt, config)
