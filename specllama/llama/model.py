@@ -314,6 +314,10 @@ class StreamDecoder:
         return self._utf8.decode(self._model.piece(token))
 
     def flush(self) -> str:
-        return self._utf8.decode(b"", final=True)
+        """The end of the text. Bytes still held back there are a character cut short (max_tokens
+        or the context ended the answer inside it): they are dropped, as llama-server does, not
+        turned into U+FFFD. Invalid bytes elsewhere were already replaced as they came."""
+        self._utf8.reset()
+        return ""
 
 
