@@ -324,6 +324,13 @@ class Runtime:
         run_many's (its tag)."""
         self.engine.cancel(tag)
 
+    def interrupt(self) -> None:
+        """Everything is stopping (a server's SIGTERM), from any thread: a long prompt's prefill
+        ends after its current chunk of n_batch tokens, with an error, instead of running on."""
+        for ctx in (self.target_ctx, self.draft_ctx):
+            if ctx is not None:
+                ctx.interrupted = True
+
     def check(self, request: Request) -> None:
         """Refuse a request that cannot run (a prompt longer than the context, a drafter not
         loaded) before it is queued."""
