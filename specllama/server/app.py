@@ -150,11 +150,6 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def read_json(request: Request, limit: int) -> object:
-    """The body as JSON (400 when it is not), read as read_body does."""
-    return body_json(await read_body(request, limit))
-
-
 async def _answer(state: ServerState, request: Request, job: Job, answer: Answer) -> Response:
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
