@@ -93,6 +93,9 @@ class Preparer:
         stop = asyncio.ensure_future(stopping.wait())
         try:
             await asyncio.wait({job.result, gone, stop}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # the handler itself was cancelled: nobody will read the result
+            job.abandoned.set()
+            raise
         finally:
             for task in (gone, stop):
                 task.cancel()
