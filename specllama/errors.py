@@ -33,3 +33,8 @@ class DownloadError(SpecllamaError):
 class UsageError(SpecllamaError):
     """The command line itself is wrong (conflicting options, no prompt): exit status 2, like
     argparse's own errors; every other SpecllamaError is a failure, exit status 1."""
+
+
+class Stopped(Exception):
+    """Tokenizing was abandoned: its `stop()` said the result is no longer wanted (the client left,
+    the server is stopping). Not a SpecllamaError: nobody made a mistake."""

@@ -110,12 +110,13 @@ def test_a_200_that_is_not_a_chat_completion_is_a_retryable_server_fault(body):
 
 
 @pytest.mark.parametrize("status,retryable,server_fault", [(429, True, True), (500, True, True), (503, True, True),
-                                                           (401, True, True), (400, False, False),
+                                                           (401, False, True), (404, True, True), (400, False, False),
                                                            (413, False, False)])
 def test_http_errors_are_classified(status, retryable, server_fault):
     with pytest.raises(ServerError, match=f"HTTP {status}") as e:
         _reply(b'{"error": "no"}', status=status, headers={"retry-after": "3"})
     assert (e.value.retryable, e.value.server_fault) == (retryable, server_fault)
+    assert e.value.refused_key == (status == 401)  # the batch takes the server out at once (issue 33)
     if status in (429, 503):
         assert e.value.retry_after == 3.0
 

@@ -152,7 +152,7 @@ def _error(status_body):
     (b"[1, 2]", None),
     (chat_body("a", "hi", max_tokens="ten"), "max_tokens"),
     (chat_body("a", "hi", temperature=-1), "temperature"),
-    (chat_body("a", "hi", top_p=0), "top_p"),
+    (chat_body("a", "hi", top_p=1.5), "top_p"),  # 0 is accepted, as OpenAI does: the most likely token
     (chat_body("a", "hi", stop=[1, 2]), "stop"),
     (chat_body("a", "hi", n=3), "n"),
     (chat_body("a", "hi", stream="yes"), "stream"),

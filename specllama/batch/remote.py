@@ -63,6 +63,7 @@ class RemoteReport:
     accepted: int = 0
     servers: dict[str, ServerStats] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
+    refused: dict[str, str] = field(default_factory=dict)  # server url -> its answer to our API key
 
     @property
     def acceptance(self) -> float | None:
@@ -97,7 +98,8 @@ def make_remote_record(item: PromptItem, reply: ServerReply, server: str) -> dic
 
 
 # Called on the main thread: (event, report). Events: ("done"|"failed", item, server url),
-# ("down", server url, message, cool-down seconds), ("up", server url), ("retry", server url, message).
+# ("down", server url, message, cool-down seconds), ("up", server url), ("retry", server url, message),
+# ("refused", server url, message): the server refused the API key and takes no more prompts.
 RemoteProgress = Callable[[tuple, RemoteReport], None]
 
 
@@ -188,6 +190,9 @@ def _handle(event: tuple, writer: OutputWriter, report: RemoteReport) -> int:
         report.servers[event[1]].errors += 1
     elif kind == "down":
         report.servers[event[1]].in_rotation = False
+    elif kind == "refused":
+        report.servers[event[1]].in_rotation = False
+        report.refused[event[1]] = event[2]
     elif kind == "up":
         report.servers[event[1]].in_rotation = True
     return 0
@@ -215,7 +220,7 @@ def _worker(server: RemoteServer, work: queue.PriorityQueue, results: queue.Queu
     client = server.client()
     health = server.health
     try:
-        while not stop.is_set():
+        while not stop.is_set() and health.refused is None:
             wait, probe = health.acquire(time.monotonic())
             if wait > 0:
                 stop.wait(min(wait, 0.25))
@@ -229,13 +234,21 @@ def _worker(server: RemoteServer, work: queue.PriorityQueue, results: queue.Queu
                 health.abandon(probe)
                 continue
             except Exception as e:
-                _server_failed(server, started, _as_server_error(e, client), results)
+                e = _as_server_error(e, client)
+                if e.refused_key:
+                    _refused(server, e, results)
+                    return
+                _server_failed(server, started, e, results)
                 continue
             item = task.item
             try:
                 reply = client.chat(chat_body(item.prompt, item.system or system, server.model, sampling))
             except Exception as e:  # one odd reply fails its prompt; the worker goes on (else the batch waits forever)
                 e = _as_server_error(e, client)
+                if e.refused_key:  # the prompt goes to another server, if one takes our key
+                    work.put(_Task(0, next(seq), item, task.attempts))
+                    _refused(server, e, results)
+                    return
                 if e.server_fault:
                     _server_failed(server, started, e, results)
                 elif health.succeeded(started):  # it answered, only this prompt is refused
@@ -261,6 +274,11 @@ def _as_server_error(e: Exception, client: ServerClient) -> ServerError:
         return e
     client.close()
     return ServerError(f"unexpected error: {type(e).__name__}: {e}", retryable=False, server_fault=False)
+
+
+def _refused(server: RemoteServer, error: ServerError, results: queue.Queue) -> None:
+    if server.health.refuse(str(error)):
+        results.put(("refused", server.url, str(error)))
 
 
 def _server_failed(server: RemoteServer, started: float, error: ServerError, results: queue.Queue) -> None:

@@ -49,11 +49,12 @@ class ServerError(Exception):
     server) may succeed; otherwise the prompt itself is at fault (e.g. 400: too long for the context)."""
 
     def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
-                 server_fault: bool = True):
+                 server_fault: bool = True, refused_key: bool = False):
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after  # seconds the server asked us to wait (429/503 Retry-After)
         self.server_fault = server_fault  # counts against the server's health
+        self.refused_key = refused_key  # 401/403: this server will refuse every prompt with this key
 
 
 @dataclass(frozen=True)
@@ -150,8 +151,12 @@ def http_error(status: int, headers: dict[str, str], data: bytes) -> ServerError
     message = f"HTTP {status}: {_snippet(data)}"
     if status == 429 or status >= 500 or status == 408:
         return ServerError(message, retryable=True, retry_after=retry_after(headers.get("retry-after")))
-    if status in (401, 403, 404):
-        # Wrong key, wrong address or wrong model: every prompt will fail the same way, on this server.
+    if status in (401, 403):
+        # A missing or wrong key: every prompt will be refused the same way by this server, so it
+        # leaves the batch at once (retrying it for minutes ended in "no server answered").
+        return ServerError(message, retryable=False, refused_key=True)
+    if status == 404:
+        # Wrong address or wrong model: every prompt will fail the same way, on this server.
         return ServerError(message, retryable=True)
     return ServerError(message, retryable=False, server_fault=False)  # 400, 413, 422: this prompt's fault
 

@@ -51,6 +51,7 @@ class ServerHealth:
         self.down_until = 0.0
         self._changed = float("-inf")  # when the server last left or rejoined the rotation
         self._probing = False
+        self.refused: str | None = None  # why the server refused our API key: out for good
 
     @property
     def in_rotation(self) -> bool:
@@ -98,6 +99,14 @@ class ServerHealth:
             self.down_since, self.down_until, self._probing, self._changed = now, now + delay, False, now
             return delay
 
+    def refuse(self, why: str) -> bool:
+        """The server refused the API key: no prompt of this batch goes to it again. True the
+        first time (one report per server, however many of its workers heard it)."""
+        with self._lock:
+            first, self.refused = self.refused is None, self.refused or why
+            return first
+
     def given_up(self) -> bool:
-        """Failed more times in a row than a prompt may be retried: as dead as we are willing to wait for."""
-        return self.failures > self.policy.retries
+        """Failed more times in a row than a prompt may be retried (as dead as we are willing to
+        wait for), or refused the key."""
+        return self.refused is not None or self.failures > self.policy.retries

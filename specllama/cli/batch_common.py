@@ -39,7 +39,13 @@ def report_outcome(args: argparse.Namespace, prompts, report, err: Console, not_
     server batch gave up on because no server answered."""
     for item, reason in report.failed:
         err.print(f"specllama: prompt {item.id!r} (line {item.line}) failed: {reason}", markup=False)
-    if not_attempted:
+    refused = getattr(report, "refused", {})  # a server batch's: servers that refused the API key
+    for url, answer in refused.items():
+        err.print(f"specllama: {url} refused the API key ({answer}): set SPECLLAMA_API_KEY (or OPENAI_API_KEY) to "
+                  "the key it was started with", markup=False)
+    if not_attempted and refused and len(refused) == len(getattr(report, "servers", refused)):
+        err.print(f"specllama: {not_attempted} prompt(s) not done: the server refused the API key", markup=False)
+    elif not_attempted:
         err.print(f"specllama: {not_attempted} prompt(s) not done: no server answered through a whole "
                   "retry schedule; rerun the same command when they are back", markup=False)
     if getattr(report, "context_full", 0):  # a local batch's; servers say "length" for both

@@ -128,7 +128,9 @@ def prepare_servers(urls: list[str], args: argparse.Namespace, policy, err: Cons
         answers = list(pool.map(ask, urls))
     servers = []
     for url, answer in zip(urls, answers):
-        if isinstance(answer, ServerError):
+        if isinstance(answer, ServerError) and answer.refused_key:
+            model, slots = None, None  # its first prompt finds the same and takes it out of the batch
+        elif isinstance(answer, ServerError):
             err.print(f"specllama: {url} is not answering yet ({answer}); it will be tried during the batch"
                       + ("" if args.concurrency else " with 1 request at a time (set --concurrency)"), markup=False)
             model, slots = None, None
@@ -177,6 +179,9 @@ def remote_progress(console: Console, urls: list[str]) -> Iterator:
                 console.print(f"specllama: {event[1]} out of rotation for {event[3]:.1f}s: {event[2]}", markup=False)
             elif kind == "up":
                 console.print(f"specllama: {event[1]} answers again, back in rotation", markup=False)
+            elif kind == "refused":
+                console.print(f"specllama: {event[1]} refused the API key, left out of this batch: {event[2]}",
+                              markup=False)
             acc = f", acceptance {report.acceptance:.0%}" if report.acceptance is not None else ""
             failed = f" ({len(report.failed)} failed)" if report.failed else ""
             bar.update(overall, completed=done[0], total=total[0], description=f"batch{failed}{acc}")

@@ -75,11 +75,21 @@ def models_named(args: argparse.Namespace) -> bool:
 
 def saved_conversation(args: argparse.Namespace, history_path):
     """The conversation --continue or --conversation ID asks for (a ConversationInfo), or None."""
-    from specllama.tui.history import History
+    from specllama.tui.history import History, HistoryUnavailable
 
     if not args.continue_last and args.conversation is None:
         return None
-    history = History(history_path)  # HistoryUnavailable: one line, like any user error
+    try:
+        return _reopened(args, History(history_path), history_path)
+    except HistoryUnavailable as e:  # the chat itself would go on without history; a continuation cannot
+        what = "--continue" if args.continue_last else f"--conversation {args.conversation}"
+        raise SpecllamaError(f"{what}: {e.reason}, so no conversation can be reopened; run `specllama chat` "
+                             "without it to chat without history (move the file away to start a new one)") from None
+
+
+def _reopened(args: argparse.Namespace, history, history_path):
+    """The conversation asked for, read from `history` (closed here); its models become the ones
+    to load unless the command line names some."""
     try:
         if args.continue_last:
             found = history.conversations()

@@ -7,7 +7,9 @@ import os
 import sys
 
 from specllama.cli.arguments import add_engine_options, add_model_options, add_status_options, at_least_one, parallel_count
+from specllama.cli.serve_limits import add_connection_limits, connection_limits
 from specllama.decoding.request import PARALLEL_AUTO_MAX
+from specllama.errors import SpecllamaError, UsageError
 
 DEFAULT_PORT = 8080  # llama-server's
 DEFAULT_QUEUE = 64
@@ -47,6 +49,7 @@ def _add_server_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"requests that may wait for a slot; beyond that, 503 with Retry-After (default {DEFAULT_QUEUE})")
     g.add_argument("--max-body", type=at_least_one, default=DEFAULT_MAX_BODY, metavar="BYTES",
                    help=f"the largest request body accepted, else 413 (default {DEFAULT_MAX_BODY})")
+    add_connection_limits(g)
 
 
 def _port(text: str) -> int:
@@ -57,6 +60,20 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0-65535, got {port}")
     return port
+
+
+def api_key_from(args: argparse.Namespace) -> str | None:
+    """--api-key, else $SPECLLAMA_API_KEY, else None (no key). An empty key is a mistake (an
+    unset variable in `--api-key "$KEY"`), not a wish to run open: refused, not ignored."""
+    if args.api_key is not None:
+        if not args.api_key.strip():
+            raise UsageError("--api-key is empty (an unset variable?): give the key, or leave the option out to "
+                             "serve without one")
+        return args.api_key
+    key = os.environ.get("SPECLLAMA_API_KEY")
+    if key is not None and not key.strip():
+        raise SpecllamaError("SPECLLAMA_API_KEY is set but empty: set it to the key, or unset it to serve without one")
+    return key
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
     status = status_lines(args)
     resolved = resolved_for(args, status)  # bad sampling options fail before anything loads
-    api_key = args.api_key or os.environ.get("SPECLLAMA_API_KEY") or None
+    api_key = api_key_from(args)
     sock = bind(args.host, args.port)  # a taken port fails now, not after minutes of loading
     try:
         # Loaded like the chat's: the draft model whenever the pair or --draft names one, so a request
@@ -88,13 +105,14 @@ def run(args: argparse.Namespace) -> int:
                                  n_ctx=info.n_ctx, defaults=defaults, default_max_tokens=resolved.max_tokens,
                                  drafters=runtime.drafters, n_vocab=info.target.n_vocab)
             metrics = Metrics(runtime.parallelism)
+            runtime.warm_tokenizer()  # the vocabulary's special texts read now, not in the first request
             state = ServerState(runtime, EngineWorker(runtime, args.queue, metrics), served, metrics, args.max_body)
             host, port = sock.getsockname()[:2]
             print(f"specllama serve: http://{host}:{port}/v1 · model '{name}' · {info.line(defaults)} · "
                   f"{runtime.parallelism} request(s) decoded together, {args.queue} may wait · drafters "
                   f"{', '.join(runtime.drafters)} (default {defaults.drafter})"
                   + (" · API key required" if api_key else ""), file=sys.stderr, flush=True)
-            serve(create_app(state, api_key), state, sock)
+            serve(create_app(state, api_key), state, sock, connection_limits(args))
     finally:
         sock.close()
     print("specllama serve: stopped", file=sys.stderr)

@@ -107,6 +107,9 @@ class DecodeContext:
         # fetching and checking logits, Python) is the rest, shown by --stats.
         self.llama_seconds = 0.0
         self.llama_calls = 0
+        # Set from another thread when everything stops (a server's SIGTERM): a long decode (a
+        # prompt's prefill, n_batch tokens at a time) ends after its current chunk, not after all.
+        self.interrupted = False
 
     @property
     def tokens(self) -> list[int]:
@@ -153,6 +156,8 @@ class DecodeContext:
             wanted = set(logits)
         rows = []
         for start in range(0, n, self.n_batch):
+            if start and self.interrupted:
+                raise SpecllamaError(f"decoding stopped after {start} of {n} tokens: everything is stopping")
             chunk = tokens[start:start + self.n_batch]
             want = [start + i in wanted for i in range(len(chunk))]
             positions = range(len(held), len(held) + len(chunk))

@@ -10,14 +10,20 @@ from __future__ import annotations
 import codecs
 import ctypes
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError
+from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError, Stopped
 from specllama.llama.backend import C, ensure_backend, last_llama_error
 from specllama.llama.exact_rows import EXACT_MAX_BATCH, exact_max_batch
 from specllama.llama.gguf_meta import read_info
+from specllama.llama.special_text import SpecialTexts, TooManySpecialTokens, split_at
+
+# Below this many (special tokens x bytes) llama.cpp's own split costs little (a chat's template
+# markers in a long message); above it the text goes to llama.cpp in pieces (special_text.py).
+SPLIT_WORK = 1 << 22
+SPLIT_FROM_BYTES = 4096  # shorter texts are never worth a search
 
 
 class GGUFModel:
@@ -48,6 +54,7 @@ class GGUFModel:
         self.n_ctx_train: int = C.llama_model_n_ctx_train(self._model)
         self._piece_cache: dict[int, bytes] = {}
         self._max_token_bytes: int | None = None
+        self._special_texts: SpecialTexts | None = None
         self._eog = np.array([C.llama_vocab_is_eog(self._vocab, t) for t in range(self.n_vocab)], dtype=bool)
 
     @property
@@ -74,9 +81,12 @@ class GGUFModel:
     # --- vocabulary -----------------------------------------------------------------------
 
     def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True,
-                 max_tokens: int | None = None) -> list[int]:
+                 max_tokens: int | None = None, stop: Callable[[], bool] | None = None) -> list[int]:
         """`max_tokens`: a text that certainly yields more tokens is refused before tokenizing (a
-        10 MB line once took 2.2 GB on its way to the context-overflow error)."""
+        10 MB line once took 2.2 GB on its way to the context-overflow error; a text holding more
+        special tokens than that is refused too). The work is linear in the text: one holding many
+        special tokens goes to llama.cpp in pieces (special_text.py), and `stop()` is asked between
+        pieces; when it says True, Stopped is raised."""
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError as e:  # a lone surrogate: undecodable bytes in argv, or JSON's \ud800
@@ -84,6 +94,36 @@ class GGUFModel:
                                  "or a lone surrogate); give the prompt as UTF-8 text") from None
         if max_tokens is not None:
             self._refuse_certainly_too_long(len(data), max_tokens)
+        pieces = self._pieces(text, len(data), parse_special, max_tokens)
+        if pieces is None:
+            return self._tokenize_bytes(data, add_special, parse_special)
+        tokens = [self.bos_id] if add_special and self.add_bos and self.bos_id >= 0 else []
+        for piece in pieces:
+            if stop is not None and stop():
+                raise Stopped
+            tokens += self._tokenize_bytes(piece.encode("utf-8"), False, parse_special)
+        if add_special and C.llama_vocab_get_add_eos(self._vocab) and self.eos_id >= 0:
+            tokens.append(self.eos_id)
+        return tokens
+
+    def _pieces(self, text: str, n_bytes: int, parse_special: bool, max_tokens: int | None) -> list[str] | None:
+        """`text` cut before its special tokens when llama.cpp's search over it whole would cost
+        much (None: tokenize it whole). Only for BPE vocabularies, whose tokenizer keeps no state
+        from one fragment to the next (SentencePiece's adds a space after a special token: likely
+        the same, but no such model is at hand to check it against)."""
+        if n_bytes < SPLIT_FROM_BYTES or C.llama_vocab_type(self._vocab) != C.LLAMA_VOCAB_TYPE_BPE:
+            return None
+        try:
+            starts = self.special_texts.starts(text, parse_special, most=max_tokens)
+        except TooManySpecialTokens as e:
+            raise ContextOverflowError(
+                f"the prompt holds more than {e.count - 1} special-token texts (such as <|im_end|>), each one token, "
+                f"more than the {max_tokens} tokens the context holds: shorten it") from None
+        if not self.special_texts.overlap_free or len(starts) * n_bytes <= SPLIT_WORK:
+            return None
+        return split_at(text, starts)
+
+    def _tokenize_bytes(self, data: bytes, add_special: bool, parse_special: bool) -> list[int]:
         capacity = len(data) + 8
         buf = (C.llama_token * capacity)()
         n = C.llama_tokenize(self._vocab, data, len(data), buf, capacity, add_special, parse_special)
@@ -94,6 +134,22 @@ class GGUFModel:
             if n < 0:
                 raise SpecllamaError(f"could not tokenize {len(data)} bytes of text")
         return list(buf[:n])
+
+    @property
+    def special_texts(self) -> SpecialTexts:
+        """The vocabulary's special-token texts (control, user-defined), read once."""
+        if self._special_texts is None:
+            wanted = C.LLAMA_TOKEN_ATTR_CONTROL | C.LLAMA_TOKEN_ATTR_USER_DEFINED | C.LLAMA_TOKEN_ATTR_UNKNOWN
+            tokens = []
+            for token in range(self.n_vocab):
+                attr = C.llama_vocab_get_attr(self._vocab, token)
+                if attr & wanted:
+                    try:  # a text that is not UTF-8 cannot occur in a str: nothing to find
+                        tokens.append((C.llama_vocab_get_text(self._vocab, token).decode("utf-8"), attr))
+                    except UnicodeDecodeError:
+                        pass
+            self._special_texts = SpecialTexts(tokens)
+        return self._special_texts
 
     def _refuse_certainly_too_long(self, n_bytes: int, max_tokens: int) -> None:
         """Every token stands for at most `max_token_bytes` bytes of input, so a text of more than
@@ -188,14 +244,15 @@ class GGUFModel:
         return self.chat_tokens(messages + [{"role": "user", "content": prompt}], max_tokens=max_tokens)
 
     def chat_tokens(self, messages: list[dict], *, add_generation_prompt: bool = True,
-                    max_tokens: int | None = None) -> list[int]:
+                    max_tokens: int | None = None, stop: Callable[[], bool] | None = None) -> list[int]:
+        """The conversation templated and tokenized; `max_tokens` and `stop` as for tokenize()."""
         text = self.render_chat(messages, add_generation_prompt=add_generation_prompt)
         if max_tokens is not None:
             self._refuse_certainly_too_long(len(text.encode("utf-8", "surrogatepass")), max_tokens)
         if any(self._holds_control_text(m["content"]) for m in messages):
-            tokens = self._tokenize_turns(text, messages, add_generation_prompt)
+            tokens = self._tokenize_turns(text, messages, add_generation_prompt, max_tokens, stop)
         else:  # the common case, tokenized whole exactly as llama.cpp's own server does
-            tokens = self.tokenize(text, add_special=False)
+            tokens = self.tokenize(text, add_special=False, max_tokens=max_tokens, stop=stop)
         # The template writes BOS itself when it wants one; add it only if the model needs it and
         # the template did not, so it is never doubled.
         if self.add_bos and self.bos_id >= 0 and (not tokens or tokens[0] != self.bos_id):
@@ -207,12 +264,12 @@ class GGUFModel:
     # tokenized with parse_special off (llama.cpp's switch), the template's own text with it on.
 
     def _holds_control_text(self, content: object) -> bool:
-        if not isinstance(content, str) or not content:
-            return False
-        return (self.tokenize(content, add_special=False, parse_special=True)
-                != self.tokenize(content, add_special=False, parse_special=False))
+        """A plain search for control-token texts: tokenizing it both ways to compare, as this
+        once did, cost the square of its size in llama.cpp (special_text.py)."""
+        return isinstance(content, str) and bool(content) and self.special_texts.holds_control(content)
 
-    def _tokenize_turns(self, text: str, messages: list[dict], add_generation_prompt: bool) -> list[int]:
+    def _tokenize_turns(self, text: str, messages: list[dict], add_generation_prompt: bool,
+                        max_tokens: int | None, stop: Callable[[], bool] | None) -> list[int]:
         """`text` (the rendered chat) tokenized piece by piece: each message's content as text,
         the template's text between them with its special tokens."""
         marks = [f"\ue000{i}\ue001" for i in range(len(messages))]  # private-use: in no message
@@ -234,7 +291,8 @@ class GGUFModel:
         tokens: list[int] = []
         for piece, is_content in pieces:
             if piece:
-                tokens += self.tokenize(piece, add_special=False, parse_special=not is_content)
+                tokens += self.tokenize(piece, add_special=False, parse_special=not is_content, max_tokens=max_tokens,
+                                        stop=stop)
         return tokens
 
 
@@ -249,6 +307,10 @@ class StreamDecoder:
         return self._utf8.decode(self._model.piece(token))
 
     def flush(self) -> str:
-        return self._utf8.decode(b"", final=True)
+        """The end of the text. Bytes still held back there are a character cut short (max_tokens
+        or the context ended the answer inside it): they are dropped, as llama-server does, not
+        turned into U+FFFD. Invalid bytes elsewhere were already replaced as they came."""
+        self._utf8.reset()
+        return ""
 
 

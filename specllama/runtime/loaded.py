@@ -199,9 +199,14 @@ class Runtime:
 
     # --- text ------------------------------------------------------------------------------------
 
-    def tokenize(self, text: str) -> list[int]:
-        # The context size bounds the work: a text far too long is refused before tokenising it all.
-        return self.target_model.tokenize(text, max_tokens=self.target_ctx.n_ctx)
+    def tokenize(self, text: str, stop: Callable[[], bool] | None = None) -> list[int]:
+        # The context size bounds the work: a text far too long is refused before tokenising it all;
+        # `stop()` abandons a long one between pieces (a server's client that left).
+        return self.target_model.tokenize(text, max_tokens=self.target_ctx.n_ctx, stop=stop)
+
+    def warm_tokenizer(self) -> None:
+        """Read the vocabulary's special texts now, not in the first request (a server's start)."""
+        self.target_model.special_texts
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         return self.target_model.detokenize(tokens)
@@ -209,8 +214,10 @@ class Runtime:
     def prompt_tokens(self, prompt: str, system: str | None = None) -> list[int]:
         return self.target_model.prompt_tokens(prompt, system, max_tokens=self.target_ctx.n_ctx)
 
-    def chat_tokens(self, messages: list[dict]) -> list[int]:
-        return self.target_model.chat_tokens(messages)
+    def chat_tokens(self, messages: list[dict], stop: Callable[[], bool] | None = None) -> list[int]:
+        """The conversation templated and tokenized, bounded like prompt_tokens; `stop()` abandons
+        a long one between pieces (a server's client that left)."""
+        return self.target_model.chat_tokens(messages, max_tokens=self.target_ctx.n_ctx, stop=stop)
 
     # --- generation (the engine's) -------------------------------------------------------------
 
@@ -223,6 +230,13 @@ class Runtime:
         """Several prompts decoded together (as many as `parallel`, default --parallel, says), as
         (tag, event) pairs; a RequestQueue feeds requests that arrive meanwhile."""
         return self.engine.run_many(requests, self.opts.parallel if parallel is None else parallel)
+
+    def interrupt(self) -> None:
+        """Everything is stopping (a server's SIGTERM), from any thread: a long prompt's prefill
+        ends after its current chunk of n_batch tokens, with an error, instead of running on."""
+        for ctx in (self.target_ctx, self.draft_ctx):
+            if ctx is not None:
+                ctx.interrupted = True
 
     def check(self, request: Request) -> None:
         """Refuse a request that cannot run (a prompt longer than the context, a drafter not

@@ -74,13 +74,15 @@ class Session(Protocol):
     def context_use(self) -> tuple[int, int]: ...  # (tokens held by the conversation, context size)
 
     # --- text: tokenizer and chat template --------------------------------------------------------
-    def tokenize(self, text: str) -> list[int]: ...  # raw text, no template; refused past the context
+    def tokenize(self, text: str, stop=None) -> list[int]: ...  # raw text, no template; refused past the context
+
+    def warm_tokenizer(self) -> None: ...  # read the special texts now (a server's start)
 
     def detokenize(self, tokens: Sequence[int]) -> str: ...
 
     def prompt_tokens(self, prompt: str, system: str | None = None) -> list[int]: ...  # one user turn, templated
 
-    def chat_tokens(self, messages: list[dict]) -> list[int]: ...  # a conversation, templated
+    def chat_tokens(self, messages: list[dict], stop=None) -> list[int]: ...  # a conversation, templated; stop() abandons it
 
     # --- generation ------------------------------------------------------------------------------
     def generate(self, prompt: Sequence[int], config: GenerationConfig, cancel=None) -> Generation: ...  # cancel: a CancelHandle
@@ -89,6 +91,8 @@ class Session(Protocol):
                  parallel: int | str | None = None) -> Iterator[tuple[Hashable, Event]]: ...
 
     def check(self, request) -> None: ...  # refuse what cannot run before it is queued
+
+    def interrupt(self) -> None: ...  # everything is stopping: a long prefill ends after its chunk
 
     def reset(self) -> None: ...  # empty every cache (the benchmark's cold start)
 

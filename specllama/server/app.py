@@ -17,12 +17,11 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable, TypeVar
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -31,10 +30,15 @@ from specllama.decoding.engine import Request as EngineRequest
 from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.server.api_errors import APIError, invalid
 from specllama.server.metrics import Metrics
+from specllama.server.prepare import ClientGone, Preparer, ServerStopping, disconnected
+from specllama.server.request_body import body_json
 from specllama.server.responses import Answer
 from specllama.server.schema import Job, ServedModel, parse_chat, parse_completion
+from specllama.server.stopping import Stopping, unless_stopping
 from specllama.server.worker import EngineWorker, QueueFull, Refused, ShuttingDown
 
+T = TypeVar("T")
+GAVE_UP = object()  # what _next_event returns once the stop's grace for the engine has passed
 OPEN_PATHS = ("/health", "/v1/health")  # answered without the API key (load balancers probe them)
 RETRY_AFTER_FULL = 1  # seconds a client waits after a 503 for a full queue
 
@@ -48,6 +52,8 @@ class ServerState:
     max_body: int
     draining: bool = False
     started: float = field(default_factory=time.time)
+    preparer: Preparer = field(default_factory=Preparer)  # JSON and tokenizing, off the event loop
+    stopping: Stopping = field(default_factory=Stopping)
 
 
 def create_app(state: ServerState, api_key: str | None = None) -> Starlette:
@@ -62,7 +68,10 @@ def create_app(state: ServerState, api_key: str | None = None) -> Starlette:
         Route("/props", lambda request: JSONResponse(_props(state)), methods=["GET"]),
         Route("/metrics", lambda request: _metrics(state), methods=["GET"]),
     ]
-    handlers = {APIError: lambda request, e: e.response(), HTTPException: _http_error, Exception: _internal_error}
+    handlers = {APIError: lambda request, e: e.response(), HTTPException: _http_error, Exception: _internal_error,
+                ClientGone: lambda request, e: Response(status_code=499),  # nobody reads it
+                ServerStopping: lambda request, e: APIError(503, "the server is shutting down",
+                                                            retry_after=RETRY_AFTER_FULL).response()}
     app = Starlette(routes=routes, exception_handlers=handlers)
     if api_key:
         app.add_middleware(APIKeyCheck, key=api_key)
@@ -92,21 +101,28 @@ def _handler(state: ServerState, chat: bool):
     async def handle(request: Request) -> Response:
         if state.draining:
             raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
-        body = await read_json(request, state.max_body)
-        job = await run_in_threadpool(_parse, state, body, chat)
+        job = await prepare_request(state, request, lambda body, stop: _parse(state, body, chat, stop))
         return await _answer(state, request, job, Answer(state.served.name, chat=chat))
 
     return handle
 
 
-def _parse(state: ServerState, body: object, chat: bool) -> Job:
+async def prepare_request(state: ServerState, request: Request, parse: Callable[[object, Callable[[], bool]], T]) -> T:
+    """What every generating route does first: the body read (413 past --max-body), then decoded
+    and turned into what the engine runs by parse(body, stop) on a preparing thread (prepare.py:
+    bounded threads, dropped when the client leaves or the server stops; `stop()` says so)."""
+    raw = await unless_stopping(state.stopping, read_body(request, state.max_body))
+    return await state.preparer.run(lambda stop: parse(body_json(raw), stop), len(raw), request, state.stopping.begun)
+
+
+def _parse(state: ServerState, body: object, chat: bool, stop: Callable[[], bool]) -> Job:
     """The request as the engine will run it; every reason it cannot run is a 400 now, not later."""
     runtime, served = state.runtime, state.served
     try:
         if chat:
-            job = parse_chat(body, served, runtime.chat_tokens)
+            job = parse_chat(body, served, lambda messages: runtime.chat_tokens(messages, stop=stop))
         else:
-            job = parse_completion(body, served, runtime.tokenize)
+            job = parse_completion(body, served, lambda text: runtime.tokenize(text, stop=stop))
         runtime.check(EngineRequest(job.prompt, job.config))
     except ContextOverflowError as e:
         raise invalid(str(e), "messages" if chat else "prompt", code="context_length_exceeded") from None
@@ -115,22 +131,22 @@ def _parse(state: ServerState, body: object, chat: bool) -> Job:
     return job
 
 
-async def read_json(request: Request, limit: int) -> object:
-    """The body as JSON, refused with 413 past `limit` bytes (by its Content-Length when it says,
-    else as it arrives) before it is held in memory."""
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body's bytes, refused with 413 past `limit` bytes (by its Content-Length when it says,
+    else as it arrives) before it is held in memory; ClientGone if the client leaves meanwhile."""
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:
         raise APIError(413, f"the request body is {int(length)} bytes; this server accepts at most {limit}")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise APIError(413, f"the request body is over {limit} bytes, the most this server accepts")
-        chunks.append(chunk)
     try:
-        return json.loads(b"".join(chunks))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise invalid(f"the request body is not valid JSON: {e}") from None
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise APIError(413, f"the request body is over {limit} bytes, the most this server accepts")
+            chunks.append(chunk)
+    except ClientDisconnect:  # an upload cut short: nothing to answer, nothing to log
+        raise ClientGone from None
+    return b"".join(chunks)
 
 
 async def _answer(state: ServerState, request: Request, job: Job, answer: Answer) -> Response:
@@ -156,24 +172,28 @@ async def _answer(state: ServerState, request: Request, job: Job, answer: Answer
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(_stream(state, request, tag, events, job, answer), media_type="text/event-stream",
                                  headers=headers)
-    event = await _next_event(request, events)
+    event = await _next_event(request, events, state.stopping.give_up)
     if event is None:  # the client left: its slot is freed, nobody reads an answer
         state.worker.cancel(tag)
         return Response(status_code=499)
-    return _whole(event, answer)
+    if event is GAVE_UP:
+        state.worker.cancel(tag)
+    return _whole(state, event, answer)
 
 
-def _whole(event, answer: Answer) -> Response:
+def _whole(state: ServerState, event, answer: Answer) -> Response:
     if isinstance(event, DoneEvent):
         if event.summary.finish_reason == "cancelled":
             raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
         return JSONResponse(answer.whole(event.summary))
-    raise _failure(event)
+    raise _failure(state, event)
 
 
-def _failure(event) -> APIError:
+def _failure(state: ServerState, event) -> APIError:
     if isinstance(event, Refused):
         return APIError(event.status, event.message, retry_after=RETRY_AFTER_FULL if event.status == 503 else None)
+    if event is GAVE_UP or state.draining:  # a prompt's prefill interrupted by the stop fails too
+        return APIError(503, "the server is shutting down: the answer is incomplete", retry_after=RETRY_AFTER_FULL)
     return APIError(500, f"generation failed: {event.message}")
 
 
@@ -184,9 +204,13 @@ async def _stream(state: ServerState, request: Request, tag: int, events: asynci
         if answer.chat:
             yield _sse(answer.first_chunk())
         while True:
-            event = await _next_event(request, events)
+            event = await _next_event(request, events, state.stopping.give_up)
             if event is None:
                 return  # the client left (finally cancels its request)
+            if event is GAVE_UP:  # the engine did not end it in time: end the stream here
+                yield _sse(_failure(state, event).body())
+                yield "data: [DONE]\n\n"
+                return
             if isinstance(event, TokenEvent):
                 if event.text:
                     yield _sse(answer.text_chunk(event.text))
@@ -202,7 +226,7 @@ async def _stream(state: ServerState, request: Request, tag: int, events: asynci
                     if job.include_usage:
                         yield _sse(answer.usage_chunk(event.summary))
             else:
-                yield _sse(_failure(event).body())
+                yield _sse(_failure(state, event).body())
             yield "data: [DONE]\n\n"
             return
     finally:
@@ -210,23 +234,22 @@ async def _stream(state: ServerState, request: Request, tag: int, events: asynci
             state.worker.cancel(tag)
 
 
-async def _next_event(request: Request, events: asyncio.Queue):
-    """The request's next event, or None when the client disconnects first."""
+async def _next_event(request: Request, events: asyncio.Queue, give_up: asyncio.Event):
+    """The request's next event; None when the client disconnects first, GAVE_UP when the server
+    stopped long enough ago that it answers without waiting for the engine any more."""
     if not events.empty():
         return events.get_nowait()
     get = asyncio.ensure_future(events.get())
-    gone = asyncio.ensure_future(_disconnected(request))
+    gone = asyncio.ensure_future(disconnected(request))
+    stop = asyncio.ensure_future(give_up.wait())
     try:
-        done, _ = await asyncio.wait({get, gone}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({get, gone, stop}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (get, gone):
+        for task in (get, gone, stop):
             task.cancel()
-    return get.result() if get in done else None
-
-
-async def _disconnected(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
+    if get in done:
+        return get.result()
+    return None if gone in done else GAVE_UP
 
 
 def _sse(obj: dict) -> str:
@@ -263,7 +286,9 @@ def _health(state: ServerState) -> Response:
 
 def _metrics(state: ServerState) -> Response:
     active, queued = state.worker.counts()
-    return PlainTextResponse(state.metrics.render(active, queued), media_type="text/plain; version=0.0.4")
+    preparer = state.preparer
+    return PlainTextResponse(state.metrics.render(active, queued, sum(preparer.counts()), preparer.abandoned),
+                             media_type="text/plain; version=0.0.4")
 
 
 def _http_error(request: Request, e: HTTPException) -> Response:

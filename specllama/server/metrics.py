@@ -62,13 +62,18 @@ class Metrics:
         with self._lock:
             return sum(1 for t in self._recent if t >= now - RATE_WINDOW) / RATE_WINDOW
 
-    def render(self, active: int, queued: int) -> str:
+    def render(self, active: int, queued: int, preparing: int = 0, abandoned: int = 0) -> str:
         rate = self.tokens_per_s()
         with self._lock:
             drafted, accepted = sum(self.drafted.values()), sum(self.accepted.values())
             lines = [
                 *_series("specllama_requests_active", "gauge", "requests holding a slot", [("", active)]),
                 *_series("specllama_requests_queued", "gauge", "requests waiting for a slot", [("", queued)]),
+                *_series("specllama_requests_preparing", "gauge", "request bodies being parsed and tokenized, or "
+                         "waiting for that", [("", preparing)]),
+                *_series("specllama_preparing_abandoned_total", "counter", "request bodies whose parsing or "
+                         "tokenizing was dropped or stopped part way (the client left, the server stopped)",
+                         [("", abandoned)]),
                 *_series("specllama_slots", "gauge", "requests decoded together at most", [("", self.slots)]),
                 *_series("specllama_requests_total", "counter", "finished requests by outcome (finish reason, "
                          "cancelled, refused, failed)",

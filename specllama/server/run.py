@@ -1,26 +1,39 @@
 """Running the app under uvicorn, and stopping it cleanly.
 
 On SIGTERM or Ctrl-C uvicorn stops accepting connections and waits for the open ones; before it
-waits, the worker is drained (DrainingServer.shutdown): waiting requests are refused with 503, the
-running ones are cancelled after their current step, so their streams end with an error event and
-[DONE] and non-streamed ones get a 503 (which `batch --server` retries elsewhere). Then the engine
-thread ends, the models are freed and the process exits 0. uvicorn would re-raise the signal after
-its own graceful stop (so the process "dies of" SIGTERM); a server asked to stop that stopped
-cleanly exits 0 instead. A second Ctrl-C still forces the exit, as uvicorn does.
+waits, DrainingServer.shutdown stops everything the requests are doing: bodies being read or
+prepared (JSON, tokenizing) are answered 503 at once, waiting requests are refused with 503, the
+running ones are cancelled after their current step (a long prompt's prefill after its current
+chunk), so their streams end with an error event and [DONE] and non-streamed ones get a 503
+(which `batch --server` retries elsewhere). A handler still waiting for the engine after
+ANSWER_SECONDS answers 503 itself (stopping.py), so every client gets JSON.
+
+Then the models may be freed only once no thread can call into llama.cpp: the engine thread and
+the preparing threads are joined, and if one is still inside a native call when STOP_SECONDS
+have passed since the signal, the process exits at once without freeing anything (the memory goes
+back to the system either way); freeing a model under a running tokenize was the SIGSEGV of
+issue 33. uvicorn would re-raise the signal after its own graceful stop (so the process "dies
+of" SIGTERM); a server asked to stop that stopped cleanly exits 0 instead. A second Ctrl-C
+still forces the exit, as uvicorn does.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
+import time
 
 import uvicorn
 
 from specllama.errors import SpecllamaError
 from specllama.server.app import ServerState
+from specllama.server.limits import ConnectionLimits
+from specllama.server.protocol import guarded_protocol
 
-GRACE_SECONDS = 5  # the longest uvicorn waits for connections once every request was cancelled
-ENGINE_JOIN_SECONDS = 30  # a long prompt's prefill is one decode the engine cannot interrupt
+ANSWER_SECONDS = 2  # after the signal, the longest a handler waits for the engine's last event
+GRACE_SECONDS = 5  # uvicorn's own wait for connections; every handler has answered well before
+STOP_SECONDS = 8  # after the signal, the longest to wait for threads inside llama.cpp
 
 
 class DrainingServer(uvicorn.Server):
@@ -35,9 +48,17 @@ class DrainingServer(uvicorn.Server):
             captured.clear()  # stopped on request: exit 0, do not die of the signal afterwards
 
     async def shutdown(self, sockets=None) -> None:
-        self.state.draining = True
-        self.state.worker.drain()
+        stop_everything(self.state)
         await super().shutdown(sockets)
+
+
+def stop_everything(state: ServerState) -> None:
+    """Refuse what is new, drop what is being prepared, cancel what runs (on the event loop)."""
+    state.draining = True
+    state.stopping.begin(ANSWER_SECONDS)
+    state.preparer.close()
+    state.worker.drain()
+    state.runtime.interrupt()
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -58,16 +79,27 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(app, state: ServerState, sock: socket.socket) -> None:
-    """Run until SIGTERM / Ctrl-C; returns once the engine thread has ended."""
+def serve(app, state: ServerState, sock: socket.socket, limits: ConnectionLimits = ConnectionLimits()) -> None:
+    """Run until SIGTERM / Ctrl-C; returns once no thread uses the models (the caller frees them),
+    or ends the process when one still does after STOP_SECONDS."""
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=GRACE_SECONDS,
-                            lifespan="off", access_log=False)
+                            lifespan="off", access_log=False, http=guarded_protocol(limits))
     server = DrainingServer(config, state)
+    state.preparer.start()
     state.worker.start()
     try:
         server.run(sockets=[sock])
     finally:
-        state.draining = True
-        state.worker.drain()
-        if not state.worker.join(ENGINE_JOIN_SECONDS):
-            print("specllama serve: the engine did not stop in time", file=sys.stderr)
+        if not state.draining:  # uvicorn ended without its shutdown (a failed start): stop here
+            state.draining = True
+            state.preparer.close()
+            state.worker.drain()
+            state.runtime.interrupt()
+        since = state.stopping.since or time.monotonic()
+        deadline = since + STOP_SECONDS
+        stopped = state.worker.join(max(0.0, deadline - time.monotonic())) and state.preparer.join(deadline)
+        if not stopped:
+            print(f"specllama serve: a request was still inside llama.cpp {STOP_SECONDS} s after the stop; exiting "
+                  "without freeing the models", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            os._exit(0)

@@ -64,7 +64,7 @@ def parse_chat(body: object, served: ServedModel, tokenize_chat) -> Job:
     _refuse_unsupported(body, ("tools", "functions"), "tool and function calls are not supported")
     messages = _messages(body.get("messages"))
     prompt = tokenize_chat(messages)
-    return _job(body, served, prompt)
+    return _job(body, served, prompt, "messages")
 
 
 def parse_completion(body: object, served: ServedModel, tokenize_text) -> Job:
@@ -87,13 +87,16 @@ def parse_completion(body: object, served: ServedModel, tokenize_text) -> Job:
     else:
         raise invalid("'prompt' must be a string, a list of one string, or a list of token ids from 0 to "
                       f"{served.n_vocab - 1} (several prompts in one request are not supported)", "prompt")
-    return _job(body, served, tokens)
+    best_of = body.get("best_of")
+    if best_of is not None and best_of != 1:
+        raise invalid("only best_of = 1 is supported (one completion is generated per request)", "best_of")
+    return _job(body, served, tokens, "prompt")
 
 
-def _job(body: dict, served: ServedModel, prompt: list[int]) -> Job:
+def _job(body: dict, served: ServedModel, prompt: list[int], prompt_param: str) -> Job:
     if len(prompt) + 1 > served.n_ctx:
         raise invalid(f"the prompt is {len(prompt)} tokens but the context holds {served.n_ctx}: shorten it, "
-                      "or start the server with a larger --ctx", "messages", code="context_length_exceeded")
+                      "or start the server with a larger --ctx", prompt_param, code="context_length_exceeded")
     n = body.get("n", 1)
     if n is not None and n != 1:
         raise invalid("only n = 1 is supported", "n")
@@ -119,10 +122,14 @@ def _config(body: dict, served: ServedModel) -> GenerationConfig:
     seed = _optional(body, "seed", _is_int)
     if seed is not None and not -1 <= seed < 2**63:
         raise invalid("'seed' must be between 0 and 2**63 - 1 (or -1 for a random one)", "seed")
+    top_p = _optional(body, "top_p", _is_number, params.top_p)
+    top_k = _optional(body, "top_k", _is_int, params.top_k)
+    if top_p == 0:  # OpenAI accepts it: the smallest nucleus, the most likely token alone
+        top_p, top_k = 1.0, 1
     sampling_fields = dict(
         temperature=_optional(body, "temperature", _is_number, params.temperature),
-        top_p=_optional(body, "top_p", _is_number, params.top_p),
-        top_k=_optional(body, "top_k", _is_int, params.top_k),
+        top_p=top_p,
+        top_k=top_k,
         min_p=_optional(body, "min_p", _is_number, params.min_p),
         seed=params.seed if seed is None else (None if seed == -1 else seed))
     try:

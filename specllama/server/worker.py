@@ -71,7 +71,11 @@ class EngineWorker:
         with self._lock:
             if self._closed or self.failure is not None:
                 raise ShuttingDown
-            if len(self.queue) >= self.max_queue:
+            # Every request the engine holds or will hold counts against the slots first, the queue
+            # only beyond them: the engine takes waiting requests between steps, so counting the
+            # RequestQueue alone refused requests while slots were free (issue 33: 10 at once on
+            # 2 slots and a queue of 2 got 3 through, not 4).
+            if len(self._unfinished) >= self.runtime.parallelism + self.max_queue:
                 raise QueueFull
             tag = next(self._tags)
             self._sinks[tag] = sink

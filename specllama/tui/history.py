@@ -29,7 +29,11 @@ FILE_NAME = "chats.sqlite3"
 
 
 class HistoryUnavailable(SpecllamaError):
-    """The history database cannot be used (corrupt, locked, unwritable)."""
+    """The history database cannot be used (corrupt, locked, unwritable); `reason` says why."""
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason or message
 
 
 def default_path() -> Path:
@@ -130,7 +134,7 @@ def segments_from_runs(text: str, runs: list | None) -> list[tuple[str, str]]:
 
 def _unavailable(path: Path, e: Exception) -> HistoryUnavailable:
     what = "locked by another program" if "locked" in str(e) else str(e)
-    return HistoryUnavailable(f"chat history {path}: {what}; chatting without history")
+    return HistoryUnavailable(f"chat history {path}: {what}; chatting without history", f"chat history {path}: {what}")
 
 
 class History:

@@ -95,7 +95,7 @@ def load_cached(key: dict) -> CostCurve | None:
     path = _entry_path(key)
     try:
         entry = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
         return None
     if not isinstance(entry, dict) or entry.get("key") != key:  # a hash collision or a hand-edited file
         return None
