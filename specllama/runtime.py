@@ -11,7 +11,7 @@ generate/cancel/reset), never the contexts or the engine's drafters directly.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
@@ -33,32 +33,25 @@ from specllama.decoding.cost.online import Prior, StepCosts, prior_from_snapshot
 from specllama.decoding.drafters import Drafter, ModelDrafter
 from specllama.decoding.engine import Engine, Generation, GenerationConfig, Request
 from specllama.decoding.events import Event
-from specllama.decoding.request import AUTO, DRAFTERS, K_AUTO_MAX, PARALLEL_AUTO_MAX, PARALLEL_MAX
+from specllama.decoding.request import DRAFTERS, K_AUTO_MAX
 from specllama.decoding.request_queue import RequestQueue
 from specllama.decoding.suffix_drafter import SuffixDrafter
 from specllama.errors import IncompatiblePairError, SpecllamaError
 from specllama.llama.backend import default_threads, gpu_offload_supported
 from specllama.llama.context import DecodeContext
 from specllama.llama.gguf_meta import check_compatibility
+from specllama.llama.kv_memory import available_memory, kv_bytes_per_sequence
 from specllama.llama.model import GGUFModel
 from specllama.models import store
 from specllama.models.registry import Registry, load_registry
 from specllama.models.resolve import looks_like_path, resolve
+from specllama.slot_budget import plan_slots
 
 STAIRS_SEQUENCES = 17  # stairs verification decodes K+1 sequences side by side: up to K = 16
 
 # What exact mode changes, said wherever its output is compared: its greedy text is identical to
 # plain decoding *in exact mode*, which can differ from a default run from the first token.
 EXACT_MODE = "exact mode (Q8_0 KV cache, no repacked weights)"
-
-
-def parallel_slots(parallel: int | str) -> int:
-    """Cache sequences to allocate: --parallel N, or for "auto" the most the chooser considers."""
-    if parallel == AUTO:
-        return PARALLEL_AUTO_MAX
-    if not isinstance(parallel, int) or not 1 <= parallel <= PARALLEL_MAX:
-        raise SpecllamaError(f"--parallel must be 'auto' or between 1 and {PARALLEL_MAX}, got {parallel!r}")
-    return parallel
 
 
 @dataclass
@@ -80,6 +73,7 @@ class LoadOptions:
     stairs: bool = False  # a target context with sequences to spare, for stairs verification
     exact: bool = False  # greedy output independent of the batch shape (see llama/context.py)
     parallel: int | str = 1  # the most prompts decoded together (batch, bench), or "auto": chosen from the costs
+    prompts: int | None = None  # the prompts a job holds (batch): no more slots than that; None: unknown (serve)
 
 
 def model_refs(opts: LoadOptions, registry: Registry) -> tuple[str, str | None]:
@@ -165,7 +159,12 @@ class Runtime:
         self.gpu_layers = opts.gpu_layers if opts.gpu_layers is not None else (-1 if gpu_offload_supported() else 0)
         self.target_model = GGUFModel(self.target_path, n_gpu_layers=self.gpu_layers, exact=opts.exact)
         n_ctx = min(opts.n_ctx, self.target_model.n_ctx_train) if opts.n_ctx > 0 else self.target_model.n_ctx_train
-        slots = self.slots = parallel_slots(opts.parallel)
+        # Slots are counted with the draft's cache too: whether auto loads it is decided below.
+        target_kv = kv_bytes_per_sequence(self.target_path, n_ctx, q8_0_cache=opts.exact)
+        draft_kv = kv_bytes_per_sequence(self.draft_path, n_ctx) if self.draft_path else 0
+        self.slot_plan = plan_slots(opts.parallel, prompts=opts.prompts, kv_bytes=target_kv + draft_kv,
+                                    available=available_memory())
+        slots = self.slots = self.slot_plan.count
         if opts.stairs and slots > 1:
             raise SpecllamaError("stairs verification runs one prompt at a time: drop --parallel or --verify stairs")
         self.target_ctx = DecodeContext(self.target_model, n_ctx=n_ctx, n_threads=threads,
@@ -191,6 +190,7 @@ class Runtime:
             if not load:
                 self.draft_path = None
                 prior.draft_ratio = None
+                self.slot_plan = replace(self.slot_plan, kv_bytes=target_kv)
         self.step_costs = StepCosts(prior)
         drafters: dict[str, Drafter] = {}
         if self.draft_path is not None:
@@ -302,7 +302,7 @@ class Runtime:
         prior = self.step_costs.prior
         basis = ("what earlier runs' steps cost here" if prior.learned
                  else "the startup curve" if self.cost_curve else "a generic guess, nothing learnt here yet")
-        why = f"--parallel auto, on {basis}; chosen again as this run's steps show their costs"
+        why = f"--parallel auto: {self.slot_plan.describe()}; on {basis}; chosen again as this run's steps show their costs"
         if self.opts.exact:
             why += (f"; exact mode: at most {self.target_model.exact_max_batch} rows a decode and no repacked "
                     "kernels, so rows cost more than in a plain run")

@@ -36,6 +36,7 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
     from specllama.bench.parallel import run_parallel_bench, summarize
     from specllama.cli.options import load_options
     from specllama.cli.progress import bench_progress, download_bar
+    from specllama.cli.stability_note import parallel_text_note
     from specllama.decoding.engine import GenerationConfig
     from specllama.decoding.request import PARALLEL_AUTO_MAX
     from specllama.decoding.sampling import SamplingParams
@@ -44,11 +45,15 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
 
     levels = parse_levels(args.parallel)
     slots = max([n for n in levels if n != "auto"] + ([PARALLEL_AUTO_MAX] if "auto" in levels else []))
-    opts = replace(load_options(args, drafters=("none",)), parallel=slots)
+    # No more slots than prompts: each is a whole sequence of KV cache, allocated whether used or not.
+    opts = replace(load_options(args, drafters=("none",)), parallel=slots, prompts=len(prompt_items))
     with download_bar() as fetch:
         runtime = Runtime(opts, progress=fetch, status=lambda m: print(m, file=sys.stderr))
     with runtime:
         resolved = {n: runtime.parallelism_for(n) for n in levels}
+        note = parallel_text_note(max(resolved.values()), greedy=args.temp == 0, exact=args.exact)
+        if note:
+            print(note, file=sys.stderr)
         labels = {resolved[n]: ("auto (%d)" % resolved[n]) if n == "auto" else str(n) for n in levels}
         ns = list(dict.fromkeys(resolved.values()))
         prompts = [runtime.prompt_tokens(item.prompt, item.system) for item in prompt_items]
@@ -63,6 +68,7 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items) -> int:
         models = {"target": runtime.target_path.name}
         peak = peak_rss_bytes()  # None on Windows (no getrusage)
         rss = peak / (1 << 20) if peak is not None else None
+        slots = runtime.slots  # what was allocated (cut to the prompts)
         doc = {"kind": "parallel", "machine": machine, "models": models, "slots": slots,
                "n_ctx_per_sequence": runtime.context_use()[1], "max_tokens": args.max_tokens, "rounds": args.repeat,
                "prompts_file": str(args.prompts), "peak_rss_mb": round(rss, 1) if rss is not None else None,
