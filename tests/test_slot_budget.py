@@ -12,7 +12,7 @@ from specllama.decoding.request import PARALLEL_AUTO_MAX
 from specllama.errors import SpecllamaError
 from specllama.llama import backend
 from specllama.llama.context import DecodeContext
-from specllama.llama.kv_memory import kv_bytes_per_sequence, kv_bytes_per_token
+from specllama.llama.kv_memory import cells_per_sequence, kv_bytes_per_sequence, kv_bytes_per_token
 from specllama.llama.model import GGUFModel
 from specllama.slot_budget import MEMORY_SHARE, plan_slots
 from tests.tiny_gguf import write_tiny_model
@@ -57,10 +57,11 @@ def test_kv_bytes_match_what_llama_cpp_allocates(tmp_path, tokenizer_sources, mo
     model = GGUFModel(path)
     ctx = DecodeContext(model, n_ctx=n_ctx, n_seq_max=seqs)
     try:
-        line = next(l for l in reversed(backend._recent_log) if l.startswith("llama_kv_cache: size ="))
+        line = next(x for x in reversed(backend._recent_log) if x.startswith("llama_kv_cache: size ="))
         mib = float(re.search(r"size =\s*([\d.]+) MiB", line).group(1))
-        assert kv_bytes_per_sequence(path, n_ctx) * seqs == pytest.approx(mib * 2**20, abs=0.005 * 2**20)  # the log rounds to 0.01 MiB
-        assert ctx.n_ctx == 1024 if n_ctx == 1000 else ctx.n_ctx == 512  # the rounding the estimate assumes
+        logged = pytest.approx(mib * 2**20, abs=0.005 * 2**20)  # the log rounds to 0.01 MiB
+        assert kv_bytes_per_sequence(path, n_ctx) * seqs == logged
+        assert ctx.n_ctx == cells_per_sequence(n_ctx)  # the rounding the estimate assumes (1000 -> 1024)
     finally:
         ctx.close()
         model.close()
