@@ -249,6 +249,7 @@ def _props(state: ServerState) -> dict:
     """llama-server's /props fields that `specllama batch --server` reads (total_slots: its concurrency)."""
     runtime = state.runtime
     return {"total_slots": runtime.parallelism, "model_path": str(runtime.target_path),
+            "draft_model_path": str(runtime.draft_path) if runtime.draft_path else None,  # `specllama ps` shows it
             "n_ctx": state.served.n_ctx, "drafters": list(state.served.drafters)}
 
 
