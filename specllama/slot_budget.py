@@ -3,7 +3,8 @@
 A slot is a whole sequence of KV cache, allocated and cleared when the context is made, used or
 not (llama/kv_memory.py). So `--parallel auto` allocates no more slots than can ever be used:
   - at most one per prompt of the job (a batch of three prompts gets three, not sixteen);
-  - at most what MEMORY_SHARE of the memory free at load time holds;
+  - at most what MEMORY_SHARE of the memory free at load time holds (host memory: with the layers
+    offloaded to a GPU the cache lives in its memory, which this does not read);
   - at most PARALLEL_AUTO_MAX, the most the chooser considers.
 Within those slots the engine still chooses, every step, how many prompts to decode together from
 what steps cost (Engine.parallelism). A fixed `--parallel N` is also cut to the job's prompts (the

@@ -17,9 +17,7 @@ from pathlib import Path
 from specllama.errors import SpecllamaError
 
 HELP = "what a running `specllama serve` has loaded, its slots and its speed"
-DESCRIPTION = """example: specllama ps --url http://127.0.0.1:8080
-
-Asks a running server (specllama serve, or llama.cpp's llama-server) over HTTP: its model files,
+DESCRIPTION = """Asks a running server (specllama serve, or llama.cpp's llama-server) over HTTP: its model files,
 context, slots (active and queued requests), tokens per second over the last seconds, tokens
 generated and drafts accepted. The API key, when the server wants one, comes from --api-key or
 $SPECLLAMA_API_KEY."""
