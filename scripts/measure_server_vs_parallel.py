@@ -64,6 +64,7 @@ def main_() -> None:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", help="bench/measured/NAME: also write NAME.md (the table) and NAME.json (every round)")
     args = ap.parse_args()
     items = read_prompts(args.prompts).items
     config = GenerationConfig(max_tokens=args.max_tokens, drafter="none", k=0)
@@ -90,13 +91,20 @@ def main_() -> None:
         finally:
             server.kill()
             server.wait()
-    print(f"{cpu_model()}, {args.threads} threads, target {rt.target_path.name}, {len(items)} prompts x "
-          f"{args.max_tokens} tokens max, greedy, medians of {args.rounds} interleaved rounds")
+    lines = [f"{cpu_model()}, {args.threads} threads, target {rt.target_path.name}, {len(items)} prompts x "
+             f"{args.max_tokens} tokens max, greedy, medians of {args.rounds} interleaved rounds", "",
+             "| path | job tokens/s | vs local one at a time |", "|---|---|---|"]
     base = statistics.median(results["local --parallel 1"])
-    print("| path | job tokens/s | vs local one at a time |")
-    print("|---|---|---|")
     for how, rates in results.items():
-        print(f"| {how} | {statistics.median(rates):.2f} | {statistics.median(rates) / base:.2f}x |")
+        lines.append(f"| {how} | {statistics.median(rates):.2f} | {statistics.median(rates) / base:.2f}x |")
+    print("\n".join(lines))
+    if args.out:
+        command = "python " + " ".join(sys.argv)
+        Path(args.out).with_suffix(".md").write_text(f"Command: `{command}`\n\n" + "\n".join(lines) + "\n")
+        Path(args.out).with_suffix(".json").write_text(json.dumps(
+            {"command": command, "machine": cpu_model(), "threads": args.threads, "target": rt.target_path.name,
+             "prompts": len(items), "max_tokens": args.max_tokens, "rounds": args.rounds,
+             "job_tokens_per_s": results}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -93,12 +93,12 @@ class FakeEngine:
             time.sleep(self.step_delay)
             k = self.auto_k if config.k == "auto" else config.k  # a fixed stand-in for the engine's choice
             self.ks_seen.append(config.k)
-            for text, origin in step:
+            for text, origin, *source in step:  # (text, origin) or (text, origin, the draft's source)
                 self.ctx.tokens.append(7)
                 summary.tokens += 1
                 pieces.append(text)
-                yield TokenEvent(7, text, origin)
-            step_event = StepEvent(k, k, sum(o == "draft" for _, o in step), 0.02, 0.06, 0.002)
+                yield TokenEvent(7, text, origin, *source)
+            step_event = StepEvent(k, k, sum(t[1] == "draft" for t in step), 0.02, 0.06, 0.002)
             summary.record(step_event)
             yield step_event
         summary.text, summary.finish_reason, summary.t_generate = "".join(pieces), finish, 0.1 * summary.steps

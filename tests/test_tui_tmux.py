@@ -55,10 +55,10 @@ def foreground_colours(line: str) -> set[str]:
     return found
 
 
-def start(*args: str) -> str:
+def start(*args: str, env: str = "") -> str:
     session = f"specllama-{uuid.uuid4().hex[:8]}"
     app = " ".join([str(REPO / "tests" / "tmux_chat_app.py"), *map(shlex.quote, args)])
-    command = f"TERM=xterm-256color COLORTERM=truecolor {sys.executable} {app}"
+    command = f"TERM=xterm-256color COLORTERM=truecolor {env} {sys.executable} {app}"
     tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", command)
     return session
 
@@ -194,3 +194,116 @@ def test_every_key_reaches_the_chat_through_a_terminal():
         quit_app(session)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+# --- colours per source, and a message sent while loading ------------------------------------------
+
+def attributes_of(line: str, word: str) -> set[str]:
+    """The SGR attributes in force over `word` on a captured line: "bold", "italic", "underline",
+    and "fg=..." for its foreground colour."""
+    state: dict[str, str] = {}
+    plain, at = "", []  # the text without escapes, and the attributes of each character
+    pos = 0
+    for m in SGR.finditer(line):
+        for ch in line[pos:m.start()]:
+            plain += ch
+            at.append(set(state.values()))
+        pos = m.end()
+        params = (m.group(1) or "0").split(";")
+        i = 0
+        while i < len(params):
+            p = params[i] or "0"
+            if p == "0":
+                state.clear()
+            elif p in ("1", "3", "4"):
+                state[p] = {"1": "bold", "3": "italic", "4": "underline"}[p]
+            elif p in ("22", "23", "24"):
+                state.pop({"22": "1", "23": "3", "24": "4"}[p], None)
+            elif p == "38":
+                n = 5 if params[i + 1] == "2" else 3
+                state["fg"] = "fg=" + ";".join(params[i:i + n])
+                i += n - 1
+            elif p == "39":
+                state.pop("fg", None)
+            i += 1
+    for ch in line[pos:]:
+        plain += ch
+        at.append(set(state.values()))
+    start = plain.index(word)
+    return set.intersection(*at[start:start + len(word)])
+
+
+def source_words(session: str) -> dict[str, set[str]]:
+    """Each source's word of SOURCES_ANSWER (tmux_chat_app.py) -> its attributes on the screen."""
+    lines = screen(session, colours=True).splitlines()
+    found = {}
+    for word in ("copied", "guessed", "forced", "own", "extra"):
+        line = next(line for line in lines if f" {word}" in SGR.sub("", line) and "Answer" in SGR.sub("", line)
+                    or f"│ {word}" in SGR.sub("", line) or f" {word} " in SGR.sub("", line).split("▏")[0])
+        found[word] = attributes_of(line, word)
+    return found
+
+
+def origin_view(session: str) -> dict[str, set[str]]:
+    """source_words once the origin view is painted (ctrl+o was pressed): the suffix draft marked."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        seen = source_words(session)
+        if marks(seen["copied"]):
+            return seen
+        time.sleep(0.2)
+    return seen
+
+
+def marks(attributes: set[str]) -> set[str]:
+    return {a for a in attributes if not a.startswith("fg=")}
+
+
+def test_each_source_has_its_own_colour_and_mark_in_a_real_terminal():
+    session = start("--sources", "hello")
+    try:
+        wait_for(session, " tokens · ")
+        keys(session, "C-o")  # the origin view
+        seen = origin_view(session)
+        colours = {w: next(a for a in attrs if a.startswith("fg=")) for w, attrs in seen.items()}
+        assert len(set(colours.values())) == 5, colours  # suffix, model, grammar, target, bonus
+        assert marks(seen["copied"]) == {"underline"} and marks(seen["guessed"]) == {"bold"}
+        assert marks(seen["forced"]) == {"italic"} and not marks(seen["own"]) and not marks(seen["extra"])
+        quit_app(session)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_without_colour_the_draft_sources_keep_their_marks_in_a_real_terminal():
+    session = start("--sources", "hello", env="NO_COLOR=1")
+    try:
+        wait_for(session, " tokens · ")
+        keys(session, "C-o")
+        seen = origin_view(session)
+        assert marks(seen["copied"]) == {"underline"} and marks(seen["guessed"]) == {"bold"}
+        assert marks(seen["forced"]) == {"italic"} and not marks(seen["own"])
+        for attrs in seen.values():  # greys only: red, green and blue alike in every colour
+            fg = next((a for a in attrs if a.startswith("fg=38;2;")), None)
+            if fg:
+                r, g, b = fg.removeprefix("fg=38;2;").split(";")
+                assert r == g == b, fg
+        quit_app(session)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_a_message_typed_while_the_models_load_is_sent_once_they_are_in():
+    session = start("--load-delay", "4")
+    try:
+        wait_for(session, "Ask something")
+        keys(session, "-l", "square a number?")
+        keys(session, "Enter")
+        shown = wait_for(session, "your message waits")
+        assert "Answer 1." not in shown
+        wait_for(session, "Answer 1.", timeout=30)  # sent by itself once loaded, nothing typed again
+        wait_for(session, " tokens · ")
+        assert screen(session).count("square a number?") == 1  # in the conversation, not left in the input
+        quit_app(session)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+

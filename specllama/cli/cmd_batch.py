@@ -65,19 +65,27 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_locked(args: argparse.Namespace, prompts, resolved, status) -> int:
+    from dataclasses import replace
+
     from specllama.batch.local import run_batch
+    from specllama.batch.prompts_file import id_key
     from specllama.cli.progress import download_bar
+    from specllama.cli.stability_note import parallel_text_note
     from specllama.runtime.loaded import Runtime
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     state, nothing_to_do = open_batch_output(args, prompts, err)
     if nothing_to_do is not None:
         return nothing_to_do
+    left = sum(1 for item in prompts.items if id_key(item.id) not in state.done)  # no slot for a prompt done before
     with download_bar() as fetch:
-        runtime = Runtime(resolved.load, progress=fetch, status=status)
+        runtime = Runtime(replace(resolved.load, prompts=left), progress=fetch, status=status)
     n = runtime.parallelism
     why = f" to start ({runtime.parallel_reason()})" if args.parallel == "auto" else ""
     status.say(f"{n} prompt(s) per decode{why}")
+    note = parallel_text_note(runtime.describe().slots, greedy=resolved.sampling.temperature == 0, exact=args.exact)
+    if note:
+        status.say(note)
     with runtime, sigterm_as_interrupt(), batch_progress(err) as progress:
         report = run_batch(runtime, prompts.items, resolved.config(), args.output,
                            system=args.system, state=state, progress=progress)

@@ -35,6 +35,7 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items, status) -> int:
     from specllama.bench.parallel import run_parallel_bench, summarize
     from specllama.cli.options import resolved_for
     from specllama.cli.progress import bench_progress, download_bar
+    from specllama.cli.stability_note import parallel_text_note
     from specllama.decoding.engine import GenerationConfig
     from specllama.decoding.request import PARALLEL_AUTO_MAX
     from specllama.llama.machine import machine_info, peak_rss_bytes
@@ -43,11 +44,15 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items, status) -> int:
     levels = parse_levels(args.parallel)
     slots = max([n for n in levels if n != "auto"] + ([PARALLEL_AUTO_MAX] if "auto" in levels else []))
     resolved = resolved_for(args, status, session_drafters=("none",))
-    opts = replace(resolved.load, parallel=slots)
+    # No more slots than prompts: each is a whole sequence of KV cache, allocated whether used or not.
+    opts = replace(resolved.load, parallel=slots, prompts=len(prompt_items))
     with download_bar() as fetch:
         runtime = Runtime(opts, progress=fetch, status=status)
     with runtime:
         chosen = {n: runtime.parallelism_for(n) for n in levels}
+        note = parallel_text_note(max(chosen.values()), greedy=resolved.sampling.temperature == 0, exact=args.exact)
+        if note:
+            status.say(note)
         labels = {chosen[n]: ("auto (%d)" % chosen[n]) if n == "auto" else str(n) for n in levels}
         ns = list(dict.fromkeys(chosen.values()))
         prompts = [runtime.prompt_tokens(item.prompt, item.system) for item in prompt_items]
@@ -62,6 +67,7 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items, status) -> int:
         models = {"target": info.target.file}
         peak = peak_rss_bytes()  # None on Windows (no getrusage)
         rss = peak / (1 << 20) if peak is not None else None
+        slots = info.slots  # what was allocated (cut to the prompts)
         doc = {"kind": "parallel", "machine": machine, "models": models, "slots": slots,
                "n_ctx_per_sequence": info.n_ctx, "max_tokens": args.max_tokens, "rounds": args.repeat,
                "prompts_file": str(args.prompts), "peak_rss_mb": round(rss, 1) if rss is not None else None,

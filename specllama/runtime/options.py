@@ -40,6 +40,7 @@ class LoadOptions:
     # drafters.ModelDrafter.one_token_decodes and scripts/measure_decode_shapes.py).
     draft_one_token_decodes: bool = False
     parallel: int | str = 1  # the most prompts decoded together (batch, bench), or "auto": chosen from the costs
+    prompts: int | None = None  # the prompts a job holds (batch): no more slots than that; None: unknown (serve)
 
 
 def parallel_slots(parallel: int | str) -> int:

@@ -271,7 +271,9 @@ def _model(state: ServerState, model_id: str) -> Response:
 def _props(state: ServerState) -> dict:
     """llama-server's /props fields that `specllama batch --server` reads (total_slots: its concurrency)."""
     runtime = state.runtime
-    return {"total_slots": runtime.parallelism, "model_path": str(runtime.describe().target.path),
+    info = runtime.describe()
+    return {"total_slots": runtime.parallelism, "model_path": str(info.target.path),
+            "draft_model_path": str(info.draft.path) if info.draft else None,  # `specllama ps` shows it
             "n_ctx": state.served.n_ctx, "drafters": list(state.served.drafters)}
 
 

@@ -149,6 +149,8 @@ class ChatApp(App[None]):
         self.view.anchor()  # follow the answer until the user scrolls up
         self.prompt.focus()
         self.recorder.open()
+        if self._first_message:
+            self.query_one(LoadingPanel).show_waiting(self._first_message)
         self._load()
         if self._reopen_at_start is not None:
             await self.reopen(self._reopen_at_start, pinned=self._pinned)  # --continue: the flags typed win
@@ -171,6 +173,9 @@ class ChatApp(App[None]):
         if message.trace:
             self.unexpected_errors.append(message.trace)
         self.load_failed = message.reason
+        waiting, self._first_message = self._first_message, None
+        if waiting and not self.prompt.value:  # never sent: back where it was typed
+            self.prompt.value = waiting
         self.query_one(TitleBar).show(self.TITLE, "could not load the models (ctrl+q quits)", failed=True)
         self.query_one(LoadingPanel).show_failure(message.reason)
         self.notify(message.reason, title="could not load the models", severity="error", timeout=30)
@@ -212,10 +217,20 @@ class ChatApp(App[None]):
         text = event.value.strip()
         if not text:
             return
+        if self.runtime is None and self.load_failed is None and self._first_message is None:
+            self._wait_for_models(text)  # sent by on_runtime_ready, like `specllama chat "..."`
+            event.input.value = ""
+            return
         if not self._can_generate():
             return
         event.input.value = ""
         self.ask(text)
+
+    def _wait_for_models(self, text: str) -> None:
+        """A message sent while the models load waits for them, and says so where it was typed."""
+        self._first_message = text
+        self.query_one(LoadingPanel).show_waiting(text)
+        self.notify("your message is sent as soon as the models are loaded", title="waiting for the models")
 
     def _can_generate(self) -> bool:
         if self.runtime is None:

@@ -20,12 +20,15 @@ from textual.message import Message
 
 from specllama.decoding.events import AcceptanceRates, DoneEvent, Event, Summary, TokenEvent
 
-Segment = tuple[str, str]  # (text, origin; an accepted draft's origin is its source: suffix, model)
+Segment = tuple[str, str]  # (text, origin; an accepted draft's origin is its source: suffix, model, grammar)
 
 
 def token_origin(origin: str, source: str) -> str:
     """A segment's colour key (widgets/chat_message.py ORIGIN_STYLES): a draft's source when it
-    has a colour of its own, so suffix- and model-drafted tokens look different."""
+    has a colour of its own, so suffix- and model-drafted tokens look different; a token a
+    grammar forced is the grammar's, however the engine labels its origin."""
+    if source == "grammar":
+        return "grammar"
     if origin == "draft":
         return source if source in ("suffix", "model") else "draft"
     return origin

@@ -80,7 +80,10 @@ class HelpScreen(Dialog[None]):
 
     @staticmethod
     def _legend() -> Content:
+        """Each source's name in its own style and its mark without colour (NO_COLOR): the draft
+        sources on one line, the target's own tokens on the next."""
         parts: list[tuple[str, str] | str] = []
-        for i, (origin, label) in enumerate(ORIGIN_LABELS.items()):
-            parts += [(("\n" if i else "") + "■ ", ORIGIN_STYLES[origin]), label]
-        return Content.assemble(*parts)
+        for origin, (label, mark) in ORIGIN_LABELS.items():
+            parts += [(label, ORIGIN_STYLES[origin]), (f" ({mark})", "$text-muted"),
+                      "\n" if origin == "grammar" else "   "]
+        return Content.assemble(*parts).rstrip()

@@ -32,18 +32,24 @@ from textual.widgets.markdown import MarkdownFence
 
 from specllama.tui.streaming import Segment, plain_text
 
-# Theme variables, so the colours follow the light and dark themes.
-# An accepted draft is coloured by its source (TokenEvent.source): the suffix drafter's (earlier
-# text) and the draft model's differ; "draft" is any other drafter's.
+# Each source of tokens has a colour and a mark of its own, so the live view shows which source
+# paid: theme variables, so the colours follow the light and dark themes (their $text-accent and
+# $text-warning are one colour in textual-dark and textual-light: the draft model and the target
+# once looked alike), and a text style for each draft source, so they stay apart without colour
+# (NO_COLOR, where Textual renders in greys). tests/test_origin_styles.py checks both on every theme.
+# An accepted draft is coloured by its source (TokenEvent.source); "draft" is any other drafter's.
 ORIGIN_STYLES = {
-    "suffix": "$text-success",  # proposed by the suffix drafter and accepted by the target
-    "model": "$text-accent",  # proposed by the draft model and accepted by the target
-    "draft": "$text-success",  # proposed by another drafter and accepted
-    "target": "$text-warning",  # the target's own token where it rejected a draft (or nothing was drafted)
-    "bonus": "$text-primary",  # the extra token the target adds when all K drafts were accepted
+    "suffix": "$text-success underline",  # proposed by the suffix drafter (earlier text), accepted
+    "model": "$text-primary bold",  # proposed by the draft model, accepted
+    "grammar": "$text-error italic",  # forced by a grammar (response_format, tools): the only token allowed
+    "draft": "$text-success underline",  # proposed by another drafter, accepted
+    "target": "$foreground",  # the target's own pick where it rejected a draft (or nothing was drafted)
+    "bonus": "$text-warning",  # the target's extra token after every draft was accepted
 }
-ORIGIN_LABELS = {"suffix": "suffix draft", "model": "model draft",  # accepted drafts, by source
-                 "target": "target (its own pick)", "bonus": "bonus (all K accepted)"}
+# What the legends say of each, and its mark without colour.
+ORIGIN_LABELS = {"suffix": ("suffix draft", "underlined"), "model": ("model draft", "bold"),
+                 "grammar": ("grammar", "italic"), "target": ("target", "plain"),
+                 "bonus": ("bonus", "plain, after all K drafts accepted")}
 
 
 # The languages local code models answer in most. pygments builds a lexer's tables the first time

@@ -145,9 +145,11 @@ class StatsPanel(VerticalScroll, can_focus=False):
         self._lines[selector] = lines
 
     def show_legend(self, on: bool) -> None:
+        """The sources' names in their styles (so the legend reads without colour too): the three
+        draft sources on one line, the target's two kinds of token on the next."""
         parts: list[tuple[str, str] | str] = []
-        for origin, label in ORIGIN_LABELS.items():
-            end = "  " if origin == "suffix" else "\n"  # the two draft sources share a line
-            parts += [("■ ", ORIGIN_STYLES[origin] if on else "$text-muted"), f"{label}{end}"]
+        for origin, (label, _) in ORIGIN_LABELS.items():
+            end = "\n" if origin in ("grammar", "bonus") else "  "
+            parts += [(label.split(" ")[0], ORIGIN_STYLES[origin] if on else "$text-muted"), end]
         parts.append(("colours on · ctrl+o: rendered" if on else "colours off (rendered) · ctrl+o", "$text-muted"))
         self.query_one("#legend", Static).update(Content.assemble(*parts))
