@@ -89,7 +89,11 @@ class FakeContext:
         return np.array(rows, dtype=np.float32).reshape(len(rows), VOCAB)
 
     def decode_parts(self, parts):
-        out = [np.array(self._push(p.seq, p.tokens, p.logits), dtype=np.float32).reshape(-1, VOCAB) for p in parts]
+        out = []
+        for p in parts:  # "argmax": each position's argmax id only, as DecodeContext returns it
+            rows = np.array(self._push(p.seq, p.tokens, "all" if p.logits == "argmax" else p.logits),
+                            dtype=np.float32).reshape(-1, VOCAB)
+            out.append(np.argmax(rows, axis=1) if p.logits == "argmax" else rows)
         self._spend(sum(len(p.tokens) for p in parts))
         return out
 

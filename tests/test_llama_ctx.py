@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from specllama.errors import ContextOverflowError, ModelFileError
-from specllama.llama.context import DecodeContext
+from specllama.llama.context import DecodeContext, DecodePart
 from specllama.llama.model import GGUFModel, StreamDecoder
 from tests.tiny_gguf import write_not_gguf, write_truncated_copy
 
@@ -162,3 +162,18 @@ def test_load_errors_are_clear(tmp_path, tiny_models):
         GGUFModel(write_not_gguf(tmp_path / "notes.gguf"))
     with pytest.raises(ModelFileError, match="truncated"):
         GGUFModel(write_truncated_copy(tiny_models["a"], tmp_path / "half.gguf"))
+
+
+def test_argmax_parts_return_each_rows_argmax_beside_whole_rows(tiny):
+    # Greedy verification asks for ids only; the same decode may hold a sampling request's rows.
+    ctx = DecodeContext(tiny, n_ctx=128, n_threads=1, n_seq_max=2)
+    a = tiny.tokenize("def add(a, b):", add_special=False)
+    b = tiny.tokenize("one two three", add_special=False)
+    rows_a, rows_b = ctx.decode_parts([DecodePart(0, a, "all"), DecodePart(1, b, "all")])
+    ctx.clear()
+    ids_a, again_b = ctx.decode_parts([DecodePart(0, a, "argmax"), DecodePart(1, b, "all")])
+    assert ids_a.shape == (len(a),) and ids_a.dtype.kind == "i"
+    assert list(ids_a) == [int(np.argmax(r)) for r in rows_a]
+    np.testing.assert_array_equal(again_b, rows_b)  # the same batch shape: the same rows
+    assert ctx.held[0] == a and ctx.held[1] == b
+    ctx.close()

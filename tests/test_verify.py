@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from specllama.decoding.sampling import SamplingParams, probabilities, sample
+from specllama.decoding.sampling import LazyProbabilities, SamplingParams, probabilities, sample
 from specllama.decoding.verify import Verdict, verify_greedy, verify_sampling
 
 DRAWS = 100_000
@@ -283,3 +283,30 @@ def test_a_verdict_says_the_odds_each_judged_draft_was_accepted_with():
     q = np.array([[0.0, 0.4, 0.6, 0.0], [0.0, 0.0, 1.0, 0.0]])
     rejected_second = verify_sampling([1, 2], q, p, ScriptedRandom([0.0, 0.99, 0.5]))
     assert rejected_second.n_accepted == 1 and rejected_second.odds == pytest.approx((1.0, 0.6))
+
+
+def test_greedy_from_argmax_ids_is_the_verdict_from_whole_rows():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        k = int(rng.integers(0, 6))
+        logits = rng.standard_normal((k + 1, 12)).astype(np.float32)
+        best = np.argmax(logits, axis=1)
+        draft = [int(t) if rng.random() < 0.7 else int(rng.integers(0, 12)) for t in best[:k]]
+        assert verify_greedy(draft, best) == verify_greedy(draft, logits)
+    with pytest.raises(ValueError):
+        verify_greedy([1, 2], np.array([1, 2]))  # K + 1 ids are needed
+
+
+def test_lazy_rows_are_the_blocks_rows_and_only_those_read_are_transformed():
+    rng = np.random.default_rng(4)
+    logits = (rng.standard_normal((6, 50)) * 2).astype(np.float32)
+    params = SamplingParams(temperature=0.7, top_k=20, top_p=0.9, min_p=0.02)
+    lazy, block = LazyProbabilities(logits, params), probabilities(logits, params)
+    for i in (4, 0, 4):
+        np.testing.assert_array_equal(lazy[i], block[i])
+    assert lazy.computed == 2
+    # A draft whose first token the target forbids: rejection at row 0 reads row 0 alone.
+    draft = [int(np.argmin(block[0])), 1, 2, 3, 4]
+    lazy = LazyProbabilities(logits, params)
+    verdict = verify_sampling(draft, None, lazy, np.random.default_rng(0))
+    assert verdict.n_accepted == 0 and lazy.computed == 1

@@ -43,7 +43,7 @@ from specllama.decoding.planner import Planner
 from specllama.decoding.policy import Ask, DraftPolicy, EngineRecord, PolicyKit, policy_for
 from specllama.decoding.request import AUTO, GenerationConfig, Request
 from specllama.decoding.request_queue import CLOSED, RequestQueue
-from specllama.decoding.sampling import probabilities
+from specllama.decoding.sampling import LazyProbabilities
 from specllama.decoding.slot import Slot
 from specllama.decoding.stop import StopMatcher
 from specllama.decoding.target import DecodeTarget
@@ -242,7 +242,8 @@ class Engine:
         logits: dict[int, np.ndarray] = {}
         for verifier in {id(s.verifier): s.verifier for s in running}.values():
             group = [s for s in running if s.verifier is verifier]
-            rows = verifier.decode(target, [(s.index, s.committed[-1], proposals[s.index].tokens) for s in group])
+            rows = verifier.decode(target, [(s.index, s.committed[-1], proposals[s.index].tokens) for s in group],
+                                   [s.ids_only for s in group])
             logits.update({s.index: r for s, r in zip(group, rows)})
         t_decode = clock() - t_decode_start
         # --- judge and commit: both caches keep what was accepted ------------------------------
@@ -325,6 +326,6 @@ def _judge(proposal: Proposal, logits: np.ndarray, config: GenerationConfig, rng
     draft = proposal.tokens
     if config.sampling.greedy:
         return verify_greedy(draft, logits)
-    p = probabilities(logits, config.sampling)
+    p = LazyProbabilities(logits, config.sampling)  # rows past the first rejection are never transformed
     q = proposal.q[:len(draft)] if proposal.q is not None else None
     return verify_sampling(draft, q, p, rng)

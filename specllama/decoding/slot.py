@@ -49,6 +49,13 @@ class Slot:
     def config(self) -> GenerationConfig:
         return self.request.config
 
+    @property
+    def ids_only(self) -> bool:
+        """Whether verification needs only each verified row's argmax id, not the row: greedy, with
+        nothing else reading the rows (a grammar's mask, logprobs). Saves copying 152k floats a row
+        out of llama.cpp and a second pass over them."""
+        return self.config.sampling.greedy
+
     def emit(self, draft: list[int], verdict: Verdict, source: str, model) -> list[TokenEvent]:
         """Commit the step's new tokens (accepted drafts, then the target's own) as text events,
         stopping at the end of generation, a stop string or the length limit."""

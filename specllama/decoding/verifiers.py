@@ -30,8 +30,10 @@ class Verifier(Protocol):
     def max_k(self, ctx, seq: int = 0) -> int:
         """The longest draft the context can verify now for that sequence."""
 
-    def decode(self, ctx, items: Sequence[tuple[int, int, Sequence[int]]]) -> list[np.ndarray]:
-        """items: (sequence, last, draft) each; returns each one's logits rows, in one decode."""
+    def decode(self, ctx, items: Sequence[tuple[int, int, Sequence[int]]],
+               ids_only: Sequence[bool] = ()) -> list[np.ndarray]:
+        """items: (sequence, last, draft) each; returns each one's logits rows, in one decode (or,
+        where ids_only[i] says so and the scheme can, only each row's argmax id: a 1-D array)."""
 
     def commit(self, ctx, seq: int, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None: ...
 
@@ -46,8 +48,11 @@ class CausalVerifier:
         k = ctx.n_ctx - ctx.past(seq) - 1
         return min(k, exact_limit(self, ctx))
 
-    def decode(self, ctx, items: Sequence[tuple[int, int, Sequence[int]]]) -> list[np.ndarray]:
-        return ctx.decode_parts([DecodePart(seq, [last, *draft], "all") for seq, last, draft in items])
+    def decode(self, ctx, items: Sequence[tuple[int, int, Sequence[int]]],
+               ids_only: Sequence[bool] = ()) -> list[np.ndarray]:
+        ids = list(ids_only) + [False] * (len(items) - len(ids_only))
+        return ctx.decode_parts([DecodePart(seq, [last, *draft], "argmax" if only else "all")
+                                 for (seq, last, draft), only in zip(items, ids)])
 
     def commit(self, ctx, seq: int, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None:
         ctx.rollback(n_past + 1 + n_accepted, seq)  # keep [last] + the accepted drafts
@@ -72,9 +77,10 @@ class StairsVerifier:
             k -= 1
         return k
 
-    def decode(self, ctx, items: Sequence[tuple[int, int, Sequence[int]]]) -> list[np.ndarray]:
-        # Its stairs are the context's spare sequences: one sequence at a time (the engine gives a
-        # unified context one slot).
+    def decode(self, ctx, items: Sequence[tuple[int, int, Sequence[int]]],
+               ids_only: Sequence[bool] = ()) -> list[np.ndarray]:
+        # Always whole rows (the greedy verifier reads ids from either). Its stairs are the
+        # context's spare sequences: one sequence at a time (the engine gives a unified context one slot).
         (seq, last, draft), = items
         return [ctx.decode_stairs(last, draft)]
 

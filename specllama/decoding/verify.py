@@ -26,27 +26,38 @@ class Verdict:
 
 
 def verify_greedy(draft: Sequence[int], target_logits: np.ndarray) -> Verdict:
-    """target_logits: (K+1, vocab), row i scored after draft[:i]. Accept the longest prefix where
-    draft[i] == argmax(target_logits[i]); the target then contributes the argmax of the first
+    """target_logits: (K+1, vocab), row i scored after draft[:i], or (K+1,) the argmax ids of those
+    rows (what the target context returns when only ids are asked for). Accept the longest prefix
+    where draft[i] == argmax(target_logits[i]); the target then contributes the argmax of the first
     mismatching row, or of row K (the bonus) when all K were accepted. K = 0 is plain decoding.
 
     Ties: np.argmax returns the lowest token id among equal maxima, and so does llama.cpp's greedy
     sampler (a strict `>` scan in token-id order), so the runner matches llama.cpp token for token.
     """
     k = len(draft)
-    _check_rows(target_logits, k + 1, "target_logits")
+    ids = target_logits.ndim == 1
+    if ids:
+        if target_logits.shape[0] != k + 1:
+            raise ValueError(f"target ids must have shape ({k + 1},) for this draft, got {target_logits.shape}")
+    else:
+        _check_rows(target_logits, k + 1, "target_logits")
+
+    def choice(i: int) -> int:  # what the target would have decoded at row i
+        return int(target_logits[i]) if ids else int(np.argmax(target_logits[i]))
+
     for i, proposed in enumerate(draft):
-        choice = int(np.argmax(target_logits[i]))  # what the target would have decoded here
-        if choice != proposed:  # first disagreement: keep the target's token and stop
-            return Verdict(n_accepted=i, token=choice, bonus=False, odds=(1.0,) * i + (0.0,))
+        chosen = choice(i)
+        if chosen != proposed:  # first disagreement: keep the target's token and stop
+            return Verdict(n_accepted=i, token=chosen, bonus=False, odds=(1.0,) * i + (0.0,))
     # All agreed: the last row's choice is a free token.
-    return Verdict(n_accepted=k, token=int(np.argmax(target_logits[k])), bonus=True, odds=(1.0,) * k)
+    return Verdict(n_accepted=k, token=choice(k), bonus=True, odds=(1.0,) * k)
 
 
 def verify_sampling(draft: Sequence[int], q: np.ndarray | None, p: np.ndarray, rng: np.random.Generator) -> Verdict:
     """Modified rejection sampling (Leviathan et al. 2023; Chen et al. 2023).
 
-    p: (K+1, vocab) target probabilities, row i conditioned on draft[:i].
+    p: (K+1, vocab) target probabilities, row i conditioned on draft[:i] (an array, or a
+       sampling.LazyProbabilities that transforms only the rows read).
     q: (K, vocab) draft probabilities after the same transform, or None when the proposals were
        deterministic (prompt lookup, greedy draft): q is then one-hot at each draft token, so a draft
        token is accepted with probability p[i, x] and a rejection resamples from p[i] without x.
@@ -58,7 +69,7 @@ def verify_sampling(draft: Sequence[int], q: np.ndarray | None, p: np.ndarray, r
         _check_rows(q, k, "q")
     odds: list[float] = []
     for i, x in enumerate(draft):
-        p_x = float(p[i, x])
+        p_x = float(p[i][x])
         q_x = 1.0 if q is None else float(q[i, x])
         odds.append(min(1.0, p_x / q_x) if q_x > 0 else 1.0)
         # Accept with probability min(1, p_x / q_x); written as a product so q_x == 0 cannot divide by zero.

@@ -47,10 +47,14 @@ class _Batch:
             self.raw = None
 
 
+NONE, ROW, ARGMAX = 0, 1, 2  # what _submit returns for a position: nothing, its logits row, its argmax id
+
+
 @dataclass(frozen=True)
 class DecodePart:
     """One sequence's share of a multi-sequence decode: tokens appended to `seq`, and which of
-    them return logits ("all", "last" or "none")."""
+    them return logits ("all", "last" or "none"), or "argmax": every position's argmax token id
+    only (greedy verification needs no more: no row is copied out of llama.cpp's buffer)."""
 
     seq: int
     tokens: Sequence[int]
@@ -175,8 +179,9 @@ class DecodeContext:
             tokens += part.tokens
             positions += range(len(held), len(held) + n)
             seqs += [(part.seq,)] * n
-            rows = {"all": range(n), "last": range(n - 1, n), "none": range(0)}[part.logits]
-            want += [i in rows for i in range(n)]
+            kind = ARGMAX if part.logits == "argmax" else ROW
+            rows = {"all": range(n), "argmax": range(n), "last": range(n - 1, n), "none": range(0)}[part.logits]
+            want += [kind if i in rows else NONE for i in range(n)]
             counts.append(len(rows))
         if len(tokens) > self.n_batch:
             raise SpecllamaError(f"a batch of {len(tokens)} tokens exceeds n_batch {self.n_batch}")
@@ -184,9 +189,12 @@ class DecodeContext:
         for part in parts:
             self.held[part.seq].extend(part.tokens)
         out, start = [], 0
-        for count in counts:
+        for part, count in zip(parts, counts):
             block = rows[start:start + count]
-            out.append(np.stack(block) if block else np.empty((0, self.model.n_vocab), dtype=np.float32))
+            if part.logits == "argmax":
+                out.append(np.array(block, dtype=np.int64))
+            else:
+                out.append(np.stack(block) if block else np.empty((0, self.model.n_vocab), dtype=np.float32))
             start += count
         return out
 
@@ -217,17 +225,26 @@ class DecodeContext:
         if rc != 0:
             raise SpecllamaError(f"llama_decode failed with code {rc}: {last_llama_error()}")
         n_vocab = self.model.n_vocab
-        # Copy: the logits buffer is reused by the next decode.
-        rows = [np.ctypeslib.as_array(C.llama_get_logits_ith(self._ctx, i), shape=(n_vocab,)).copy()
-                for i, w in enumerate(want) if w]
-        # A corrupt tensor gives NaN or inf logits, whose argmax is token 0: without this check a
-        # damaged file "works" and prints "!!!!!!!!". A row's max is NaN if any logit is, and +inf
-        # if any is: one reduction (~17 us a row on the 2-core machine) instead of isfinite's
-        # boolean copy and scan (~30 us), for every row of every step.
-        for row in rows:
-            if not math.isfinite(float(row.max())):
+        rows = []
+        for i, w in enumerate(want):
+            if not w:
+                continue
+            view = np.ctypeslib.as_array(C.llama_get_logits_ith(self._ctx, i), shape=(n_vocab,))
+            # A corrupt tensor gives NaN or inf logits, whose argmax is token 0: without this check
+            # a damaged file "works" and prints "!!!!!!!!". A row's max is NaN if any logit is, and
+            # +inf if any is (argmax stops at the first NaN, so its value is NaN too): one reduction
+            # (~17 us a row on the 2-core machine) instead of isfinite's copy and scan (~30 us).
+            if w == ARGMAX:
+                best = int(np.argmax(view))
+                peak = float(view[best])
+            else:
+                rows.append(view.copy())  # a copy: the logits buffer is reused by the next decode
+                peak = float(rows[-1].max())
+            if not math.isfinite(peak):
                 raise ModelFileError(f"{self.model.path} produced non-finite logits: the file is damaged "
                                      "(run `specllama models verify`, or fetch it again)")
+            if w == ARGMAX:
+                rows.append(best)
         return rows
 
     # --- cache surgery ----------------------------------------------------------------------
