@@ -112,3 +112,10 @@ def test_target_alone_decodes_plainly_and_says_so_once(tiny_models, capsys):
     assert "decoding plainly" not in err and "drafter auto" in err
     assert main(argv + ["--drafter", "model", "-q"]) == 0
     assert "decoding plainly" not in capsys.readouterr().err  # -q: no status lines
+
+
+def test_fixed_shape_draft_decodes_are_a_command_line_switch(registry):
+    # Was the environment variable SPECLLAMA_DRAFT_ONE_TOKEN: a device session sets it per command now.
+    assert not resolved(registry, "run", "hi").load.draft_one_token_decodes
+    assert resolved(registry, "bench", "--prompts", "p.jsonl", "--draft-one-token-decodes").load.draft_one_token_decodes
+    assert resolved(registry, "serve", "--draft-one-token-decodes").load.draft_one_token_decodes

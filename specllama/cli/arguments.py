@@ -159,6 +159,13 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                         "see docs/how-it-works.md; default: off)")
 
 
+def add_draft_shape_option(g) -> None:
+    """A research switch for fast backends (run, chat, serve, batch and bench take it)."""
+    g.add_argument("--draft-one-token-decodes", action="store_true",
+                   help="every draft-model decode one token a sequence, a fixed shape a GPU backend can cache "
+                        "(CUDA graphs); an experiment for fast backends, slower on a CPU (default: off)")
+
+
 def add_engine_options(p: argparse.ArgumentParser, *, max_tokens_default: int = 512) -> None:
     g = p.add_argument_group("speculation and sampling")
     g.add_argument("--drafter", choices=DRAFTERS, type=drafter_name, default="auto",
@@ -181,6 +188,7 @@ def add_engine_options(p: argparse.ArgumentParser, *, max_tokens_default: int = 
                    help="verification scheme: causal (the drafts checked in one sequence; default) or stairs "
                         "(K+1 separate sequences, prefix plus the first i drafts: the same greedy text at "
                         "(K+1)(K+2)/2 tokens a step, a loss on a CPU)")
+    add_draft_shape_option(g)
     g.add_argument("--temp", type=float, default=0.0, metavar="T", help="temperature (default 0: greedy)")
     g.add_argument("--top-k", type=int, default=0, metavar="N",
                    help="sample only from the N most likely tokens (default 0: no limit)")

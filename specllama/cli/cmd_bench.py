@@ -7,7 +7,7 @@ import sys
 
 from specllama.batch.prompts_file import read_prompts
 from specllama.bench.configs import DEFAULT_CONFIGS, parse_configs
-from specllama.cli.arguments import add_model_options, add_status_options, at_least_one, seed_value
+from specllama.cli.arguments import add_draft_shape_option, add_model_options, add_status_options, at_least_one, seed_value
 from specllama.cli.cmd_bench_parallel import cmd_bench_parallel
 from specllama.cli.paths import OutputPathError, check_writable
 
@@ -46,6 +46,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parallel", metavar="N,N,...",
                    help="instead of --configs: a batch job's throughput with N prompts per decode, e.g. 1,2,4,auto "
                         "(plain decoding; --repeat rounds, interleaved; N = 1 is the baseline; default: off)")
+    add_draft_shape_option(p)
     p.add_argument("--draft-corpus", metavar="FILE",
                    help="a UTF-8 text file the suffix drafter also drafts from (default: none)")
 

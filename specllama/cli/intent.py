@@ -34,6 +34,7 @@ class Intent:
     k: int | str = "auto"
     p_min: float = 0.0
     verify: str = "causal"
+    draft_one_token_decodes: bool = False
     temp: float = 0.0
     top_k: int = 0
     top_p: float = 1.0

@@ -90,7 +90,7 @@ def resolve(intent: Intent, registry: Registry, cache: ModelCache, *, cores: int
                        draft_if_pays="model" not in drafters and "auto" in drafters,
                        draft_corpus=intent.draft_corpus, n_ctx=intent.n_ctx, threads=intent.threads,
                        threads_batch=intent.threads_batch, gpu_layers=intent.gpu_layers, exact=intent.exact,
-                       parallel=intent.parallel,
+                       parallel=intent.parallel, draft_one_token_decodes=intent.draft_one_token_decodes,
                        stairs=intent.stairs if intent.stairs is not None else intent.verify == "stairs")
     model_refs(load, registry)  # an unknown pair or model name fails here, before anything loads
     return Resolved(load, sampling_for(intent, rng), drafter, intent.k, intent.p_min, intent.stop, intent.verify, intent.max_tokens,

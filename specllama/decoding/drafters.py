@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
 
+from specllama.decoding.proposal import Proposal  # noqa: F401  (re-exported: drafters make them)
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.sampling import probabilities, sample
 from specllama.llama.context import DecodeContext, DecodePart
@@ -47,14 +48,6 @@ class DraftRequest:
     k: int  # the most drafts to propose this step
     config: GenerationConfig
     rng: np.random.Generator
-
-
-@dataclass
-class Proposal:
-    tokens: list[int]
-    q: np.ndarray | None = None  # (len(tokens), vocab) when the drafter sampled
-    confidence: list[float] | None = None  # per token: estimated P(accepted | the ones before accepted)
-    source: str = ""  # the drafter that made it (filled in by the engine when empty)
 
 
 class Drafter(Protocol):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specllama.decoding.drafters import Proposal
+from specllama.decoding.proposal import Proposal
 
 
 @dataclass(frozen=True)
