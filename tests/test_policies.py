@@ -221,3 +221,22 @@ def test_a_realised_loss_benches_the_source_for_this_text():
             break
         auto.observe(judged(p, (0.0,), seconds=0.1, t1=0.05))  # 1 token for 2 plain steps' time
     assert draft(auto, REPEATED).tokens == [] and "suffix" in auto.realised.avoid()
+
+
+def test_sampling_acceptance_is_learnt_from_the_verifiers_odds_not_coin_flips():
+    # Under sampling a deterministic draft token is accepted with the target's p(x): an estimate fed
+    # the odds sits at p after a few steps whatever the coins said; fed 1/0 it swings with them.
+    from specllama.decoding.acceptance import PositionAcceptance, TextFit
+    ratio = lambda n: 1.0 + 0.3 * (n - 1)  # noqa: E731
+    by_odds, by_coins = PositionAcceptance(ratio, None, k_max=4), PositionAcceptance(ratio, None, k_max=4)
+    for _ in range(40):  # every step: the first draft accepted (p = 0.9), the second rejected (p = 0.9)
+        by_odds.observe(4, 1, odds=(0.9, 0.9))
+        by_coins.observe(4, 1)
+    assert by_odds.fast[0] == pytest.approx(0.9, abs=0.01) and by_odds.fast[1] == pytest.approx(0.9, abs=0.01)
+    assert by_coins.fast[1] < 0.1  # the coin flips' verdict: position 2 never passes
+    fit, coins = TextFit(), TextFit()
+    for _ in range(30):
+        fit.observe([0.9, 0.9], 2, 0, odds=(0.45,))  # rejected, but the target gave it fair odds
+        coins.observe([0.9, 0.9], 2, 0)
+    # (accepted + w) / (predicted + w) over ~10 judgements, w = 2: (4.5 + 2) / (9 + 2) against (0 + 2) / (9 + 2)
+    assert fit.factor == pytest.approx(6.5 / 11, abs=0.02) and coins.factor == pytest.approx(2 / 11, abs=0.02)

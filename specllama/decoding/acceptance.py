@@ -87,12 +87,15 @@ class PositionAcceptance:
         """The draft length with the best rate on these estimates and today's costs (0: none pays)."""
         return best_length(self.fast, self.verify_ratio, self.c, rows=self.verify_tokens)
 
-    def observe(self, drafted: int, accepted: int) -> None:
-        """One step's outcome: of `drafted` proposals the first `accepted` passed."""
+    def observe(self, drafted: int, accepted: int, odds: Sequence[float] = ()) -> None:
+        """One step's outcome: of `drafted` proposals the first `accepted` passed. `odds` (the
+        verifier's, one per judged draft) replace the 1/0 outcome where given: under sampling a
+        draft is accepted with probability min(1, p/q), and that probability is what a rate
+        estimate needs, without the coin flip's noise."""
         judged = min(drafted, accepted + 1)  # the accepted ones and the first rejection; later ones were never judged
         for i in range(self.k_max):
             if i < judged:
-                hit = 1.0 if i < accepted else 0.0
+                hit = odds[i] if i < len(odds) else (1.0 if i < accepted else 0.0)
                 self.fast[i] = FAST_DECAY * self.fast[i] + (1 - FAST_DECAY) * hit
                 # A running mean (prior included) until the window fills, then an average over the window.
                 self.seen[i] += 1
@@ -207,8 +210,10 @@ class TextFit:
         self.accepted *= relax
         self.predicted *= relax
 
-    def observe(self, confidence: Sequence[float], n_sent: int, n_accepted: int) -> None:
-        """Drafts 1..n_accepted accepted, draft n_accepted+1 rejected; later ones never judged."""
+    def observe(self, confidence: Sequence[float], n_sent: int, n_accepted: int, odds: Sequence[float] = ()) -> None:
+        """Drafts 1..n_accepted accepted, draft n_accepted+1 rejected; later ones never judged.
+        `odds`, where given, stand for the 1/0 outcomes (see PositionAcceptance.observe)."""
         for i in range(min(n_sent, n_accepted + 1, len(confidence))):
-            self.accepted = self.accepted * self.decay + (1.0 if i < n_accepted else 0.0)
+            hit = odds[i] if i < len(odds) else (1.0 if i < n_accepted else 0.0)
+            self.accepted = self.accepted * self.decay + hit
             self.predicted = self.predicted * self.decay + confidence[i]

@@ -44,7 +44,7 @@ class ConfidentAuto(PolicyBase):
 
     def observe(self, outcome: StepOutcome) -> None:
         if outcome.drafted:
-            self.fit.observe(outcome.sent.confidence or [], outcome.drafted, outcome.n_accepted)
+            self.fit.observe(outcome.sent.confidence or [], outcome.drafted, outcome.n_accepted, outcome.odds)
         else:
             self.fit.idle()
         self.realised.tick()

@@ -60,7 +60,7 @@ class ModelAuto(PolicyBase):
                 and costs.steps % TRY_EVERY == TRY_EVERY // 2)
 
     def observe(self, outcome: StepOutcome) -> None:
-        self.acceptance.observe(outcome.drafted, outcome.n_accepted)
+        self.acceptance.observe(outcome.drafted, outcome.n_accepted, outcome.odds)
         self.realised.tick()
         if outcome.alone:
             self.realised.observe(outcome.source, outcome.emitted, outcome.seconds, outcome.t1)

@@ -86,12 +86,13 @@ class SourceChoice(PolicyBase):
     def observe(self, outcome: StepOutcome) -> None:
         by_model = self.model is not None and outcome.source == self.model.name
         if outcome.drafted and not by_model:
-            self.fit.observe(outcome.sent.confidence or [], outcome.drafted, outcome.n_accepted)
+            self.fit.observe(outcome.sent.confidence or [], outcome.drafted, outcome.n_accepted, outcome.odds)
         else:
             self.fit.idle()
         if self.acceptance is not None:
             # Positions a step did not reach drift back to the record: drafted 0 when it sat out.
-            self.acceptance.observe(outcome.drafted if by_model else 0, outcome.n_accepted if by_model else 0)
+            self.acceptance.observe(outcome.drafted if by_model else 0, outcome.n_accepted if by_model else 0,
+                                    outcome.odds if by_model else ())
         self.realised.tick()
         if outcome.alone:
             self.realised.observe(outcome.source, outcome.emitted, outcome.seconds, outcome.t1)
