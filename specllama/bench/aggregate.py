@@ -18,7 +18,7 @@ from specllama.bench.runner import RunRecord
 from specllama.decoding.cost.curve import CostCurve
 from specllama.decoding.cost.model import predicted_speedup, step_cost
 from specllama.decoding.engine import Summary
-from specllama.decoding.verifiers import StairsVerifier
+from specllama.decoding.verifiers import VERIFIERS
 
 _SEVERITY = {"identical": 0, "near_tie": 1, "different": 2}
 
@@ -151,7 +151,7 @@ def _fill(summary: ConfigSummary, config: BenchConfig, mine: list[tuple[RunRecor
         # Stairs decode (K+1)(K+2)/2 tokens per step; timed as one causal batch of that size, an
         # approximation (their attention spans differ), so read that prediction as a rough one.
         if isinstance(config.k, int):  # under k=auto only the per-step prediction below applies
-            verify_tokens = StairsVerifier().batch_tokens(config.k) if config.verify == "stairs" else None
+            verify_tokens = VERIFIERS[config.verify].batch_tokens(config.k)
             c = curve.draft_ratio if draft_ratio is None else draft_ratio
             summary.predicted_speedup = predicted_speedup(curve.ratio, config.k, alpha, c, verify_tokens)
         summary.predicted_from_steps = _speedup_from_steps(curve, stats, draft_ratio, config.verify == "stairs")
@@ -173,7 +173,7 @@ def _speedup_from_steps(curve: CostCurve, stats: Summary, draft_ratio: float | N
         n_steps = at_least[j] - at_least[j + 1]
         if not n_steps:
             continue
-        one = step_cost(curve.ratio, j, c, StairsVerifier().batch_tokens(j) if stairs else None)
+        one = step_cost(curve.ratio, j, c, VERIFIERS["stairs" if stairs else "causal"].batch_tokens(j))
         if one is None:
             return None
         cost += n_steps * one

@@ -42,7 +42,7 @@ class PositionAcceptance:
     # text where it pays by 2 %; at 0.9 a draft is tried only where verification is cheap enough
     # that 90 % acceptance wins, which keeps -k auto at plain decoding's speed here.
     prior: float = 0.9
-    verify_tokens: Rows = causal_rows  # the engine swaps in stairs' count when verifying by stairs
+    verify_tokens: Rows = causal_rows  # rows the request's verifier decodes for k drafts (policy/base.py sets it)
     fast: list[float] = field(default_factory=list)
     slow: list[float] = field(default_factory=list)
     seen: list[int] = field(default_factory=list)  # observations per position, for the slow record's weight

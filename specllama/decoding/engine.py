@@ -80,7 +80,7 @@ class Engine:
         # Contexts whose time inside llama_decode a step reports (the target's, the draft model's).
         contexts = [target] + [c for d in self.drafters.values() for c in d.contexts]
         self._timed = list({id(c): c for c in contexts}.values())
-        # A unified cache (stairs verification) uses its extra sequences as scratch: one slot.
+        # A unified cache lends its extra sequences to a verifier as scratch (stairs): one slot.
         self.slots = 1 if target.unified else target.n_seq_max
 
     def reset(self) -> None:
@@ -115,8 +115,7 @@ class Engine:
                 f"the prompt is {len(request.prompt)} tokens but the context holds {self.target.n_ctx} "
                 f"(raise --ctx, at most the model's {self.target.model.n_ctx_train}, or shorten the prompt)")
         self.policy_for(request.config)
-        if request.config.verify == "stairs":
-            VERIFIERS["stairs"].max_k(self.target)  # refuses a context without sequences to spare
+        VERIFIERS[request.config.verify].check(self.target)
 
     def generate(self, prompt: Sequence[int], config: GenerationConfig, cancel: CancelHandle | None = None) -> Generation:
         """One request: checks it now (a prompt that cannot fit fails here, before any decoding)
@@ -236,7 +235,7 @@ class Engine:
         proposals = self._draft(running, asks)
         t_draft = clock() - t_draft_start
         self.planner.cut(running, proposals)
-        # --- decode: one target decode for every sequence (per verifier; stairs runs alone) ----
+        # --- decode: one target decode for every sequence (per verifier) ----------------------
         t_decode_start = clock()
         n_past = {slot.index: target.past(slot.index) for slot in running}
         logits: dict[int, np.ndarray] = {}

@@ -37,6 +37,9 @@ class Verifier(Protocol):
 
     def commit(self, ctx, seq: int, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None: ...
 
+    def check(self, ctx) -> None:
+        """Refuse (SpecllamaError) a context this scheme cannot verify in, before any decoding."""
+
 
 class CausalVerifier:
     name = "causal"
@@ -56,6 +59,9 @@ class CausalVerifier:
 
     def commit(self, ctx, seq: int, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None:
         ctx.rollback(n_past + 1 + n_accepted, seq)  # keep [last] + the accepted drafts
+
+    def check(self, ctx) -> None:
+        pass  # any context
 
 
 class StairsVerifier:
@@ -86,6 +92,9 @@ class StairsVerifier:
 
     def commit(self, ctx, seq: int, n_past: int, last: int, draft: Sequence[int], n_accepted: int) -> None:
         ctx.commit_stairs(last, draft, n_accepted)
+
+    def check(self, ctx) -> None:
+        self.max_k(ctx)  # refuses a context without sequences to spare
 
 
 def exact_rows(ctx) -> int | None:
