@@ -119,3 +119,13 @@ def test_fixed_shape_draft_decodes_are_a_command_line_switch(registry):
     assert not resolved(registry, "run", "hi").load.draft_one_token_decodes
     assert resolved(registry, "bench", "--prompts", "p.jsonl", "--draft-one-token-decodes").load.draft_one_token_decodes
     assert resolved(registry, "serve", "--draft-one-token-decodes").load.draft_one_token_decodes
+
+
+def test_a_policy_is_chosen_by_name_and_an_unknown_name_fails_before_loading(registry, monkeypatch):
+    from specllama.decoding.policy import registry as policies
+
+    monkeypatch.setitem(policies.POLICIES, "toy", lambda config, kit: None)
+    assert resolved(registry, "run", "--policy", "toy", "hi").config().policy == "toy"
+    assert resolved(registry, "run", "hi").config().policy == ""
+    with pytest.raises(UsageError, match="--policy nope: no draft policy of that name"):
+        resolved(registry, "run", "--policy", "nope", "hi")

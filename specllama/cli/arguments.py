@@ -189,6 +189,9 @@ def add_engine_options(p: argparse.ArgumentParser, *, max_tokens_default: int = 
                         "(K+1 separate sequences, prefix plus the first i drafts: the same greedy text at "
                         "(K+1)(K+2)/2 tokens a step, a loss on a CPU)")
     add_draft_shape_option(g)
+    g.add_argument("--policy", default="", metavar="NAME",
+                   help="a draft policy registered by name (decoding/policy/registry.py) instead of the one "
+                        "--drafter and -k choose (default: theirs)")
     g.add_argument("--temp", type=float, default=0.0, metavar="T", help="temperature (default 0: greedy)")
     g.add_argument("--top-k", type=int, default=0, metavar="N",
                    help="sample only from the N most likely tokens (default 0: no limit)")

@@ -35,6 +35,7 @@ class Intent:
     p_min: float = 0.0
     verify: str = "causal"
     draft_one_token_decodes: bool = False
+    policy: str = ""
     temp: float = 0.0
     top_k: int = 0
     top_p: float = 1.0

@@ -52,6 +52,7 @@ class Resolved:
     max_tokens: int | None  # None: until the context is full (serve)
     seed_was_random: bool  # --seed -1: the seed was chosen here, and is worth showing
     messages: tuple[Notice, ...]
+    policy: str = ""  # --policy: a registered draft policy by name ("": the drafter's and K's own)
 
     def config(self, max_tokens: int | None = None) -> GenerationConfig:
         """The generation settings; `max_tokens` where the resolved limit is "the context" (serve)."""
@@ -59,7 +60,7 @@ class Resolved:
         if limit is None:
             raise ValueError("no token limit resolved: pass the context size")
         return GenerationConfig(max_tokens=limit, sampling=self.sampling, drafter=self.drafter, k=self.k,
-                                p_min=self.p_min, stop=self.stop, verify=self.verify)
+                                p_min=self.p_min, stop=self.stop, verify=self.verify, policy=self.policy)
 
 
 def resolve(intent: Intent, registry: Registry, cache: ModelCache, *, cores: int | None = None,
@@ -67,6 +68,12 @@ def resolve(intent: Intent, registry: Registry, cache: ModelCache, *, cores: int
     """`cores`: the cores this process may use (to warn about more threads); `rng` picks a random
     seed for --seed -1 (a system one by default)."""
     messages: list[Notice] = []
+    if intent.policy:
+        from specllama.decoding.policy import POLICIES  # here, not at import: --help stays instant
+
+        if intent.policy not in POLICIES:
+            known = ", ".join(sorted(POLICIES)) or "none is registered"
+            raise UsageError(f"--policy {intent.policy}: no draft policy of that name (known: {known})")
     for flag, n in (("--threads", intent.threads), ("--threads-batch", intent.threads_batch)):
         if n is not None and cores is not None and n > cores:
             messages.append(Notice(f"threads {flag}", f"warning: {n} threads on {cores} available core(s) will run "
@@ -94,7 +101,7 @@ def resolve(intent: Intent, registry: Registry, cache: ModelCache, *, cores: int
                        stairs=intent.stairs if intent.stairs is not None else intent.verify == "stairs")
     model_refs(load, registry)  # an unknown pair or model name fails here, before anything loads
     return Resolved(load, sampling_for(intent, rng), drafter, intent.k, intent.p_min, intent.stop, intent.verify, intent.max_tokens,
-                    intent.seed == RANDOM_SEED, tuple(messages))
+                    intent.seed == RANDOM_SEED, tuple(messages), intent.policy)
 
 
 def sampling_for(intent: Intent, rng: random.Random | None = None) -> SamplingParams:

@@ -264,14 +264,18 @@ class Engine:
             decodes, seconds = drafter.timing()
             self.costs.record_draft(decodes - timing_before[name][0], seconds - timing_before[name][1])
         t1, alone = self.costs.t1(), len(running) == 1
-        outcomes = [StepOutcome(ask.k, proposals[s.index], v.n_accepted, v.odds, t_step, t1, alone)
-                    for s, ask, v in zip(running, asks, verdicts)]
+        # --- emit: each slot commits its new tokens (stopping where a stop string or the limit says) --
+        emitted = []
+        for slot, verdict in zip(running, verdicts):
+            proposal = proposals[slot.index]
+            emitted.append(slot.emit(proposal.tokens, verdict, proposal.source if proposal.tokens else "", target.model))
+        outcomes = [StepOutcome(ask.k, proposals[s.index], v.n_accepted, v.odds, t_step, t1, alone,
+                                tuple(e.id for e in events), "".join(e.text for e in events))
+                    for s, ask, v, events in zip(running, asks, verdicts, emitted)]
         self._learn(running, outcomes)
-        # --- emit ----------------------------------------------------------------------------
         t_python = t_step - t_draft - t_decode
         t_llama = sum(c.llama_seconds for c in self._timed) - llama_before
-        for slot, outcome, verdict in zip(running, outcomes, verdicts):
-            events = slot.emit(outcome.sent.tokens, verdict, outcome.source, target.model)
+        for slot, outcome, verdict, events in zip(running, outcomes, verdicts, emitted):
             step = StepEvent(outcome.asked, outcome.drafted, verdict.n_accepted, t_draft, t_decode, t_python,
                              outcome.source, rows, t_llama)
             slot.summary.record(step)

@@ -22,6 +22,11 @@ class StepOutcome:
     seconds: float  # the whole step's time, drafting included
     t1: float | None  # a plain step's time at this moment, the realised check's yardstick
     alone: bool  # the only request in the step, so `seconds` were spent on it alone
+    # What the step committed to the request's text: the accepted drafts and the target's token,
+    # cut where the text ended (end of generation, a stop string, max_tokens), and their text as
+    # streamed (a split character or a possible stop string's start is held back until complete).
+    tokens: tuple[int, ...] = ()
+    text: str = ""
 
     @property
     def drafted(self) -> int:
