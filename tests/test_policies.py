@@ -240,3 +240,14 @@ def test_sampling_acceptance_is_learnt_from_the_verifiers_odds_not_coin_flips():
         coins.observe([0.9, 0.9], 2, 0)
     # (accepted + w) / (predicted + w) over ~10 judgements, w = 2: (4.5 + 2) / (9 + 2) against (0 + 2) / (9 + 2)
     assert fit.factor == pytest.approx(6.5 / 11, abs=0.02) and coins.factor == pytest.approx(2 / 11, abs=0.02)
+
+
+def test_auto_takes_a_near_certain_copy_even_when_the_costs_say_no_batch_pays():
+    from specllama.decoding.policy.source_choice import choose_source
+
+    dear = lambda n: float(n) if n >= 1 else None  # noqa: E731
+    guess = Proposal([1, 2, 3], confidence=[0.9, 0.9, 0.9])
+    copy = Proposal([1, 2, 3], confidence=[0.9, 0.9, 0.9], certain=3)
+    assert choose_source(guess, None, 8, frozenset(), dear) == ("none", 0)
+    assert choose_source(copy, None, 8, frozenset(), dear) == ("suffix", 0)
+    assert choose_source(copy, None, 8, frozenset({"suffix"}), dear) == ("none", 0)  # benched: it lost here

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# The odds from which a drafter's (calibrated) token counts as near-certain: see Proposal.certain.
+NEAR_CERTAIN_ODDS = 0.85
+
 
 @dataclass
 class Proposal:
@@ -14,3 +17,17 @@ class Proposal:
     q: np.ndarray | None = None  # (len(tokens), vocab) when the drafter sampled
     confidence: list[float] | None = None  # per token: estimated P(accepted | the ones before accepted)
     source: str = ""  # the drafter that made it (filled in by the engine when empty)
+    # Leading tokens the drafter holds near-certain (a long exact match whose class has held so far;
+    # a grammar's forced tokens): a policy sends them whatever its cost estimate says, so a wrong
+    # or noisy estimate cannot stop the drafts that would correct it (the realised-speed check
+    # still benches a source that loses).
+    certain: int = 0
+
+
+def still_certain(proposal: Proposal) -> int:
+    """The near-certain lead left after a policy rescaled the confidence (a text whose drafts keep
+    failing loses its claim): the leading tokens, up to the drafter's claim, still at NEAR_CERTAIN_ODDS."""
+    conf, n = proposal.confidence or [], 0
+    while n < min(proposal.certain, len(conf)) and conf[n] >= NEAR_CERTAIN_ODDS:
+        n += 1
+    return n

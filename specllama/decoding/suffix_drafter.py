@@ -37,6 +37,7 @@ from typing import Callable, Sequence
 from specllama.decoding.acceptance import Calibrator
 from specllama.decoding.drafters import DrafterBase, DraftRequest, Proposal
 from specllama.decoding.outcome import StepOutcome
+from specllama.decoding.proposal import NEAR_CERTAIN_ODDS
 from specllama.decoding.suffix_index import Match, SuffixIndex
 from specllama.errors import SpecllamaError
 
@@ -58,6 +59,12 @@ CORPUS_TOKENS = 1 << 19  # --draft-corpus tokens kept (a 1 MB file is ~360k)
 # A match of the last token alone is no evidence: on bench/prompts.jsonl (code-prime, sql) such
 # drafts were accepted 2 times in 7 and 1 in 8, while copies match several tokens at once.
 MIN_MATCH = 2
+# A match this long whose class is calibrated at proposal.NEAR_CERTAIN_ODDS or more is a copy in progress:
+# its draft is marked certain (Proposal.certain), sent even when the step costs are not yet known
+# or one noisy batched step made them look dear. Observed: 16+ token matches accepted 0.95 (n=110,
+# greedy, vm-20261123-suffix-calibration.md); a fresh `serve` drafted nothing from a re-sent file
+# while its cost estimate was a prior (issue 29).
+NEAR_CERTAIN_MATCH = 16
 
 
 class DraftCorpusError(SpecllamaError):
@@ -136,8 +143,12 @@ class SuffixDrafter(DrafterBase):
             return SuffixProposal([], source=self.name, match_length=match.length)
         raw = raw_confidence(match.counts, match.totals)
         conf = self.calibrator.calibrate(raw, match_group(match.length))
+        certain = 0
+        if match.length >= NEAR_CERTAIN_MATCH:
+            while certain < len(conf) and conf[certain] >= NEAR_CERTAIN_ODDS:
+                certain += 1
         # All that matched, up to the cap: under -k auto the policy cuts it where it pays.
-        return SuffixProposal(match.tokens, None, conf, self.name, raw, match.length, where)
+        return SuffixProposal(match.tokens, None, conf, self.name, certain, raw, match.length, where)
 
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:
         self._live(seq).sync_live(prompt)

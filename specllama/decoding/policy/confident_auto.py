@@ -13,6 +13,7 @@ from specllama.decoding.drafters import Drafter, Proposal
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.policy.base import NO_DRAFT, Ask, PolicyBase, PolicyKit
 from specllama.decoding.policy.free_drafts import cut_free, fully_known
+from specllama.decoding.proposal import still_certain
 from specllama.decoding.realised import RealisedSpeed
 from specllama.decoding.request import K_AUTO_MAX
 
@@ -35,6 +36,7 @@ class ConfidentAuto(PolicyBase):
     def review(self, proposal: Proposal) -> Ask | None:
         if proposal.confidence is not None:
             proposal.confidence = self.fit.apply(proposal.confidence)
+            proposal.certain = still_certain(proposal)
         return None
 
     def cut(self, proposal: Proposal) -> bool:

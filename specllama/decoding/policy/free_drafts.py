@@ -25,9 +25,10 @@ def free_length(confidence: Sequence[float], ratio: Ratio, rows: Rows = causal_r
 
 
 def cut_free(proposal: Proposal, ratio: Ratio, rows: Rows = causal_rows) -> None:
-    """Trim a free draft to its free_length, on the confidence its tokens came with."""
+    """Trim a free draft to its free_length, on the confidence its tokens came with; never below
+    its near-certain lead (Proposal.certain)."""
     known = (proposal.confidence or [])[:len(proposal.tokens)]
-    proposal.tokens = proposal.tokens[:free_length(known, ratio, rows)]
+    proposal.tokens = proposal.tokens[:max(free_length(known, ratio, rows), proposal.certain)]
 
 
 def free_rate(confidence: Sequence[float], ratio: Ratio, rows: Rows = causal_rows) -> float:

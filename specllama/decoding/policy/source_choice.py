@@ -19,6 +19,7 @@ from specllama.decoding.drafters import Drafter, Proposal
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.policy.base import Ask, PolicyBase, PolicyKit
 from specllama.decoding.policy.free_drafts import cut_free, free_rate, fully_known
+from specllama.decoding.proposal import still_certain
 from specllama.decoding.realised import RealisedSpeed
 from specllama.decoding.request import K_AUTO_MAX
 
@@ -33,7 +34,7 @@ def choose_source(suffix: Proposal, model: PositionAcceptance | None, cap: int, 
     model_rate = (model.rate(model_k) or 1.0) if model_k else 1.0
     offered = (suffix.confidence or [])[:len(suffix.tokens)] if "suffix" not in avoid else []
     suffix_rate = free_rate(offered, ratio)
-    if suffix_rate > max(1.0, model_rate):
+    if suffix_rate > max(1.0, model_rate) or (offered and suffix.certain):  # a near-certain copy goes first
         return "suffix", 0
     if model_rate > 1.0:
         return "model", model_k
@@ -71,6 +72,7 @@ class SourceChoice(PolicyBase):
             return None
         if proposal.confidence is not None:
             proposal.confidence = self.fit.apply(proposal.confidence)
+            proposal.certain = still_certain(proposal)
         choice, k = choose_source(proposal, self.acceptance, self._cap, self.realised.avoid(), self.kit.costs.ratio)
         if choice == "model":
             return Ask(self.model, k)
