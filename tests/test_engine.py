@@ -117,6 +117,25 @@ def test_a_generation_cancelled_before_it_starts_decodes_nothing():
     assert target.decoded == 0
 
 
+def test_a_long_prefill_stops_at_the_next_chunk_once_cancelled():
+    """A server's client that leaves during a long prompt: the prefill goes on to the end of the
+    current n_batch chunk only, and the request ends "cancelled" without a step."""
+    target = FakeContext(counting_rule(), n_ctx=4096)
+    target.n_batch = 64
+    prompt = [3 + (i % 40) for i in range(300)]
+    generation = Engine(target).generate(prompt, GenerationConfig(drafter="none", max_tokens=100))
+    decode = target.decode
+
+    def decode_then_leave(tokens, logits="last", seq=0):
+        generation.cancel()  # the client leaves while the first chunk is decoded
+        return decode(tokens, logits, seq)
+
+    target.decode = decode_then_leave
+    events = list(generation)
+    assert target.decoded == 64 and len(events) == 1
+    assert events[0].summary.finish_reason == "cancelled" and events[0].summary.tokens == 0
+
+
 def test_the_suffix_drafter_drafts_what_followed_the_same_ngram():
     drafter = SuffixDrafter()
     seq = [1, 2, 3, 4, 9, 9, 1, 2]

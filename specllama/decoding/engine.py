@@ -193,10 +193,18 @@ class Engine:
         try:
             summary.reused_tokens = min(target.reuse_prefix(prompt, index), len(prompt) - 1)
             target.rollback(summary.reused_tokens, index)
-            target.decode(prompt[target.past(index):-1], logits="none", seq=index)
-            # The policy lets its drafters digest the prompt now, or leaves it to their first
-            # proposal (a draft model under -k auto that may not draft at all).
-            policy.start(index, prompt)
+            # In chunks of n_batch (where llama.cpp splits it anyway, so the cache is the same): a
+            # request cancelled meanwhile (a server's client that left during a long prompt) stops
+            # after the current chunk; its next step ends it as "cancelled".
+            rest, chunk = prompt[target.past(index):-1], target.n_batch
+            for start in range(0, len(rest), chunk):
+                if start and request.cancel.cancelled:
+                    break
+                target.decode(rest[start:start + chunk], logits="none", seq=index)
+            if not request.cancel.cancelled:
+                # The policy lets its drafters digest the prompt now, or leaves it to their first
+                # proposal (a draft model under -k auto that may not draft at all).
+                policy.start(index, prompt)
         except SpecllamaError:
             target.clear(index)
             raise
