@@ -27,7 +27,7 @@ for the cost model; a free drafter has none).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
@@ -55,6 +55,12 @@ class Proposal:
     q: np.ndarray | None = None  # (len(tokens), vocab) when the drafter sampled
     confidence: list[float] | None = None  # per token: estimated P(accepted | the ones before accepted)
     source: str = ""  # the drafter that made it (filled in by the engine when empty)
+    # Per token, when the draft mixes sources (a drafter's tokens, then those a grammar forces:
+    # grammar.py); None: every token is `source`'s.
+    sources: list[str] | None = field(default=None, kw_only=True)
+
+    def source_of(self, i: int) -> str:
+        return self.sources[i] if self.sources is not None else self.source
 
 
 class Drafter(Protocol):
