@@ -34,6 +34,12 @@ class Constraint:
     strict: bool = True  # json_schema: refuse keywords the engine cannot enforce (False: ignore them)
 
 
+def lark_json(schema: dict) -> str:
+    """A schema for a Lark grammar's `%json{...}` with this module's JSON layout (a bare %json
+    allows free whitespace, which a small model can fill until max_tokens)."""
+    return json.dumps({**schema, "x-guidance": JSON_LAYOUT})
+
+
 def check_constraint(c: Constraint, tokenizer: Any = None) -> None:
     """Raise a SpecllamaError naming what cannot be enforced (an unknown kind, a missing schema,
     an unsupported JSON-schema keyword, a grammar that does not compile). `tokenizer`: an

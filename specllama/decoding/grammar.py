@@ -22,6 +22,7 @@ that contains the trigger is checked (and its rows masked) from the token that c
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from typing import Any, Callable, Sequence
 
@@ -44,7 +45,9 @@ def grammar_tokenizer(model) -> Any:
     if tokenizer is None:
         from llguidance.llamacpp import lltokenizer_from_vocab  # noqa: PLC0415 (loads llama_cpp's module)
 
-        tokenizer = lltokenizer_from_vocab(model.vocab_pointer, eos_token=model.eog_ids or None)
+        with warnings.catch_warnings():  # it calls a deprecated llama.cpp name once per token
+            warnings.simplefilter("ignore", DeprecationWarning)
+            tokenizer = lltokenizer_from_vocab(model.vocab_pointer, eos_token=model.eog_ids or None)
         _tokenizers[model] = tokenizer
     return tokenizer
 
