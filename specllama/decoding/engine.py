@@ -38,6 +38,7 @@ from specllama.decoding.cost.model import choose_parallel
 from specllama.decoding.cost.online import StepCosts
 from specllama.decoding.drafters import Drafter, DraftRequest, Proposal
 from specllama.decoding.events import DoneEvent, Event, FailedEvent, Generation, StepEvent, Summary, TokenEvent
+from specllama.decoding.grammar import guide_drafts, guide_for
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.planner import Planner
 from specllama.decoding.policy import Ask, DraftPolicy, EngineRecord, PolicyKit, policy_for
@@ -115,6 +116,7 @@ class Engine:
                 f"the prompt is {len(request.prompt)} tokens but the context holds {self.target.n_ctx} "
                 f"(raise --ctx, at most the model's {self.target.model.n_ctx_train}, or shorten the prompt)")
         self.policy_for(request.config)
+        guide_for(request.config.constraint, self.target.model, request.config.drafts)  # refuses what cannot be enforced
         VERIFIERS[request.config.verify].check(self.target)
 
     def generate(self, prompt: Sequence[int], config: GenerationConfig, cancel: CancelHandle | None = None) -> Generation:
@@ -188,6 +190,7 @@ class Engine:
         target, config, prompt = self.target, request.config, list(request.prompt)
         index = max(free, key=lambda s: (target.common_prefix(prompt, s), -s))
         policy = self.policy_for(config)
+        guide = guide_for(config.constraint, target.model, config.drafts)
         summary = Summary(prompt_tokens=len(prompt), drafter=config.drafter if config.drafts else "none")
         t0 = time.perf_counter()
         try:
@@ -212,7 +215,7 @@ class Engine:
         summary.t_prompt = time.perf_counter() - t0
         return Slot(index, request, policy, VERIFIERS[config.verify], prompt,
                     np.random.default_rng(config.sampling.seed), summary, StreamDecoder(target.model),
-                    StopMatcher(config.stop), time.perf_counter())
+                    StopMatcher(config.stop), time.perf_counter(), guide=guide)
 
     def _release(self, slot: Slot, free: list[int], clean: bool) -> None:
         for drafter in slot.policy.drafters:
@@ -243,6 +246,7 @@ class Engine:
         proposals = self._draft(running, asks)
         t_draft = clock() - t_draft_start
         self.planner.cut(running, proposals)
+        guide_drafts(running, proposals, target, self.planner.exact_rows)  # a grammar's cut and its forced tokens
         # --- decode: one target decode for every sequence (per verifier) ----------------------
         t_decode_start = clock()
         n_past = {slot.index: target.past(slot.index) for slot in running}
@@ -257,7 +261,9 @@ class Engine:
         verdicts: list[Verdict] = []
         for slot in running:
             proposal = proposals[slot.index]
-            verdict = _judge(proposal, logits[slot.index], slot.config, slot.rng)
+            scored = logits[slot.index] if slot.guide is None else slot.guide.mask(proposal.tokens, logits[slot.index],
+                                                                                   slot.config.sampling.greedy)
+            verdict = _judge(proposal, scored, slot.config, slot.rng)
             slot.verifier.commit(target, slot.index, n_past[slot.index], slot.committed[-1], proposal.tokens,
                                  verdict.n_accepted)
             if proposal.tokens:
@@ -276,7 +282,7 @@ class Engine:
         emitted = []
         for slot, verdict in zip(running, verdicts):
             proposal = proposals[slot.index]
-            emitted.append(slot.emit(proposal.tokens, verdict, proposal.source if proposal.tokens else "", target.model))
+            emitted.append(slot.emit(proposal, verdict, target.model))
         outcomes = [StepOutcome(ask.k, proposals[s.index], v.n_accepted, v.odds, t_step, t1, alone,
                                 tuple(e.id for e in events), "".join(e.text for e in events))
                     for s, ask, v, events in zip(running, asks, verdicts, emitted)]
@@ -285,7 +291,7 @@ class Engine:
         t_llama = sum(c.llama_seconds for c in self._timed) - llama_before
         for slot, outcome, verdict, events in zip(running, outcomes, verdicts, emitted):
             step = StepEvent(outcome.asked, outcome.drafted, verdict.n_accepted, t_draft, t_decode, t_python,
-                             outcome.source, rows, t_llama)
+                             outcome.source, rows, t_llama, tuple(outcome.sent.sources or ()))
             slot.summary.record(step)
             for event in events:
                 yield slot.tag, event

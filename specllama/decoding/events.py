@@ -35,6 +35,19 @@ class StepEvent:
     source: str = ""  # the drafter whose proposal was verified ("" when nothing was drafted)
     batch_tokens: int = 0  # tokens in the target's decode this step, every sequence's included
     t_llama: float = 0.0  # of the step's time, what llama_decode itself took (target and draft)
+    sources: tuple[str, ...] = ()  # per drafted token, when they came from several sources (a grammar's forced tokens)
+
+    def by_source(self) -> dict[str, tuple[int, int]]:
+        """Drafts verified and accepted, per source."""
+        if not self.drafted:
+            return {}
+        if not self.sources:
+            return {self.source: (self.drafted, self.accepted)}
+        counts: dict[str, tuple[int, int]] = {}
+        for i, source in enumerate(self.sources[:self.drafted]):
+            drafted, accepted = counts.get(source, (0, 0))
+            counts[source] = (drafted + 1, accepted + int(i < self.accepted))
+        return counts
 
 
 class AcceptanceRates:
@@ -118,9 +131,9 @@ class Summary(AcceptanceRates):
         self.t_python += step.t_python
         self.t_llama += step.t_llama
         self._count_positions([1] * step.drafted, [int(i < step.accepted) for i in range(step.drafted)])
-        if step.drafted:
-            self.drafted_by[step.source] = self.drafted_by.get(step.source, 0) + step.drafted
-            self.accepted_by[step.source] = self.accepted_by.get(step.source, 0) + step.accepted
+        for source, (drafted, accepted) in step.by_source().items():
+            self.drafted_by[source] = self.drafted_by.get(source, 0) + drafted
+            self.accepted_by[source] = self.accepted_by.get(source, 0) + accepted
 
 
 @dataclass(frozen=True)

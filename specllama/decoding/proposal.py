@@ -3,7 +3,7 @@ it) and the step's outcome (which records what was sent) need it, and neither ne
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,6 +22,12 @@ class Proposal:
     # or noisy estimate cannot stop the drafts that would correct it (the realised-speed check
     # still benches a source that loses).
     certain: int = 0
+    # Per token, when the draft mixes sources (a drafter's tokens, then those a grammar forces:
+    # grammar.py); None: every token is `source`'s.
+    sources: list[str] | None = field(default=None, kw_only=True)
+
+    def source_of(self, i: int) -> str:
+        return self.sources[i] if self.sources is not None else self.source
 
 
 def still_certain(proposal: Proposal) -> int:

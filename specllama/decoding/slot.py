@@ -17,7 +17,9 @@ from typing import Hashable
 
 import numpy as np
 
+from specllama.decoding.drafters import Proposal
 from specllama.decoding.events import DoneEvent, Origin, Summary, TokenEvent
+from specllama.decoding.grammar import Guide
 from specllama.decoding.policy import DraftPolicy
 from specllama.decoding.request import GenerationConfig, Request
 from specllama.decoding.stop import StopMatcher
@@ -40,6 +42,7 @@ class Slot:
     t_start: float
     pieces: list[str] = field(default_factory=list)
     finish: str = ""
+    guide: Guide | None = None  # the request's grammar (grammar.py), when it has a constraint
 
     @property
     def tag(self) -> Hashable:
@@ -54,16 +57,16 @@ class Slot:
         """Whether verification needs only each verified row's argmax id, not the row: greedy, with
         nothing else reading the rows (a grammar's mask, logprobs). Saves copying 152k floats a row
         out of llama.cpp and a second pass over them."""
-        return self.config.sampling.greedy
+        return self.config.sampling.greedy and self.guide is None
 
-    def emit(self, draft: list[int], verdict: Verdict, source: str, model) -> list[TokenEvent]:
+    def emit(self, sent: Proposal, verdict: Verdict, model) -> list[TokenEvent]:
         """Commit the step's new tokens (accepted drafts, then the target's own) as text events,
-        stopping at the end of generation, a stop string or the length limit."""
-        summary = self.summary
+        stopping at the end of generation, a stop string, a completed grammar or the length limit."""
+        summary, draft = self.summary, sent.tokens
         new = draft[:verdict.n_accepted] + [verdict.token]
         origins: list[Origin] = ["draft"] * verdict.n_accepted + ["bonus" if verdict.bonus and draft else "target"]
         events: list[TokenEvent] = []
-        for token, origin in zip(new, origins):
+        for i, (token, origin) in enumerate(zip(new, origins)):
             if model.is_eog(token):
                 self.finish = "stop"
                 break
@@ -71,9 +74,13 @@ class Slot:
             summary.tokens += 1
             text, hit = self.stops.feed(self.decoder.feed(token))
             self.pieces.append(text)
-            events.append(TokenEvent(token, text, origin, source if origin == "draft" else ""))
+            events.append(TokenEvent(token, text, origin, sent.source_of(i) if origin == "draft" else ""))
+            if self.guide is not None:
+                self.guide.advance(token)
             if hit:
                 self.finish = "stop_string"
+            elif self.guide is not None and self.guide.complete:
+                self.finish = "stop"  # the grammar admits nothing more: the answer is whole
             elif summary.tokens >= self.config.max_tokens:
                 self.finish = "length"
             if self.finish:

@@ -208,6 +208,12 @@ class GGUFModel:
         """The vocabulary's stored text for a token (as in the GGUF), not its decoded bytes."""
         return C.llama_vocab_get_text(self._vocab, token).decode("utf-8", errors="replace")
 
+    @property
+    def vocab_pointer(self):
+        """The llama_vocab pointer, for libraries that read a llama.cpp vocabulary themselves
+        (llguidance builds its grammar tokenizer from it)."""
+        return self._vocab
+
     def is_eog(self, token: int) -> bool:
         return bool(self._eog[token]) if 0 <= token < self.n_vocab else False
 

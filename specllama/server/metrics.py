@@ -40,8 +40,9 @@ class Metrics:
         if not step.drafted:
             return
         with self._lock:
-            self.drafted[step.source] = self.drafted.get(step.source, 0) + step.drafted
-            self.accepted[step.source] = self.accepted.get(step.source, 0) + step.accepted
+            for source, (drafted, accepted) in step.by_source().items():
+                self.drafted[source] = self.drafted.get(source, 0) + drafted
+                self.accepted[source] = self.accepted.get(source, 0) + accepted
 
     def done(self, event: DoneEvent | FailedEvent) -> None:
         if isinstance(event, FailedEvent):

@@ -5,6 +5,10 @@ Fields the server uses are checked here, each wrong one answered with a 400 that
 and vLLM's servers do, so clients that always send them work. Features it cannot honour (n > 1,
 tools, logprobs, images) are refused rather than silently dropped.
 
+`response_format` ({"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema",
+"strict"}}) becomes the request's Constraint (decoding/constraint.py): the grammar engine enforces it
+token by token; a schema keyword it cannot enforce is a 400 naming the keyword.
+
 Omitted sampling fields take the server's command-line values (`serve --temp 0.7` sets the default);
 per request, two extra fields choose the speculation (documented in docs/serve.md):
   "drafter": "auto" | "suffix" | "model" | "none"   and   "k": draft tokens per step, or "auto".
@@ -15,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from specllama.decoding.constraint import Constraint, check_constraint
 from specllama.decoding.request import AUTO, DRAFTERS, K_MAX, GenerationConfig, drafter_name
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
@@ -146,11 +151,48 @@ def _config(body: dict, served: ServedModel) -> GenerationConfig:
     k = body.get("k", base.k)
     if k != AUTO and not (_is_int(k) and 0 <= k <= K_MAX):
         raise invalid(f"'k' must be 'auto' or a whole number from 0 to {K_MAX}", "k")
+    constraint = _response_format(body.get("response_format"))
     try:
         return replace(base, max_tokens=max_tokens, sampling=sampling, drafter=drafter, k=k,
-                       stop=_stops(body.get("stop"), base.stop))
+                       stop=_stops(body.get("stop"), base.stop), constraint=constraint)
     except SpecllamaError as e:
         raise invalid(str(e)) from None
+
+
+def _response_format(value: object) -> Constraint | None:
+    """OpenAI's response_format as a Constraint (None: free text). `strict` absent is false, as in
+    OpenAI's API: schema keywords the engine cannot enforce are then ignored instead of refused."""
+    if value is None:
+        return None
+    param = "response_format"
+    if not isinstance(value, dict):
+        raise invalid("'response_format' must be an object such as {\"type\": \"json_object\"}", param)
+    kind = value.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        constraint = Constraint("json_object")
+    elif kind == "json_schema":
+        spec = value.get("json_schema")
+        if not isinstance(spec, dict):
+            raise invalid("'response_format.json_schema' must be an object with 'name' and 'schema'", f"{param}.json_schema")
+        name = spec.get("name")
+        if name is not None and not isinstance(name, str):
+            raise invalid("'response_format.json_schema.name' must be a string", f"{param}.json_schema.name")
+        schema = spec.get("schema", {})  # OpenAI's default: any JSON object
+        if not isinstance(schema, dict):
+            raise invalid("'response_format.json_schema.schema' must be a JSON schema object", f"{param}.json_schema.schema")
+        strict = spec.get("strict") or False
+        if not isinstance(strict, bool):
+            raise invalid("'response_format.json_schema.strict' must be true or false", f"{param}.json_schema.strict")
+        constraint = Constraint("json_schema", schema=schema or {"type": "object"}, strict=strict)
+    else:
+        raise invalid(f"'response_format.type' must be 'text', 'json_object' or 'json_schema', got {kind!r}", f"{param}.type")
+    try:
+        check_constraint(constraint)
+    except SpecllamaError as e:
+        raise invalid(str(e), param) from None
+    return constraint
 
 
 def _messages(messages: object) -> list[dict]:

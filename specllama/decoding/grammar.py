@@ -1,0 +1,206 @@
+"""The grammar engine behind a request's Constraint (constraint.py): llguidance's matcher, per request.
+
+Why llguidance (over xgrammar and outlines-core): it has no dependencies (xgrammar needs torch), it
+builds its tokenizer from a llama.cpp vocabulary (llguidance.llamacpp), it rolls back consumed
+tokens (a draft is tried, then undone), it says how many of a draft's tokens the grammar allows
+without changing its state (`validate_tokens`), it computes the tokens the grammar forces
+(`compute_ff_tokens`: free drafts), and it reads JSON schemas, Lark (with %json) and regexes.
+
+A Guide is one request's grammar state. The engine consults it at three points of a step:
+  shape(proposal, room)   after drafting: cut the draft at the first token the grammar forbids,
+                          then append the tokens the grammar forces after it (source "grammar");
+  mask(draft, rows)       before judging: the target's rows with every forbidden token at -inf
+                          (greedy then takes the argmax among allowed tokens; sampling samples
+                          from the masked, renormalised distribution);
+  advance(token)          for each emitted token; `complete` once the grammar admits nothing more.
+The matcher's state moves only with emitted tokens: shape and mask consume a draft tentatively and
+roll it back before returning, so a rejected draft leaves no trace.
+
+A lazy constraint (`trigger`) is inactive until the emitted text ends with the trigger; a draft
+that contains the trigger is checked (and its rows masked) from the token that completes it on.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from specllama.decoding.constraint import Constraint, check_constraint, grammar_text
+from specllama.decoding.drafters import Proposal
+from specllama.errors import SpecllamaError
+
+GRAMMAR = "grammar"  # the source name of forced drafts (--stats, the chat's colours, drafted_by)
+
+_tokenizers: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+
+
+def grammar_tokenizer(model) -> Any:
+    """llguidance's tokenizer for a GGUFModel's vocabulary, built once per model (about a second
+    for a 150k vocabulary: every token's bytes are read). Every end-of-generation token counts as
+    the grammar's end, so a finished JSON may be followed by whichever one the model prefers."""
+    tokenizer = _tokenizers.get(model)
+    if tokenizer is None:
+        from llguidance.llamacpp import lltokenizer_from_vocab  # noqa: PLC0415 (loads llama_cpp's module)
+
+        with warnings.catch_warnings():  # it calls a deprecated llama.cpp name once per token
+            warnings.simplefilter("ignore", DeprecationWarning)
+            tokenizer = lltokenizer_from_vocab(model.vocab_pointer, eos_token=model.eog_ids or None)
+        _tokenizers[model] = tokenizer
+    return tokenizer
+
+
+class Guide:
+    """One request's grammar: see the module docstring."""
+
+    def __init__(self, constraint: Constraint, tokenizer: Any, n_vocab: int, piece: Callable[[int], bytes],
+                 drafts: bool = True):
+        from llguidance import LLMatcher  # noqa: PLC0415
+
+        check_constraint(constraint, tokenizer)
+        self.matcher = LLMatcher(tokenizer, grammar_text(constraint), log_level=0)
+        if self.matcher.is_error():
+            raise SpecllamaError(f"the constraint cannot be enforced: {self.matcher.get_error()}")
+        self.n_vocab = n_vocab
+        self.piece = piece
+        self.drafts = drafts  # append forced tokens as drafts (not under plain decoding)
+        self.trigger = constraint.trigger.encode("utf-8") if constraint.trigger else b""
+        self.active = not self.trigger
+        self._tail = b""  # the emitted text's last bytes, while waiting for the trigger
+        self.complete = False
+
+    # --- the engine's three calls --------------------------------------------------------------
+
+    def shape(self, proposal: Proposal, room: int) -> None:
+        """Cut the proposal at its first forbidden token; append the forced tokens after it (at
+        most `room` tokens in all; none when this request does not draft)."""
+        draft = proposal.tokens
+        start = self._activation(draft)
+        if start is None:  # unconstrained through the whole draft
+            return
+        m = self.matcher
+        n = start + m.validate_tokens(draft[start:])
+        _keep(proposal, n)
+        if not self.drafts or n >= room:
+            return
+        if not m.consume_tokens(draft[start:n]):
+            raise RuntimeError(f"grammar refused a validated draft: {m.get_error()}")
+        forced = [] if m.is_stopped() else m.compute_ff_tokens()[:room - n]
+        m.rollback(n - start)
+        if forced:
+            _append(proposal, forced, GRAMMAR)
+
+    def mask(self, draft: Sequence[int], rows: np.ndarray, greedy: bool) -> np.ndarray:
+        """The target's rows (row i scored after draft[:i]) with the tokens the grammar forbids
+        at -inf. Greedy needs a row's mask only where its argmax is forbidden (the argmax among
+        allowed tokens is then the masked row's), so an allowed argmax costs one token check."""
+        start = self._activation(draft)
+        if start is None:
+            return rows
+        m, out, consumed = self.matcher, rows, 0
+        try:
+            for i in range(start, len(rows)):
+                if i > start:
+                    if not m.consume_token(draft[i - 1]):
+                        break  # a draft token the grammar forbids (shape cut it; a bug otherwise): later rows are never read
+                    consumed += 1
+                if greedy and m.validate_tokens([int(np.argmax(rows[i]))]) == 1:
+                    continue
+                if out is rows:
+                    out = rows.copy()
+                out[i, ~self._allowed()] = -np.inf
+        finally:
+            m.rollback(consumed)
+        return out
+
+    def advance(self, token: int) -> None:
+        """One emitted token (never an end-of-generation one: the engine stops before those)."""
+        if self.complete:
+            return
+        if not self.active:
+            self._tail = (self._tail + self.piece(token))[-len(self.trigger):]
+            self.active = self._tail.endswith(self.trigger)
+            return
+        if not self.matcher.consume_token(token):
+            raise RuntimeError(f"the grammar refused an emitted token {token}: {self.matcher.get_error()}")
+        self.complete = self.matcher.is_stopped()
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def _activation(self, draft: Sequence[int]) -> int | None:
+        """How many of the draft's tokens come before the grammar applies: 0 when active, the
+        index after the trigger's completion, None when the draft never reaches it."""
+        if self.active:
+            return 0
+        tail = self._tail
+        for i, token in enumerate(draft):
+            tail = (tail + self.piece(token))[-len(self.trigger):]
+            if tail.endswith(self.trigger):
+                return i + 1
+        return None
+
+    def _allowed(self) -> np.ndarray:
+        bits = np.frombuffer(self.matcher.compute_bitmask(), dtype=np.uint8)
+        allowed = np.unpackbits(bits, bitorder="little").astype(bool)
+        if len(allowed) < self.n_vocab:
+            allowed = np.concatenate([allowed, np.zeros(self.n_vocab - len(allowed), dtype=bool)])
+        return allowed[:self.n_vocab]
+
+
+def guide_for(constraint: Constraint | None, model, drafts: bool) -> Guide | None:
+    """The request's guide (None without a constraint); a SpecllamaError when it cannot be enforced."""
+    if constraint is None:
+        return None
+    return Guide(constraint, grammar_tokenizer(model), model.n_vocab, lambda t: model.piece(t, special=True), drafts)
+
+
+def guide_drafts(running: Sequence[Any], proposals: dict[int, Proposal], target, exact_rows: int | None) -> None:
+    """After drafting, before the target decodes: each constrained slot's draft cut at its first
+    forbidden token, then the tokens its grammar forces appended, within what the slot may send
+    (its verifier's room, its max tokens, a fixed K) and exact mode's rows for the whole batch."""
+    guided = [s for s in running if s.guide is not None]
+    if not guided:
+        return
+    spare = None if exact_rows is None else exact_rows - sum(len(proposals[s.index].tokens) + 1 for s in running)
+    for slot in guided:
+        proposal = proposals[slot.index]
+        before = len(proposal.tokens)
+        room = min(slot.verifier.max_k(target, slot.index), slot.config.max_tokens - slot.summary.tokens - 1)
+        if isinstance(slot.config.k, int):
+            room = min(room, slot.config.k)
+        if spare is not None:
+            room = min(room, before + max(spare, 0))
+        slot.guide.shape(proposal, max(room, 0))
+        if spare is not None:
+            spare -= len(proposal.tokens) - before
+
+
+def _keep(proposal: Proposal, n: int) -> None:
+    if n >= len(proposal.tokens):
+        return
+    proposal.tokens = proposal.tokens[:n]
+    if proposal.q is not None:
+        proposal.q = proposal.q[:n]
+    if proposal.confidence is not None:
+        proposal.confidence = proposal.confidence[:n]
+    if proposal.sources is not None:
+        proposal.sources = proposal.sources[:n]
+
+
+def _append(proposal: Proposal, tokens: list[int], source: str) -> None:
+    """Forced tokens after a draft: certain (confidence 1), deterministic (one-hot q rows), and
+    marked per token with their own source."""
+    n = len(proposal.tokens)
+    own = proposal.source or source
+    if n == 0:
+        proposal.source = source
+    proposal.sources = (proposal.sources or [own] * n) + [source] * len(tokens)
+    if proposal.q is not None:
+        q = np.zeros((len(tokens), proposal.q.shape[1]), dtype=proposal.q.dtype)
+        q[np.arange(len(tokens)), tokens] = 1.0
+        proposal.q = np.concatenate([proposal.q[:n], q])
+    if proposal.confidence is not None or n == 0:
+        proposal.confidence = list(proposal.confidence or [])[:n] + [1.0] * len(tokens)
+    proposal.tokens = list(proposal.tokens) + list(tokens)
