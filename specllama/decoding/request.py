@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Hashable, Sequence
 
 from specllama.decoding.cancel import CancelHandle
+from specllama.decoding.constraint import Constraint
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 
@@ -41,6 +42,7 @@ class GenerationConfig:
     stop: tuple[str, ...] = ()
     verify: str = "causal"
     policy: str = ""  # a registered draft policy by name (decoding/policy/registry.py); "": the drafter's and K's
+    constraint: Constraint | None = None  # what the output must match (constraint.py); None: free text
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "drafter", drafter_name(self.drafter))  # old names (chat.toml, scripts) still work

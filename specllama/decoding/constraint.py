@@ -1,0 +1,85 @@
+"""What a request's output must match: a JSON schema, any JSON object, a Lark grammar or a regex,
+possibly only from a trigger string on (a tool call's opening). The shared shape between the
+server's request parsing (response_format, tools) and the grammar engine (grammar.py).
+
+A Constraint is plain data: the grammar engine compiles it per request. `check_constraint` refuses
+what cannot be honoured before anything is decoded, with one line naming the feature (the server
+answers 400 with it). The compile check needs llguidance (a runtime dependency); it is imported
+only when a constraint is checked, so constructing one costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from specllama.errors import SpecllamaError
+
+KINDS = ("json_object", "json_schema", "lark", "regex")
+
+# How JSON is laid out: no free whitespace (a small model given free whitespace can emit newlines
+# until max_tokens), one space after ':' and ','. Fixed separators are also tokens the grammar
+# forces, which are free drafts (grammar-aware speculation).
+JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+
+
+@dataclass(frozen=True)
+class Constraint:
+    kind: str  # "json_object" | "json_schema" | "lark" | "regex"
+    schema: dict | None = None  # json_schema (and json_object: None)
+    grammar: str | None = None  # lark (llguidance's Lark dialect, %json{...} allowed) or regex
+    trigger: str | None = None  # lazy: unconstrained until the generated text ends with this
+    #                             (e.g. "<tool_call>"); then the grammar applies from there on
+    strict: bool = True  # json_schema: refuse keywords the engine cannot enforce (False: ignore them)
+
+
+def check_constraint(c: Constraint, tokenizer: Any = None) -> None:
+    """Raise a SpecllamaError naming what cannot be enforced (an unknown kind, a missing schema,
+    an unsupported JSON-schema keyword, a grammar that does not compile). `tokenizer`: an
+    llguidance LLTokenizer, when the check should also cover the vocabulary (special tokens named
+    in a Lark grammar); None checks the grammar alone."""
+    from llguidance import LLMatcher  # noqa: PLC0415 (a runtime dependency, loaded when needed)
+
+    error = LLMatcher.validate_grammar(grammar_text(c), tokenizer)
+    if error:
+        raise SpecllamaError(f"{_label(c)} cannot be enforced: {_first_line(error)}")
+
+
+def grammar_text(c: Constraint) -> str:
+    """The constraint as an llguidance grammar (its JSON form, which embeds Lark, regex or a
+    schema); a SpecllamaError for a malformed constraint."""
+    from llguidance import LLMatcher  # noqa: PLC0415
+
+    if c.kind not in KINDS:
+        raise SpecllamaError(f"unknown constraint kind '{c.kind}': choose one of {', '.join(KINDS)}")
+    if c.trigger is not None and not c.trigger:
+        raise SpecllamaError("a constraint's trigger must not be empty")
+    if c.kind == "json_object":
+        return LLMatcher.grammar_from_json_schema({"type": "object"}, overrides=dict(JSON_LAYOUT))
+    if c.kind == "json_schema":
+        if not isinstance(c.schema, dict):
+            raise SpecllamaError("a json_schema constraint needs its schema as a JSON object")
+        try:
+            json.dumps(c.schema)
+        except (TypeError, ValueError) as e:
+            raise SpecllamaError(f"the JSON schema is not JSON: {e}") from None
+        options = dict(JSON_LAYOUT, lenient=not c.strict)
+        try:
+            return LLMatcher.grammar_from_json_schema(c.schema, overrides=options)
+        except ValueError as e:
+            raise SpecllamaError(f"the JSON schema cannot be read: {_first_line(str(e))}") from None
+    if not isinstance(c.grammar, str) or not c.grammar:
+        raise SpecllamaError(f"a {c.kind} constraint needs its grammar text")
+    if c.kind == "lark":
+        return LLMatcher.grammar_from_lark(c.grammar)
+    return LLMatcher.grammar_from_regex(c.grammar)
+
+
+def _label(c: Constraint) -> str:
+    return {"json_object": "the JSON object format", "json_schema": "the JSON schema",
+            "lark": "the Lark grammar", "regex": "the regex"}.get(c.kind, "the constraint")
+
+
+def _first_line(message: str) -> str:
+    return message.strip().splitlines()[0] if message.strip() else "unknown error"
