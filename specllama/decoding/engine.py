@@ -271,7 +271,7 @@ class Engine:
         t_python = t_step - t_draft - t_decode
         t_llama = sum(c.llama_seconds for c in self._timed) - llama_before
         for slot, outcome, verdict in zip(running, outcomes, verdicts):
-            events = slot.emit(outcome.sent.tokens, verdict, outcome.source, target.model)
+            events = slot.emit(outcome.sent.tokens, verdict, outcome.source, target.model, logits[slot.index])
             step = StepEvent(outcome.asked, outcome.drafted, verdict.n_accepted, t_draft, t_decode, t_python,
                              outcome.source, rows, t_llama)
             slot.summary.record(step)

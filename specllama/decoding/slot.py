@@ -17,7 +17,7 @@ from typing import Hashable
 
 import numpy as np
 
-from specllama.decoding.events import DoneEvent, Origin, Summary, TokenEvent
+from specllama.decoding.events import DoneEvent, Origin, Summary, TokenEvent, TokenLogprobs
 from specllama.decoding.policy import DraftPolicy
 from specllama.decoding.request import GenerationConfig, Request
 from specllama.decoding.stop import StopMatcher
@@ -49,14 +49,15 @@ class Slot:
     def config(self) -> GenerationConfig:
         return self.request.config
 
-    def emit(self, draft: list[int], verdict: Verdict, source: str, model) -> list[TokenEvent]:
+    def emit(self, draft: list[int], verdict: Verdict, source: str, model, rows: np.ndarray | None = None) -> list[TokenEvent]:
         """Commit the step's new tokens (accepted drafts, then the target's own) as text events,
-        stopping at the end of generation, a stop string or the length limit."""
+        stopping at the end of generation, a stop string or the length limit. `rows`: the target's
+        logits the step was judged on (row i at the i-th new token), read for logprobs when asked."""
         summary = self.summary
         new = draft[:verdict.n_accepted] + [verdict.token]
         origins: list[Origin] = ["draft"] * verdict.n_accepted + ["bonus" if verdict.bonus and draft else "target"]
         events: list[TokenEvent] = []
-        for token, origin in zip(new, origins):
+        for i, (token, origin) in enumerate(zip(new, origins)):
             if model.is_eog(token):
                 self.finish = "stop"
                 break
@@ -64,7 +65,9 @@ class Slot:
             summary.tokens += 1
             text, hit = self.stops.feed(self.decoder.feed(token))
             self.pieces.append(text)
-            events.append(TokenEvent(token, text, origin, source if origin == "draft" else ""))
+            logprobs = token_logprobs(rows[i], token, self.config.logprobs) if rows is not None and \
+                self.config.logprobs is not None else None
+            events.append(TokenEvent(token, text, origin, source if origin == "draft" else "", logprobs))
             if hit:
                 self.finish = "stop_string"
             elif summary.tokens >= self.config.max_tokens:
@@ -83,3 +86,13 @@ class Slot:
         summary.finish_reason = self.finish
         summary.text = "".join(self.pieces)
         return DoneEvent(tail, summary)
+
+
+def token_logprobs(row: np.ndarray, token: int, top: int) -> TokenLogprobs:
+    """The target's own log-probability of `token` at this position (the row it was verified on,
+    so an accepted draft gets its real value), and the `top` most likely tokens there."""
+    row = row.astype(np.float64)
+    logz = row.max() + np.log(np.exp(row - row.max()).sum())
+    best = np.argpartition(-row, top)[:top] if top else np.array([], dtype=np.int64)
+    best = best[np.argsort(-row[best], kind="stable")]
+    return TokenLogprobs(float(row[token] - logz), tuple((int(t), float(row[t] - logz)) for t in best))

@@ -8,8 +8,8 @@ longer) and `StreamDecoder` holds back bytes of a UTF-8 character split across t
 from __future__ import annotations
 
 import codecs
-import functools
 import ctypes
+import functools
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -240,16 +240,21 @@ class GGUFModel:
             raise SpecllamaError(f"the chat template of {self.path.name} failed to render: {e}") from None
 
     @functools.cached_property
-    def template_renders_tools(self) -> bool:
-        """Whether the chat template puts a tool list into the prompt: rendered once with a probe
-        tool whose name must appear (how llama.cpp's template capabilities are found too); a
-        template that ignores `tools` would drop them silently, so a server refuses them instead."""
+    def tool_call_format(self) -> str | None:
+        """How the chat template has the model call tools: None when it puts no tool list into the
+        prompt (found by rendering a probe tool whose name must appear, as llama.cpp finds template
+        capabilities), "hermes" when it asks for <tool_call> JSON (Qwen2.5, Qwen3, Hermes), else
+        "other" (a format the server does not parse). A template that ignores `tools` would drop
+        them silently, so a server refuses them instead."""
         probe = "specllama_probe_tool_7f3a"
         tool = {"type": "function", "function": {"name": probe, "description": "", "parameters": {"type": "object"}}}
         try:
-            return probe in self.render_chat([{"role": "user", "content": "x"}], tools=[tool])
+            text = self.render_chat([{"role": "user", "content": "x"}], tools=[tool])
         except SpecllamaError:
-            return False
+            return None
+        if probe not in text:
+            return None
+        return "hermes" if "<tool_call>" in text else "other"
 
     def prompt_tokens(self, prompt: str, system: str | None = None, *, max_tokens: int | None = None) -> list[int]:
         """One user turn (after an optional system message), templated and tokenized. `max_tokens`

@@ -222,8 +222,8 @@ class Runtime:
         return self.target_model.chat_tokens(messages, max_tokens=self.target_ctx.n_ctx, stop=stop, tools=tools,
                                              continue_last=continue_last)
 
-    def template_renders_tools(self) -> bool:
-        return self.target_model.template_renders_tools
+    def tool_call_format(self) -> str | None:
+        return self.target_model.tool_call_format
 
     # --- generation (the engine's) -------------------------------------------------------------
 

@@ -86,7 +86,7 @@ class Session(Protocol):
     # a conversation, templated (with OpenAI-style `tools`; `continue_last`: the last message is an
     # assistant prefill to continue); stop() abandons it
 
-    def template_renders_tools(self) -> bool: ...  # whether the chat template puts `tools` in the prompt
+    def tool_call_format(self) -> str | None: ...  # the chat template's tool calls: None (no tools), "hermes", "other"
 
     # --- generation ------------------------------------------------------------------------------
     def generate(self, prompt: Sequence[int], config: GenerationConfig, cancel=None) -> Generation: ...  # cancel: a CancelHandle
