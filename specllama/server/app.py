@@ -29,8 +29,11 @@ from starlette.routing import Route
 from specllama.decoding.engine import DoneEvent, TokenEvent
 from specllama.decoding.engine import Request as EngineRequest
 from specllama.errors import ContextOverflowError, SpecllamaError
+from specllama.server import anthropic, openai_responses
+from specllama.server.anthropic import AnthropicWriter
 from specllama.server.api_errors import APIError, invalid
 from specllama.server.metrics import Metrics
+from specllama.server.openai_responses import ResponsesWriter
 from specllama.server.prepare import ClientGone, Preparer, ServerStopping, disconnected
 from specllama.server.request_body import body_json
 from specllama.server.request_log import log_request
@@ -66,6 +69,9 @@ def create_app(state: ServerState, api_key: str | None = None, cors: tuple[str, 
     routes = [
         Route("/v1/chat/completions", _handler(state, chat=True), methods=["POST"]),
         Route("/v1/completions", _handler(state, chat=False), methods=["POST"]),
+        Route("/v1/messages", _messages_handler(state), methods=["POST"]),
+        Route("/v1/messages/count_tokens", _count_tokens_handler(state), methods=["POST"]),
+        Route("/v1/responses", _responses_handler(state), methods=["POST"]),
         Route("/v1/models", lambda request: JSONResponse(_models(state)), methods=["GET"]),
         Route("/v1/models/{model_id:path}", lambda request: _model(state, request.path_params["model_id"]),
               methods=["GET"]),
@@ -117,6 +123,54 @@ def _handler(state: ServerState, chat: bool):
         job = await prepare_request(state, request, lambda body, stop: _parse(state, body, chat, stop))
         writer = OpenAIWriter(Answer(state.served.name, chat=chat), job, lambda t: state.runtime.detokenize([t]))
         return await answer(state, request, job, writer)
+
+    return handle
+
+
+def _messages_handler(state: ServerState):
+    """Anthropic's Messages API: the request as a chat request, the answer in Anthropic's shapes
+    (errors too: {"type": "error", "error": {...}})."""
+    async def handle(request: Request) -> Response:
+        try:
+            if state.draining:
+                raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
+            job, stops = await prepare_request(state, request, lambda body, stop: _parse_messages(state, body, stop))
+            return await answer(state, request, job, AnthropicWriter(job, state.served.name, stops))
+        except APIError as e:
+            retry = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else None
+            return JSONResponse(anthropic.error_body(e), status_code=e.status, headers=retry)
+
+    return handle
+
+
+def _parse_messages(state: ServerState, body: object, stop: Callable[[], bool]) -> tuple[Job, tuple[str, ...]]:
+    chat = anthropic.chat_request(body)
+    job = checked(state, lambda: parse_chat(chat, state.served, SessionTemplate(state.runtime, stop)), "messages")
+    stops = chat.get("stop") or ()
+    return job, tuple(stops) if isinstance(stops, list) else (stops,)
+
+
+def _count_tokens_handler(state: ServerState):
+    """POST /v1/messages/count_tokens: the prompt's tokens, as Claude Code asks before sending."""
+    async def handle(request: Request) -> Response:
+        try:
+            job, _ = await prepare_request(state, request, lambda body, stop: _parse_messages(state, body, stop))
+            return JSONResponse({"input_tokens": len(job.prompt)})
+        except APIError as e:
+            return JSONResponse(anthropic.error_body(e), status_code=e.status)
+
+    return handle
+
+
+def _responses_handler(state: ServerState):
+    """OpenAI's Responses API: the request as a chat request, the answer as a Response."""
+    async def handle(request: Request) -> Response:
+        if state.draining:
+            raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
+        job = await prepare_request(state, request, lambda body, stop: checked(
+            state, lambda: parse_chat(openai_responses.chat_request(body), state.served, SessionTemplate(state.runtime, stop)),
+            "input"))
+        return await answer(state, request, job, ResponsesWriter(job, state.served.name))
 
     return handle
 
