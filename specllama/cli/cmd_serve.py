@@ -19,8 +19,9 @@ DEFAULT_MAX_BODY = 8 * 1024 * 1024  # an agent's whole conversation with a few f
 HELP = "an OpenAI-compatible HTTP server (chat/completions, completions, models)"
 DESCRIPTION = ("One engine for every client: requests are decoded together (continuous batching), re-sent "
                "conversations reuse a slot's cache, and the suffix drafter drafts from every earlier answer. "
-               "Sampling, drafter and --max-tokens options set the defaults of requests that do not say (no "
-               "--max-tokens: the rest of the context). See docs/serve.md.")
+               "Sampling and drafter options set the defaults of requests that do not say; --max-tokens is the "
+               "most a request gets (larger asks are capped, and the log and usage say so; no --max-tokens: the "
+               "rest of the context). See docs/serve.md.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,7 +41,13 @@ def _add_server_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--api-key", metavar="KEY",
                    help="require 'Authorization: Bearer KEY' on every route but /health (default: "
                         "$SPECLLAMA_API_KEY when set, else no key)")
-    g.add_argument("--alias", metavar="NAME", help="the model id clients name (default: the target file's name)")
+    g.add_argument("--alias", metavar="NAME", help="the model id /v1/models lists (default: the target file's name)")
+    g.add_argument("--strict-model", action="store_true",
+                   help="answer 404 to a request naming another model id (default: the one model served answers "
+                        "any id, as llama-server does; the answer's `model` says which model it was)")
+    g.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
+                   help="also let web pages from ORIGIN call the API (repeatable; '*' for any; pages from "
+                        "http://localhost:* and http://127.0.0.1:* always may)")
     g.add_argument("--parallel", type=parallel_count, default="auto", metavar="N|auto",
                    help="requests decoded together (default auto: the number that makes the most tokens/s on what "
                         f"steps cost here, chosen again as they are learnt, at most {PARALLEL_AUTO_MAX}; each holds "
@@ -103,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
             name = args.alias or info.target.path.stem
             served = ServedModel(name=name, aliases=frozenset({info.target.file, info.target.name}),
                                  n_ctx=info.n_ctx, defaults=defaults, default_max_tokens=resolved.max_tokens,
-                                 drafters=runtime.drafters, n_vocab=info.target.n_vocab)
+                                 drafters=runtime.drafters, n_vocab=info.target.n_vocab,
+                                 strict_model=args.strict_model)
             metrics = Metrics(runtime.parallelism)
             runtime.warm_tokenizer()  # the vocabulary's special texts read now, not in the first request
             state = ServerState(runtime, EngineWorker(runtime, args.queue, metrics), served, metrics, args.max_body)
@@ -112,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{runtime.parallelism} request(s) decoded together, {args.queue} may wait · drafters "
                   f"{', '.join(runtime.drafters)} (default {defaults.drafter})"
                   + (" · API key required" if api_key else ""), file=sys.stderr, flush=True)
-            serve(create_app(state, api_key), state, sock, connection_limits(args))
+            serve(create_app(state, api_key, tuple(args.cors)), state, sock, connection_limits(args))
     finally:
         sock.close()
     print("specllama serve: stopped", file=sys.stderr)

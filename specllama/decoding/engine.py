@@ -282,7 +282,7 @@ class Engine:
         emitted = []
         for slot, verdict in zip(running, verdicts):
             proposal = proposals[slot.index]
-            emitted.append(slot.emit(proposal, verdict, target.model))
+            emitted.append(slot.emit(proposal, verdict, target.model, logits[slot.index]))
         outcomes = [StepOutcome(ask.k, proposals[s.index], v.n_accepted, v.odds, t_step, t1, alone,
                                 tuple(e.id for e in events), "".join(e.text for e in events))
                     for s, ask, v, events in zip(running, asks, verdicts, emitted)]

@@ -17,11 +17,18 @@ Origin = Literal["draft", "target", "bonus"]
 
 
 @dataclass(frozen=True)
+class TokenLogprobs:
+    logprob: float  # the target's log-probability of the token, from its raw logits
+    top: tuple[tuple[int, float], ...] = ()  # the most likely tokens there: (id, logprob), best first
+
+
+@dataclass(frozen=True)
 class TokenEvent:
     id: int
     text: str  # may be "" while bytes of a character or a possible stop string are held back
     origin: Origin  # draft: proposed and accepted; target: the target's correction; bonus: after all K accepted
     source: str = ""  # for a draft token, the drafter that proposed it ("model", "lookup", ...)
+    logprobs: TokenLogprobs | None = None  # when the request asked for them (GenerationConfig.logprobs)
 
 
 @dataclass(frozen=True)

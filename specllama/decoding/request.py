@@ -43,6 +43,7 @@ class GenerationConfig:
     verify: str = "causal"
     policy: str = ""  # a registered draft policy by name (decoding/policy/registry.py); "": the drafter's and K's
     constraint: Constraint | None = None  # what the output must match (constraint.py); None: free text
+    logprobs: int | None = None  # each token's logprob and this many alternatives (0-20); None: none
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "drafter", drafter_name(self.drafter))  # old names (chat.toml, scripts) still work

@@ -18,7 +18,7 @@ from typing import Hashable
 import numpy as np
 
 from specllama.decoding.drafters import Proposal
-from specllama.decoding.events import DoneEvent, Origin, Summary, TokenEvent
+from specllama.decoding.events import DoneEvent, Origin, Summary, TokenEvent, TokenLogprobs
 from specllama.decoding.grammar import Guide
 from specllama.decoding.policy import DraftPolicy
 from specllama.decoding.request import GenerationConfig, Request
@@ -57,11 +57,13 @@ class Slot:
         """Whether verification needs only each verified row's argmax id, not the row: greedy, with
         nothing else reading the rows (a grammar's mask, logprobs). Saves copying 152k floats a row
         out of llama.cpp and a second pass over them."""
-        return self.config.sampling.greedy and self.guide is None
+        return self.config.sampling.greedy and self.guide is None and self.config.logprobs is None
 
-    def emit(self, sent: Proposal, verdict: Verdict, model) -> list[TokenEvent]:
+    def emit(self, sent: Proposal, verdict: Verdict, model, rows: np.ndarray | None = None) -> list[TokenEvent]:
         """Commit the step's new tokens (accepted drafts, then the target's own) as text events,
-        stopping at the end of generation, a stop string, a completed grammar or the length limit."""
+        stopping at the end of generation, a stop string, a completed grammar or the length limit.
+        `rows`: the target's logits the step was judged on (row i at the i-th new token), read for
+        logprobs when asked."""
         summary, draft = self.summary, sent.tokens
         new = draft[:verdict.n_accepted] + [verdict.token]
         origins: list[Origin] = ["draft"] * verdict.n_accepted + ["bonus" if verdict.bonus and draft else "target"]
@@ -74,7 +76,9 @@ class Slot:
             summary.tokens += 1
             text, hit = self.stops.feed(self.decoder.feed(token))
             self.pieces.append(text)
-            events.append(TokenEvent(token, text, origin, sent.source_of(i) if origin == "draft" else ""))
+            logprobs = token_logprobs(rows[i], token, self.config.logprobs) if rows is not None and \
+                self.config.logprobs is not None else None
+            events.append(TokenEvent(token, text, origin, sent.source_of(i) if origin == "draft" else "", logprobs))
             if self.guide is not None:
                 self.guide.advance(token)
             if hit:
@@ -97,3 +101,13 @@ class Slot:
         summary.finish_reason = self.finish
         summary.text = "".join(self.pieces)
         return DoneEvent(tail, summary)
+
+
+def token_logprobs(row: np.ndarray, token: int, top: int) -> TokenLogprobs:
+    """The target's own log-probability of `token` at this position (the row it was verified on,
+    so an accepted draft gets its real value), and the `top` most likely tokens there."""
+    row = row.astype(np.float64)
+    logz = row.max() + np.log(np.exp(row - row.max()).sum())
+    best = np.argpartition(-row, top)[:top] if top else np.array([], dtype=np.int64)
+    best = best[np.argsort(-row[best], kind="stable")]
+    return TokenLogprobs(float(row[token] - logz), tuple((int(t), float(row[t] - logz)) for t in best))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import ctypes
+import functools
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -227,9 +228,10 @@ class GGUFModel:
     def chat_template(self) -> str | None:
         return self.info.chat_template
 
-    def render_chat(self, messages: list[dict], *, add_generation_prompt: bool = True) -> str:
+    def render_chat(self, messages: list[dict], *, add_generation_prompt: bool = True, tools: list[dict] | None = None) -> str:
         """The GGUF's own Jinja chat template, rendered as Transformers would (llama-cpp-python's
-        Jinja2ChatFormatter). Without a template, the turns are joined as plain text."""
+        Jinja2ChatFormatter), with `tools` (OpenAI's function list) handed to the template as
+        Transformers does. Without a template, the turns are joined as plain text."""
         if not self.chat_template:
             return "\n\n".join(m["content"] for m in messages) + ("\n\n" if add_generation_prompt else "")
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -239,9 +241,26 @@ class GGUFModel:
         formatter = Jinja2ChatFormatter(self.chat_template, eos_token=eos, bos_token=bos,
                                         add_generation_prompt=add_generation_prompt)
         try:
-            return formatter(messages=messages).prompt
+            return formatter(messages=messages, tools=tools or None).prompt
         except Exception as e:  # a broken template in a user's GGUF is their data, not our bug
             raise SpecllamaError(f"the chat template of {self.path.name} failed to render: {e}") from None
+
+    @functools.cached_property
+    def tool_call_format(self) -> str | None:
+        """How the chat template has the model call tools: None when it puts no tool list into the
+        prompt (found by rendering a probe tool whose name must appear, as llama.cpp finds template
+        capabilities), "hermes" when it asks for <tool_call> JSON (Qwen2.5, Qwen3, Hermes), else
+        "other" (a format the server does not parse). A template that ignores `tools` would drop
+        them silently, so a server refuses them instead."""
+        probe = "specllama_probe_tool_7f3a"
+        tool = {"type": "function", "function": {"name": probe, "description": "", "parameters": {"type": "object"}}}
+        try:
+            text = self.render_chat([{"role": "user", "content": "x"}], tools=[tool])
+        except SpecllamaError:
+            return None
+        if probe not in text:
+            return None
+        return "hermes" if "<tool_call>" in text else "other"
 
     def prompt_tokens(self, prompt: str, system: str | None = None, *, max_tokens: int | None = None) -> list[int]:
         """One user turn (after an optional system message), templated and tokenized. `max_tokens`
@@ -250,13 +269,23 @@ class GGUFModel:
         return self.chat_tokens(messages + [{"role": "user", "content": prompt}], max_tokens=max_tokens)
 
     def chat_tokens(self, messages: list[dict], *, add_generation_prompt: bool = True,
-                    max_tokens: int | None = None, stop: Callable[[], bool] | None = None) -> list[int]:
-        """The conversation templated and tokenized; `max_tokens` and `stop` as for tokenize()."""
-        text = self.render_chat(messages, add_generation_prompt=add_generation_prompt)
+                    max_tokens: int | None = None, stop: Callable[[], bool] | None = None,
+                    tools: list[dict] | None = None, continue_last: bool = False) -> list[int]:
+        """The conversation templated and tokenized; `max_tokens` and `stop` as for tokenize().
+        `tools` go to the template; `continue_last`: the last message is the start of the
+        assistant's answer (a prefill), continued rather than closed: the turns before it are
+        templated with the assistant's opening and its text follows as plain text (what llama-server
+        does), so the model writes on from its last character."""
+        if continue_last:
+            prefix = self.chat_tokens(messages[:-1], max_tokens=max_tokens, stop=stop, tools=tools)
+            text = messages[-1].get("content") or ""
+            return prefix + (self.tokenize(text, add_special=False, parse_special=False, max_tokens=max_tokens,
+                                           stop=stop) if text else [])
+        text = self.render_chat(messages, add_generation_prompt=add_generation_prompt, tools=tools)
         if max_tokens is not None:
             self._refuse_certainly_too_long(len(text.encode("utf-8", "surrogatepass")), max_tokens)
-        if any(self._holds_control_text(m["content"]) for m in messages):
-            tokens = self._tokenize_turns(text, messages, add_generation_prompt, max_tokens, stop)
+        if any(self._holds_control_text(m.get("content")) for m in messages):
+            tokens = self._tokenize_turns(text, messages, add_generation_prompt, max_tokens, stop, tools)
         else:  # the common case, tokenized whole exactly as llama.cpp's own server does
             tokens = self.tokenize(text, add_special=False, max_tokens=max_tokens, stop=stop)
         # The template writes BOS itself when it wants one; add it only if the model needs it and
@@ -275,15 +304,18 @@ class GGUFModel:
         return isinstance(content, str) and bool(content) and self.special_texts.holds_control(content)
 
     def _tokenize_turns(self, text: str, messages: list[dict], add_generation_prompt: bool,
-                        max_tokens: int | None, stop: Callable[[], bool] | None) -> list[int]:
+                        max_tokens: int | None, stop: Callable[[], bool] | None, tools: list[dict] | None) -> list[int]:
         """`text` (the rendered chat) tokenized piece by piece: each message's content as text,
         the template's text between them with its special tokens."""
-        marks = [f"\ue000{i}\ue001" for i in range(len(messages))]  # private-use: in no message
+        # private-use marks, in no message; an empty content stays empty (a template may test it)
+        marks = [f"\ue000{i}\ue001" if m.get("content") else "" for i, m in enumerate(messages)]
         marked = self.render_chat([{**m, "content": mark} for m, mark in zip(messages, marks)],
-                                  add_generation_prompt=add_generation_prompt)
+                                  add_generation_prompt=add_generation_prompt, tools=tools)
         pieces: list[tuple[str, bool]] = []  # (text, is a message's content)
         rest = marked
         for message, mark in zip(messages, marks):
+            if not mark:
+                continue
             before, found, rest = rest.partition(mark)
             if not found or mark in rest:
                 pieces = []

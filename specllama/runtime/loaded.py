@@ -223,10 +223,16 @@ class Runtime:
     def prompt_tokens(self, prompt: str, system: str | None = None) -> list[int]:
         return self.target_model.prompt_tokens(prompt, system, max_tokens=self.target_ctx.n_ctx)
 
-    def chat_tokens(self, messages: list[dict], stop: Callable[[], bool] | None = None) -> list[int]:
+    def chat_tokens(self, messages: list[dict], stop: Callable[[], bool] | None = None, tools: list[dict] | None = None,
+                    continue_last: bool = False) -> list[int]:
         """The conversation templated and tokenized, bounded like prompt_tokens; `stop()` abandons
-        a long one between pieces (a server's client that left)."""
-        return self.target_model.chat_tokens(messages, max_tokens=self.target_ctx.n_ctx, stop=stop)
+        a long one between pieces (a server's client that left); `tools` go to the template;
+        `continue_last` continues a last assistant message (prefill) instead of closing it."""
+        return self.target_model.chat_tokens(messages, max_tokens=self.target_ctx.n_ctx, stop=stop, tools=tools,
+                                             continue_last=continue_last)
+
+    def tool_call_format(self) -> str | None:
+        return self.target_model.tool_call_format
 
     # --- generation (the engine's) -------------------------------------------------------------
 

@@ -82,7 +82,11 @@ class Session(Protocol):
 
     def prompt_tokens(self, prompt: str, system: str | None = None) -> list[int]: ...  # one user turn, templated
 
-    def chat_tokens(self, messages: list[dict], stop=None) -> list[int]: ...  # a conversation, templated; stop() abandons it
+    def chat_tokens(self, messages: list[dict], stop=None, tools=None, continue_last: bool = False) -> list[int]: ...
+    # a conversation, templated (with OpenAI-style `tools`; `continue_last`: the last message is an
+    # assistant prefill to continue); stop() abandons it
+
+    def tool_call_format(self) -> str | None: ...  # the chat template's tool calls: None (no tools), "hermes", "other"
 
     # --- generation ------------------------------------------------------------------------------
     def generate(self, prompt: Sequence[int], config: GenerationConfig, cancel=None) -> Generation: ...  # cancel: a CancelHandle

@@ -21,6 +21,7 @@ from typing import AsyncIterator, Callable, TypeVar
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -28,19 +29,25 @@ from starlette.routing import Route
 from specllama.decoding.engine import DoneEvent, TokenEvent
 from specllama.decoding.engine import Request as EngineRequest
 from specllama.errors import ContextOverflowError, SpecllamaError
+from specllama.server import anthropic, openai_responses
+from specllama.server.anthropic import AnthropicWriter
 from specllama.server.api_errors import APIError, invalid
 from specllama.server.metrics import Metrics
+from specllama.server.openai_responses import ResponsesWriter
 from specllama.server.prepare import ClientGone, Preparer, ServerStopping, disconnected
 from specllama.server.request_body import body_json
+from specllama.server.request_log import log_request
 from specllama.server.responses import Answer
 from specllama.server.schema import Job, ServedModel, parse_chat, parse_completion
 from specllama.server.stopping import Stopping, unless_stopping
 from specllama.server.worker import EngineWorker, QueueFull, Refused, ShuttingDown
+from specllama.server.writer import OpenAIWriter, Writer
 
 T = TypeVar("T")
 GAVE_UP = object()  # what _next_event returns once the stop's grace for the engine has passed
 OPEN_PATHS = ("/health", "/v1/health")  # answered without the API key (load balancers probe them)
 RETRY_AFTER_FULL = 1  # seconds a client waits after a 503 for a full queue
+LOCAL_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"  # CORS: pages served from this machine
 
 
 @dataclass
@@ -56,10 +63,15 @@ class ServerState:
     stopping: Stopping = field(default_factory=Stopping)
 
 
-def create_app(state: ServerState, api_key: str | None = None) -> Starlette:
+def create_app(state: ServerState, api_key: str | None = None, cors: tuple[str, ...] = ()) -> Starlette:
+    """The routes; the key check (when a key is set) inside CORS, so a browser's preflight, which
+    carries no key, is answered."""
     routes = [
         Route("/v1/chat/completions", _handler(state, chat=True), methods=["POST"]),
         Route("/v1/completions", _handler(state, chat=False), methods=["POST"]),
+        Route("/v1/messages", _messages_handler(state), methods=["POST"]),
+        Route("/v1/messages/count_tokens", _count_tokens_handler(state), methods=["POST"]),
+        Route("/v1/responses", _responses_handler(state), methods=["POST"]),
         Route("/v1/models", lambda request: JSONResponse(_models(state)), methods=["GET"]),
         Route("/v1/models/{model_id:path}", lambda request: _model(state, request.path_params["model_id"]),
               methods=["GET"]),
@@ -75,22 +87,29 @@ def create_app(state: ServerState, api_key: str | None = None) -> Starlette:
     app = Starlette(routes=routes, exception_handlers=handlers)
     if api_key:
         app.add_middleware(APIKeyCheck, key=api_key)
+    # A browser UI on this machine (any port) may call the API; --cors names more origins ("*": any).
+    app.add_middleware(CORSMiddleware, allow_origins=list(cors), allow_origin_regex=LOCAL_ORIGINS, allow_methods=["*"],
+                       allow_headers=["*"], expose_headers=["Retry-After"], max_age=600)
     return app
 
 
 class APIKeyCheck:
-    """`Authorization: Bearer KEY` on every route but the health check, compared in constant time
+    """The key on every route but the health check, as `Authorization: Bearer KEY` (the scheme in
+    any case, as HTTP says) or `x-api-key: KEY` (Anthropic's clients), compared in constant time
     (hmac.compare_digest) so response timing says nothing about how much of a guess was right."""
 
     def __init__(self, app, key: str):
         self.app = app
-        self.expected = b"Bearer " + key.encode("utf-8")
+        self.expected = key.encode("utf-8")
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                error = APIError(401, "invalid or missing API key: send 'Authorization: Bearer KEY'",
+            headers = dict(scope["headers"])
+            scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
+            if scheme.lower() != b"bearer":
+                given = headers.get(b"x-api-key", b"")
+            if not hmac.compare_digest(given.strip(), self.expected):
+                error = APIError(401, "invalid or missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
                                  code="invalid_api_key")
                 await error.response()(scope, receive, send)
                 return
@@ -102,7 +121,56 @@ def _handler(state: ServerState, chat: bool):
         if state.draining:
             raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
         job = await prepare_request(state, request, lambda body, stop: _parse(state, body, chat, stop))
-        return await _answer(state, request, job, Answer(state.served.name, chat=chat))
+        writer = OpenAIWriter(Answer(state.served.name, chat=chat), job, lambda t: state.runtime.detokenize([t]))
+        return await answer(state, request, job, writer)
+
+    return handle
+
+
+def _messages_handler(state: ServerState):
+    """Anthropic's Messages API: the request as a chat request, the answer in Anthropic's shapes
+    (errors too: {"type": "error", "error": {...}})."""
+    async def handle(request: Request) -> Response:
+        try:
+            if state.draining:
+                raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
+            job, stops = await prepare_request(state, request, lambda body, stop: _parse_messages(state, body, stop))
+            return await answer(state, request, job, AnthropicWriter(job, state.served.name, stops))
+        except APIError as e:
+            retry = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else None
+            return JSONResponse(anthropic.error_body(e), status_code=e.status, headers=retry)
+
+    return handle
+
+
+def _parse_messages(state: ServerState, body: object, stop: Callable[[], bool]) -> tuple[Job, tuple[str, ...]]:
+    chat = anthropic.chat_request(body)
+    job = checked(state, lambda: parse_chat(chat, state.served, SessionTemplate(state.runtime, stop)), "messages")
+    stops = chat.get("stop") or ()
+    return job, tuple(stops) if isinstance(stops, list) else (stops,)
+
+
+def _count_tokens_handler(state: ServerState):
+    """POST /v1/messages/count_tokens: the prompt's tokens, as Claude Code asks before sending."""
+    async def handle(request: Request) -> Response:
+        try:
+            job, _ = await prepare_request(state, request, lambda body, stop: _parse_messages(state, body, stop))
+            return JSONResponse({"input_tokens": len(job.prompt)})
+        except APIError as e:
+            return JSONResponse(anthropic.error_body(e), status_code=e.status)
+
+    return handle
+
+
+def _responses_handler(state: ServerState):
+    """OpenAI's Responses API: the request as a chat request, the answer as a Response."""
+    async def handle(request: Request) -> Response:
+        if state.draining:
+            raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
+        job = await prepare_request(state, request, lambda body, stop: checked(
+            state, lambda: parse_chat(openai_responses.chat_request(body), state.served, SessionTemplate(state.runtime, stop)),
+            "input"))
+        return await answer(state, request, job, ResponsesWriter(job, state.served.name))
 
     return handle
 
@@ -118,17 +186,43 @@ async def prepare_request(state: ServerState, request: Request, parse: Callable[
 def _parse(state: ServerState, body: object, chat: bool, stop: Callable[[], bool]) -> Job:
     """The request as the engine will run it; every reason it cannot run is a 400 now, not later."""
     runtime, served = state.runtime, state.served
+    if chat:
+        return checked(state, lambda: parse_chat(body, served, SessionTemplate(runtime, stop)), "messages")
+    return checked(state, lambda: parse_completion(body, served, lambda text: runtime.tokenize(text, stop=stop)), "prompt")
+
+
+def checked(state: ServerState, parse: Callable[[], Job], prompt_param: str) -> Job:
+    """parse(), then the engine's own check; their SpecllamaErrors are the client's 400s."""
     try:
-        if chat:
-            job = parse_chat(body, served, lambda messages: runtime.chat_tokens(messages, stop=stop))
-        else:
-            job = parse_completion(body, served, lambda text: runtime.tokenize(text, stop=stop))
-        runtime.check(EngineRequest(job.prompt, job.config))
+        job = parse()
+        state.runtime.check(EngineRequest(job.prompt, job.config))
     except ContextOverflowError as e:
-        raise invalid(str(e), "messages" if chat else "prompt", code="context_length_exceeded") from None
+        raise invalid(str(e), prompt_param, code="context_length_exceeded") from None
     except SpecllamaError as e:  # a chat template that fails to render, a drafter that needs a cost curve
         raise invalid(str(e)) from None
     return job
+
+
+class SessionTemplate:
+    """The Session's chat template as parse_chat asks for it (schema.ChatTemplate)."""
+
+    def __init__(self, runtime, stop: Callable[[], bool]):
+        self.runtime = runtime
+        self.stop = stop
+
+    def tokens(self, messages: list[dict], tools: list[dict] | None, continue_last: bool) -> list[int]:
+        return self.runtime.chat_tokens(messages, stop=self.stop, tools=tools, continue_last=continue_last)
+
+    def tool_call_format(self) -> str | None:
+        return self.runtime.tool_call_format()
+
+    def grammar_token(self, text: str) -> str:
+        """`<[id]>` when `text` is one token of the vocabulary (a special token such as
+        </tool_call>, which a grammar's plain string would not match), else a quoted string."""
+        tokens = self.runtime.tokenize(text)
+        if tokens and self.runtime.detokenize(tokens[-1:]) == text:
+            return f"<[{tokens[-1]}]>"
+        return json.dumps(text)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -149,44 +243,58 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def _answer(state: ServerState, request: Request, job: Job, answer: Answer) -> Response:
+async def answer(state: ServerState, request: Request, job: Job, writer: Writer) -> Response:
+    """Run the job in the engine and answer with `writer`'s shapes, whole or streamed; one log line."""
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
+    wants_tokens = job.stream or job.top_logprobs is not None
 
     def sink(event) -> None:  # called in the engine thread
-        if job.stream or not isinstance(event, TokenEvent):
+        if wants_tokens or not isinstance(event, TokenEvent):
             try:
                 loop.call_soon_threadsafe(events.put_nowait, event)
             except RuntimeError:  # the event loop has closed: the server is gone
                 pass
 
+    route = request.url.path
     try:
         tag = state.worker.submit(job.prompt, job.config, sink)
     except QueueFull:
         state.metrics.finished("refused")
+        log_request(route, 503, None)
         raise APIError(503, "the server is busy: every slot is taken and the queue is full; try again shortly",
                        retry_after=RETRY_AFTER_FULL) from None
     except ShuttingDown:
         raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL) from None
     if job.stream:
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return StreamingResponse(_stream(state, request, tag, events, job, answer), media_type="text/event-stream",
+        return StreamingResponse(_stream(state, request, tag, events, job, writer), media_type="text/event-stream",
                                  headers=headers)
-    event = await _next_event(request, events, state.stopping.give_up)
+    tokens: list[TokenEvent] = []
+    while True:
+        event = await _next_event(request, events, state.stopping.give_up)
+        if not isinstance(event, TokenEvent):
+            break
+        tokens.append(event)
     if event is None:  # the client left: its slot is freed, nobody reads an answer
         state.worker.cancel(tag)
+        log_request(route, 499, None)
         return Response(status_code=499)
     if event is GAVE_UP:
         state.worker.cancel(tag)
-    return _whole(state, event, answer)
+    return _whole(state, event, writer, tokens, job, route)
 
 
-def _whole(state: ServerState, event, answer: Answer) -> Response:
+def _whole(state: ServerState, event, writer: Writer, tokens: list[TokenEvent], job: Job, route: str) -> Response:
     if isinstance(event, DoneEvent):
         if event.summary.finish_reason == "cancelled":
+            log_request(route, 503, event.summary)
             raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
-        return JSONResponse(answer.whole(event.summary))
-    raise _failure(state, event)
+        log_request(route, 200, event.summary, job.requested_max_tokens, job.config.max_tokens)
+        return JSONResponse(writer.whole(event.summary, tokens))
+    error = _failure(state, event)
+    log_request(route, error.status, None)
+    raise error
 
 
 def _failure(state: ServerState, event) -> APIError:
@@ -198,36 +306,37 @@ def _failure(state: ServerState, event) -> APIError:
 
 
 async def _stream(state: ServerState, request: Request, tag: int, events: asyncio.Queue, job: Job,
-                  answer: Answer) -> AsyncIterator[str]:
+                  writer: Writer) -> AsyncIterator[str]:
     finished = False
+    route = request.url.path
     try:
-        if answer.chat:
-            yield _sse(answer.first_chunk())
+        for line in writer.opening():
+            yield line
         while True:
             event = await _next_event(request, events, state.stopping.give_up)
             if event is None:
+                log_request(route, 499, None)
                 return  # the client left (finally cancels its request)
             if event is GAVE_UP:  # the engine did not end it in time: end the stream here
-                yield _sse(_failure(state, event).body())
-                yield "data: [DONE]\n\n"
+                for line in writer.failed(_failure(state, event)):
+                    yield line
+                log_request(route, 503, None)
                 return
             if isinstance(event, TokenEvent):
-                if event.text:
-                    yield _sse(answer.text_chunk(event.text))
+                for line in writer.token(event):
+                    yield line
                 continue
             finished = True
             if isinstance(event, DoneEvent):
-                if event.text:
-                    yield _sse(answer.text_chunk(event.text))
-                if event.summary.finish_reason == "cancelled":
-                    yield _sse(APIError(503, "the server is shutting down: the answer is incomplete").body())
-                else:
-                    yield _sse(answer.last_chunk(event.summary))
-                    if job.include_usage:
-                        yield _sse(answer.usage_chunk(event.summary))
+                for line in writer.done(event):
+                    yield line
+                log_request(route, 503 if event.summary.finish_reason == "cancelled" else 200, event.summary,
+                            job.requested_max_tokens, job.config.max_tokens)
             else:
-                yield _sse(_failure(state, event).body())
-            yield "data: [DONE]\n\n"
+                error = _failure(state, event)
+                for line in writer.failed(error):
+                    yield line
+                log_request(route, error.status, None)
             return
     finally:
         if not finished:
@@ -250,10 +359,6 @@ async def _next_event(request: Request, events: asyncio.Queue, give_up: asyncio.
     if get in done:
         return get.result()
     return None if gone in done else GAVE_UP
-
-
-def _sse(obj: dict) -> str:
-    return f"data: {json.dumps(obj, ensure_ascii=False, separators=(',', ':'))}\n\n"
 
 
 def _models(state: ServerState) -> dict:

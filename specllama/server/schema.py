@@ -3,7 +3,7 @@
 Fields the server uses are checked here, each wrong one answered with a 400 that names it (OpenAI's
 `param`); fields it does not use (user, presence_penalty, logit_bias, ...) are ignored, as llama.cpp's
 and vLLM's servers do, so clients that always send them work. Features it cannot honour (n > 1,
-tools, logprobs, images) are refused rather than silently dropped.
+images, tools with a template that cannot render them) are refused rather than silently dropped.
 
 `response_format` ({"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema",
 "strict"}}) becomes the request's Constraint (decoding/constraint.py): the grammar engine enforces it
@@ -18,15 +18,28 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from specllama.decoding.constraint import Constraint, check_constraint
 from specllama.decoding.request import AUTO, DRAFTERS, K_MAX, GenerationConfig, drafter_name
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.server.api_errors import APIError, invalid
+from specllama.server.tools import ToolUse, has_tool_turns, parse_tools, template_message, tool_constraint
 
 MAX_STOPS = 16
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+MAX_TOP_LOGPROBS = 20  # OpenAI's own limit
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+
+
+class ChatTemplate(Protocol):
+    """What parse_chat needs of the served model's chat template (app.py binds the Session)."""
+
+    def tokens(self, messages: list[dict], tools: list[dict] | None, continue_last: bool) -> list[int]: ...
+
+    def tool_call_format(self) -> str | None: ...  # None, "hermes" or "other" (Session.tool_call_format)
+
+    def grammar_token(self, text: str) -> str: ...  # how a grammar names this text: <[id]> or a literal
 
 
 @dataclass(frozen=True)
@@ -37,6 +50,14 @@ class Job:
     config: GenerationConfig
     stream: bool
     include_usage: bool  # stream_options.include_usage: a last chunk with the usage
+    tools: ToolUse | None = None  # the answer is parsed for tool calls when set (and its choice is not none)
+    forced: str = ""  # the answer's start, written into the prompt (a forced tool call's opening)
+    requested_max_tokens: int | None = None  # what the client asked for, when --max-tokens capped it
+    top_logprobs: int | None = None  # None: no logprobs; else how many alternatives per token (0-20)
+
+    @property
+    def parses_tools(self) -> bool:
+        return self.tools is not None and self.tools.parses
 
 
 @dataclass(frozen=True)
@@ -47,29 +68,61 @@ class ServedModel:
     aliases: frozenset[str]  # other names a request may use (the file's name, the GGUF's own name)
     n_ctx: int
     defaults: GenerationConfig
-    default_max_tokens: int | None  # None: until the context is full (serve's default)
+    default_max_tokens: int | None  # --max-tokens: the most a request gets (None: until the context is full)
     drafters: tuple[str, ...]  # what a request may name
     n_vocab: int = 0  # token ids a raw prompt may hold: 0 to n_vocab - 1
+    strict_model: bool = False  # --strict-model: another model id is a 404 (else one served model answers any)
 
     def check_model(self, body: dict) -> None:
+        """One model is served, so by default any id is answered by it (llama-server ignores the
+        field; tools hard-code ids such as gpt-4o or claude-sonnet-4); the answer's `model` says
+        which model it was. --strict-model keeps OpenAI's 404 for another id."""
         model = body.get("model")
         if model is None:
+            if not self.strict_model:
+                return
             raise invalid(f"you must provide a model parameter (this server serves '{self.name}')", "model")
         if not isinstance(model, str):
             raise invalid("'model' must be a string", "model")
-        if model != self.name and model not in self.aliases:
+        if self.strict_model and model != self.name and model not in self.aliases:
             raise APIError(404, f"the model '{model}' does not exist: this server serves '{self.name}'",
                            param="model", code="model_not_found")
 
 
-def parse_chat(body: object, served: ServedModel, tokenize_chat) -> Job:
-    """POST /v1/chat/completions. `tokenize_chat(messages)` applies the model's chat template."""
+def parse_chat(body: object, served: ServedModel, template: ChatTemplate) -> Job:
+    """POST /v1/chat/completions: the messages through the model's chat template, with the
+    request's tools (tools.py); a last assistant message is continued (prefill), as llama-server does."""
     body = _object(body)
     served.check_model(body)
-    _refuse_unsupported(body, ("tools", "functions"), "tool and function calls are not supported")
+    tools = parse_tools(body)
     messages = _messages(body.get("messages"))
-    prompt = tokenize_chat(messages)
-    return _job(body, served, prompt, "messages")
+    if tools is not None or has_tool_turns(messages):
+        _check_tool_template(template.tool_call_format())
+    continue_last = messages[-1]["role"] == "assistant" and not messages[-1].get("tool_calls")
+    forced = tools.forced if tools is not None else ""
+    if forced:  # the forced call's opening follows whatever the client prefilled
+        if continue_last:
+            messages[-1] = {**messages[-1], "content": messages[-1]["content"] + forced}
+        else:
+            messages.append({"role": "assistant", "content": forced})
+            continue_last = True
+    prompt = template.tokens(messages, tools.template_tools if tools else None, continue_last)
+    job = _job(body, served, prompt, "messages", chat=True)
+    constraint = tool_constraint(tools, template.grammar_token("<tool_call>"), template.grammar_token("</tool_call>")) \
+        if tools is not None else None
+    config = job.config
+    if tools is not None:
+        config = replace(config, stop=config.stop + tools.stops, constraint=constraint)
+    return replace(job, config=config, tools=tools, forced=forced)
+
+
+def _check_tool_template(tool_format: str | None) -> None:
+    if tool_format is None:
+        raise invalid("this model's chat template has no tool support (it does not put a tool list into the prompt): "
+                      "serve a model whose template does (Qwen2.5, Qwen3, Hermes), or send no tools", "tools")
+    if tool_format != "hermes":
+        raise invalid("this model's chat template writes tool calls in a format this server does not parse "
+                      "(only <tool_call> JSON, as Qwen2.5, Qwen3 and Hermes templates ask for)", "tools")
 
 
 def parse_completion(body: object, served: ServedModel, tokenize_text) -> Job:
@@ -95,35 +148,62 @@ def parse_completion(body: object, served: ServedModel, tokenize_text) -> Job:
     best_of = body.get("best_of")
     if best_of is not None and best_of != 1:
         raise invalid("only best_of = 1 is supported (one completion is generated per request)", "best_of")
-    return _job(body, served, tokens, "prompt")
+    return _job(body, served, tokens, "prompt", chat=False)
 
 
-def _job(body: dict, served: ServedModel, prompt: list[int], prompt_param: str) -> Job:
+def _job(body: dict, served: ServedModel, prompt: list[int], prompt_param: str, chat: bool) -> Job:
     if len(prompt) + 1 > served.n_ctx:
         raise invalid(f"the prompt is {len(prompt)} tokens but the context holds {served.n_ctx}: shorten it, "
                       "or start the server with a larger --ctx", prompt_param, code="context_length_exceeded")
     n = body.get("n", 1)
     if n is not None and n != 1:
         raise invalid("only n = 1 is supported", "n")
-    _refuse_unsupported(body, ("logprobs", "top_logprobs"), "logprobs are not supported")
     stream = _flag(body, "stream")
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise invalid("'stream_options' must be an object", "stream_options")
     include_usage = bool(options and _flag(options, "include_usage", param="stream_options.include_usage"))
-    return Job(prompt, _config(body, served), stream, include_usage)
+    config, requested = _config(body, served, len(prompt))
+    top = _logprobs(body, chat)
+    return Job(prompt, replace(config, logprobs=top), stream, include_usage, requested_max_tokens=requested,
+               top_logprobs=top)
 
 
-def _config(body: dict, served: ServedModel) -> GenerationConfig:
+def _logprobs(body: dict, chat: bool) -> int | None:
+    """Chat: `logprobs: true` and `top_logprobs` 0-20. Completions (the legacy form): `logprobs: N`."""
+    if chat:
+        top = _optional(body, "top_logprobs", _is_int)
+        if not _flag(body, "logprobs"):
+            if top:
+                raise invalid("'top_logprobs' needs 'logprobs': true", "top_logprobs")
+            return None
+        top = top or 0
+    else:
+        top = _optional(body, "logprobs", _is_int)
+        if top is None:
+            return None
+    if not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise invalid(f"'{'top_logprobs' if chat else 'logprobs'}' must be from 0 to {MAX_TOP_LOGPROBS}",
+                      "top_logprobs" if chat else "logprobs")
+    return top
+
+
+def _config(body: dict, served: ServedModel, prompt_tokens: int) -> tuple[GenerationConfig, int | None]:
+    """The request's GenerationConfig, and the max_tokens it asked for when --max-tokens capped it."""
     base = served.defaults
     params = base.sampling
     max_tokens = _optional(body, "max_completion_tokens", _is_int)  # the newer name wins
     if max_tokens is None:
         max_tokens = _optional(body, "max_tokens", _is_int)
+    requested = None
     if max_tokens is None:
-        max_tokens = served.default_max_tokens or served.n_ctx  # the engine stops when the context is full
-    if max_tokens < 1:
+        max_tokens = served.default_max_tokens or served.n_ctx
+    elif max_tokens < 1:
         raise invalid("'max_tokens' must be at least 1", "max_tokens")
+    elif served.default_max_tokens and max_tokens > served.default_max_tokens:  # --max-tokens is the server's cap
+        requested, max_tokens = max_tokens, served.default_max_tokens
+    # No answer outlives the context: a max_tokens of 10**9 ends where the context does ("length").
+    max_tokens = max(1, min(max_tokens, served.n_ctx - prompt_tokens))
     seed = _optional(body, "seed", _is_int)
     if seed is not None and not -1 <= seed < 2**63:
         raise invalid("'seed' must be between 0 and 2**63 - 1 (or -1 for a random one)", "seed")
@@ -154,7 +234,7 @@ def _config(body: dict, served: ServedModel) -> GenerationConfig:
     constraint = _response_format(body.get("response_format"))
     try:
         return replace(base, max_tokens=max_tokens, sampling=sampling, drafter=drafter, k=k,
-                       stop=_stops(body.get("stop"), base.stop), constraint=constraint)
+                       stop=_stops(body.get("stop"), base.stop), constraint=constraint), requested
     except SpecllamaError as e:
         raise invalid(str(e)) from None
 
@@ -205,9 +285,9 @@ def _messages(messages: object) -> list[dict]:
             raise invalid(f"{where} must be an object", where)
         role = ROLES.get(message.get("role"))
         if role is None:
-            raise invalid(f"{where}.role must be one of {', '.join(ROLES)} (tool messages are not supported), "
-                          f"got {message.get('role')!r}", f"{where}.role")
-        out.append({"role": role, "content": _content(message.get("content"), role, f"{where}.content")})
+            raise invalid(f"{where}.role must be one of {', '.join(ROLES)}, got {message.get('role')!r}", f"{where}.role")
+        content = _content(message.get("content"), role, f"{where}.content")
+        out.append(template_message(message, role, content, where))
     return out
 
 
@@ -215,7 +295,7 @@ def _content(content: object, role: str, where: str) -> str:
     """A message's text: a string, or an array of text parts (what newer clients send)."""
     if isinstance(content, str):
         return content
-    if content is None and role == "assistant":
+    if content is None and role in ("assistant", "tool"):  # an assistant turn of tool calls alone
         return ""
     if isinstance(content, list):
         texts = []
