@@ -1,14 +1,31 @@
-"""Benchmark `specllama serve` (issue 21) with the official openai client, three parts:
+"""Benchmark `specllama serve` (issues 21 and 29) with the official openai client, three parts:
 
   throughput  aggregate tokens/s for 1, 4 and 16 concurrent clients, specllama serve (default
               drafter auto) against llama-cpp-python's own server on the same target file;
   latency     time to the first token of a short streamed request, idle and while 3 others stream;
   agentic     bench/agent_sessions.json replayed as an agent sends it (each request re-sends the whole
-              conversation and asks for the whole file back), drafter auto against none (plain).
+              conversation and asks for the whole file back): specllama's drafter auto against none
+              (plain), and with --llama-server PATH llama.cpp's own server beside it, plain
+              (`llama-server`) and with its default speculation (`llama-server-spec`: --spec-default,
+              ngram-mod drafts from the context, no draft model), on the same target GGUF file.
 
-Every measurement of specllama starts a fresh server, so no run drafts from another run's answers
-(the suffix drafter's history lives as long as the server). Runs are interleaved (A B, then B A),
-greedy, with the same threads for both servers; the report gives each run and the ratio of medians.
+Every measurement starts a fresh server, so no run drafts from another run's answers (the suffix
+drafter's history, and llama-server's n-gram table, live as long as the server). Every specllama
+server gets a fresh, empty cost cache (SPECLLAMA_COSTS pointing to a new temporary directory), so
+`auto` is measured as a new user's first session would see it; --keep-costs uses the normal cache.
+Runs are interleaved (A B C D, then D C B A), greedy (temperature 0), with the same threads, context
+and max_tokens for every server. The agentic report gives each mode's median wall time and tokens/s,
+its ratio to its own plain baseline (specllama auto / none; llama-server-spec / llama-server), the
+per-request ratios (each turn against the same turn of the baseline in the same round, median over
+rounds; the worst one named), and whether the texts are identical; OUT.json holds every run.
+
+The issue-29 agentic measurement (fresh cost cache, llama.cpp's server side by side):
+
+  flock /tmp/specllama-heavy.lock .venv/bin/python scripts/bench_serve.py --parts agentic --rounds 3 \
+      --llama-server /work/llama-server-build/llama_cpp_python-0.3.36/vendor/llama.cpp/build/bin/llama-server \
+      --out bench/measured/vm-20261125-serve-replay
+
+Everything:
 
   flock /tmp/specllama-heavy.lock .venv/bin/python scripts/bench_serve.py --parts all --out bench/measured/NAME
 """
@@ -20,11 +37,13 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -48,12 +67,16 @@ def free_port() -> int:
 
 
 class Server:
-    """A server subprocess on 127.0.0.1, ready once GET /v1/models answers."""
+    """A server subprocess on 127.0.0.1, ready once GET /v1/models answers (llama-server answers 503
+    while it loads). `env` adds to the environment; `scratch` is a directory removed when it stops."""
 
-    def __init__(self, name: str, cmd: list[str], port: int, log: Path):
-        self.name, self.port = name, port
+    def __init__(self, name: str, cmd: list[str], port: int, log: Path, env: dict | None = None,
+                 scratch: Path | None = None):
+        self.name, self.port, self.scratch = name, port, scratch
         self.url = f"http://127.0.0.1:{port}"
-        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "PYTHONPATH": str(REPO), **(env or {})}
+        with log.open("ab") as f:
+            f.write(f"\n=== {' '.join(cmd)}\n".encode())
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log.open("ab"))
         try:
             self._wait_ready(log)
@@ -91,13 +114,20 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def specllama_server(args, log: Path) -> Server:
+    """A fresh `specllama serve`; unless --keep-costs, with an empty cost cache of its own, so what it
+    decides is what a new user's first session gets (not what earlier runs on this machine learnt)."""
     port = free_port()
     cmd = [sys.executable, "-m", "specllama", "serve", "--port", str(port), "--threads", str(args.threads),
            "--ctx", str(args.ctx), "--parallel", args.parallel, *args.specllama_args]
-    return Server("specllama serve", cmd, port, log)
+    if args.keep_costs:
+        return Server("specllama serve", cmd, port, log)
+    costs = Path(tempfile.mkdtemp(prefix="bench-serve-costs-"))
+    return Server("specllama serve", cmd, port, log, env={"SPECLLAMA_COSTS": str(costs)}, scratch=costs)
 
 
 def llama_cpp_server(args, target: Path, log: Path) -> Server:
@@ -105,6 +135,30 @@ def llama_cpp_server(args, target: Path, log: Path) -> Server:
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(target), "--host", "127.0.0.1", "--port", str(port),
            "--n_ctx", str(args.ctx), "--n_threads", str(args.threads), "--n_threads_batch", str(args.threads)]
     return Server("llama-cpp-python server", cmd, port, log)
+
+
+# llama.cpp's own server, by mode: plain, and its default speculation (--spec-default: ngram-mod
+# drafting from the context, n_match 24, drafts of 48-64 tokens; no draft model needed).
+LLAMA_SERVER_MODES = {"llama-server": [], "llama-server-spec": ["--spec-default"]}
+
+
+def llama_server(args, target: Path, mode: str, log: Path) -> Server:
+    """A fresh llama-server on the same target file, threads and context as specllama's. Its slot count
+    is its own default (auto: 4 slots sharing one unified KV cache of --ctx, so one agent gets it all)."""
+    port = free_port()
+    cmd = [args.llama_server, "-m", str(target), "-t", str(args.threads), "-c", str(args.ctx), "--host", "127.0.0.1",
+           "--port", str(port), *LLAMA_SERVER_MODES[mode]]
+    return Server(mode, cmd, port, log)
+
+
+def llama_server_version(path: str) -> str:
+    """`llama-server --version`'s line (it prints to stderr), e.g. "version: 1 (abc123) built with ..."."""
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unknown ({e})"
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith(("version", "built"))]
+    return "; ".join(lines) or "unknown"
 
 
 # --- throughput ------------------------------------------------------------------------------------
@@ -222,10 +276,11 @@ def mode_fields(mode: str) -> dict:
     return {"drafter": drafter, **({"k": int(k)} if k else {})}
 
 
-async def replay(server: Server, sessions: dict, drafter: str, max_tokens: int) -> dict:
+async def replay(server: Server, sessions: dict, mode: str, max_tokens: int) -> dict:
     """Each session as an agent runs it: turn 1 sends the file and the first change; every next turn
     re-sends everything so far (with the model's own answers) plus the next change."""
     turns, texts = [], []
+    extra = {} if mode in LLAMA_SERVER_MODES else mode_fields(mode)
     async with server.client() as client:
         started = time.perf_counter()
         for session in sessions["sessions"]:
@@ -235,14 +290,20 @@ async def replay(server: Server, sessions: dict, drafter: str, max_tokens: int) 
                 messages.append({"role": "user", "content": ask})
                 t0 = time.perf_counter()
                 reply = await client.chat.completions.create(model=server.model, messages=messages, max_tokens=max_tokens,
-                                                             temperature=0, extra_body=mode_fields(drafter))
+                                                             temperature=0, extra_body=extra)
                 text = reply.choices[0].message.content
                 messages.append({"role": "assistant", "content": text})
-                spec = reply.model_extra["speculation"]
+                extra_fields = reply.model_extra or {}
+                spec = extra_fields.get("speculation") or {}
+                timings = extra_fields.get("timings") or {}  # llama-server's: draft_n, draft_n_accepted
+                drafted_by = spec.get("drafted_by") or ({"ngram": timings["draft_n"]} if timings.get("draft_n") else {})
+                accepted_by = spec.get("accepted_by") or (
+                    {"ngram": timings["draft_n_accepted"]} if timings.get("draft_n_accepted") else {})
+                details = reply.usage.prompt_tokens_details
                 turns.append({"session": session["id"], "turn": n, "seconds": round(time.perf_counter() - t0, 3),
                               "tokens": reply.usage.completion_tokens, "prompt_tokens": reply.usage.prompt_tokens,
-                              "cached_tokens": reply.usage.prompt_tokens_details.cached_tokens,
-                              "drafted_by": spec["drafted_by"], "accepted_by": spec["accepted_by"],
+                              "cached_tokens": (details.cached_tokens or 0) if details else 0,
+                              "drafted_by": drafted_by, "accepted_by": accepted_by,
                               "finish_reason": reply.choices[0].finish_reason})
                 texts.append(text)
         wall = time.perf_counter() - started
@@ -251,23 +312,44 @@ async def replay(server: Server, sessions: dict, drafter: str, max_tokens: int) 
             "texts": texts}
 
 
-def agentic(args, logs: Path) -> list[dict]:
+def agentic(args, target: Path, logs: Path) -> list[dict]:
     sessions = json.loads((REPO / "bench" / "agent_sessions.json").read_text())
     sessions["sessions"] = sessions["sessions"][:args.sessions]
+    modes = args.modes.split(",") + (list(LLAMA_SERVER_MODES) if args.llama_server else [])
     runs = []
     for r in range(args.rounds):
-        modes = args.modes.split(",")
-        for drafter in (modes if r % 2 == 0 else modes[::-1]):
-            server = specllama_server(args, logs / "specllama_serve.log")  # fresh: no history, empty caches
+        for mode in (modes if r % 2 == 0 else modes[::-1]):
+            # Fresh every time: no history, empty caches, (specllama) an empty cost cache.
+            server = (llama_server(args, target, mode, logs / "llama_server.log") if mode in LLAMA_SERVER_MODES
+                      else specllama_server(args, logs / "specllama_serve.log"))
             try:
-                result = asyncio.run(replay(server, sessions, drafter, args.agent_max_tokens))
+                result = asyncio.run(replay(server, sessions, mode, args.agent_max_tokens))
             finally:
                 server.stop()
-            runs.append({"part": "agentic", "drafter": drafter, "round": r, **result})
+            runs.append({"part": "agentic", "drafter": mode, "round": r, **result})
             accepted = sum(sum(t["accepted_by"].values()) for t in result["turns"])
-            print(f"  agentic round {r} drafter {drafter:<10} {result['seconds']:7.1f} s, {result['tokens']} tokens, "
+            print(f"  agentic round {r} {mode:<18} {result['seconds']:7.1f} s, {result['tokens']} tokens, "
                   f"{result['tokens_per_s']:.2f} tok/s, {accepted} drafts accepted", flush=True)
     return runs
+
+
+BASELINE = {"llama-server-spec": "llama-server"}  # every other mode is compared with specllama's none
+
+
+def per_request(ag: list[dict], mode: str, base: str) -> list[tuple[str, float]]:
+    """(session/turn, median over rounds of this mode's seconds over the baseline's in the same round)."""
+    out = []
+    keys = [(t["session"], t["turn"]) for t in next(r for r in ag if r["drafter"] == mode)["turns"]]
+    for i, key in enumerate(keys):
+        ratios = []
+        for r in {x["round"] for x in ag}:
+            a = next((x for x in ag if x["drafter"] == mode and x["round"] == r), None)
+            b = next((x for x in ag if x["drafter"] == base and x["round"] == r), None)
+            if a and b and i < len(a["turns"]) and i < len(b["turns"]) and a["turns"][i]["seconds"] > 0:
+                ratios.append(b["turns"][i]["seconds"] / a["turns"][i]["seconds"])
+        if ratios:
+            out.append((f"{key[0]}/{key[1]}", statistics.median(ratios)))
+    return out
 
 
 # --- report -----------------------------------------------------------------------------------------
@@ -302,28 +384,43 @@ def report(runs: list[dict], args, target: Path) -> str:
     ag = [r for r in runs if r["part"] == "agentic"]
     if ag:
         lines += [f"## Agentic replay (the first {args.sessions} sessions of bench/agent_sessions.json, one agent, "
-                  "sessions in turn)", "",
-                  "| round | drafter | seconds | tokens | tokens/s | drafts accepted (by source) | prompt tokens cached |",
+                  "sessions in turn; every server fresh"
+                  + ("" if args.keep_costs else ", specllama with an empty cost cache") + ")", ""]
+        if args.llama_server:
+            lines += [f"llama-server: {args.llama_server} ({llama_server_version(args.llama_server)}), same target file, "
+                      f"-t {args.threads} -c {args.ctx}; `llama-server-spec` adds --spec-default.", ""]
+        lines += ["| round | mode | seconds | tokens | tokens/s | drafts accepted / drafted (by source) | prompt tokens cached |",
                   "|---|---|---|---|---|---|---|"]
         for r in ag:
-            by: dict = {}
+            acc: dict = {}
+            dr: dict = {}
             for t in r["turns"]:
                 for k, v in t["accepted_by"].items():
-                    by[k] = by.get(k, 0) + v
+                    acc[k] = acc.get(k, 0) + v
+                for k, v in t["drafted_by"].items():
+                    dr[k] = dr.get(k, 0) + v
+            by = ", ".join(f"{k} {acc.get(k, 0)}/{v}" for k, v in dr.items()) or "-"
             cached = sum(t["cached_tokens"] for t in r["turns"])
             prompt = sum(t["prompt_tokens"] for t in r["turns"])
             lines.append(f"| {r['round']} | {r['drafter']} | {r['seconds']:.1f} | {r['tokens']} | {r['tokens_per_s']:.2f} | "
-                         f"{by or '-'} | {cached}/{prompt} |")
-        plain = statistics.median([r["seconds"] for r in ag if r["drafter"] == "none"])
-        plain_rate = statistics.median([r["tokens_per_s"] for r in ag if r["drafter"] == "none"])
+                         f"{by} | {cached}/{prompt} |")
         lines.append("")
-        for mode in dict.fromkeys(r["drafter"] for r in ag if r["drafter"] != "none"):
+        for mode in dict.fromkeys(r["drafter"] for r in ag):
+            base = BASELINE.get(mode, "none")
+            if mode == base or mode in BASELINE.values() or not any(r["drafter"] == base for r in ag):
+                continue
+            plain = statistics.median([r["seconds"] for r in ag if r["drafter"] == base])
+            plain_rate = statistics.median([r["tokens_per_s"] for r in ag if r["drafter"] == base])
             wall = statistics.median([r["seconds"] for r in ag if r["drafter"] == mode])
             rate = statistics.median([r["tokens_per_s"] for r in ag if r["drafter"] == mode])
-            lines.append(f"{mode} vs plain: {plain / wall:.2f}x faster by median wall time, {rate / plain_rate:.2f}x by "
-                         "median tokens/s (goal for auto: >= 1.3x)")
-        same = all(a["texts"] == b["texts"] for a in ag for b in ag)
-        lines += [f"identical texts in every run: {same}", ""]
+            each = per_request(ag, mode, base)
+            worst = min(each, key=lambda x: x[1]) if each else ("-", float("nan"))
+            lines.append(f"- **{mode} vs {base}: {plain / wall:.2f}x** by median wall time, {rate / plain_rate:.2f}x by median "
+                         f"tokens/s; per request (median over rounds): {', '.join(f'{k} {v:.2f}x' for k, v in each)}; "
+                         f"worst {worst[0]} {worst[1]:.2f}x")
+        ours = [r for r in ag if r["drafter"] not in LLAMA_SERVER_MODES]
+        same = all(a["texts"] == b["texts"] for a in ours for b in ours)
+        lines += ["", f"identical texts in every specllama run: {same}", ""]
     return "\n".join(lines)
 
 
@@ -342,6 +439,8 @@ def main() -> int:
     p.add_argument("--sessions", type=int, default=3, help="replay the first N sessions of bench/agent_sessions.json")
     p.add_argument("--target", default="qwen2.5-coder-1.5b", help="llama-cpp-python's model (the default pair's target)")
     p.add_argument("--out", help="write OUT.md (report) and OUT.json (every run)")
+    p.add_argument("--llama-server", metavar="PATH", help="agentic: also llama.cpp's llama-server, plain and --spec-default")
+    p.add_argument("--keep-costs", action="store_true", help="specllama serve uses the normal cost cache, not an empty one")
     p.add_argument("specllama_args", nargs="*", help="more options for specllama serve (after --)")
     args = p.parse_args()
     # Stopped by SIGTERM, or SIGINT where a background shell ignored it: the servers are stopped and
@@ -360,7 +459,7 @@ def main() -> int:
         if "throughput" in parts:
             runs += throughput(args, target, logs)
         if "agentic" in parts:
-            runs += agentic(args, logs)
+            runs += agentic(args, target, logs)
     except KeyboardInterrupt:  # a part cut short: the report covers the parts that finished
         print("bench_serve: interrupted; reporting the parts that finished", flush=True)
     text = report(runs, args, target)
