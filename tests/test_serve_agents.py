@@ -28,7 +28,8 @@ ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 def server(tiny_models, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     live = LiveServer(["--target", str(tiny_models["a"]), "--drafter", "suffix", "-k", "3", "--ctx", "512",
-                       "--parallel", "2", "--max-tokens", "24", "--cors", "https://app.example.org", "--temp", "0"], log, api_key=KEY)
+                       "--parallel", "2", "--max-tokens", "24", "--cors", "https://app.example.org", "--temp", "0"],
+                      log, api_key=KEY)
     yield live
     assert live.stop() == 0, live.stderr()[-3000:]
     assert "Traceback" not in live.stderr()
