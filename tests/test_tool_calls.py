@@ -61,3 +61,31 @@ def test_a_forced_opening_is_parsed_with_the_answer():
 def test_each_call_has_its_own_id():
     _, calls = split_calls(TWO)
     assert len({c.id for c in calls}) == 2 and all(c.id.startswith("call_") for c in calls)
+
+
+NAMES = frozenset({"get_weather", "get_time"})
+FENCED_CALL = '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'  # Qwen2.5-Coder 1.5B's way
+
+
+@pytest.mark.parametrize("text, content, names", [
+    (FENCED_CALL, None, ["get_weather"]),
+    ('{"name": "get_time", "arguments": {"city": "Oslo"}}', None, ["get_time"]),
+    ('[{"name": "get_time", "arguments": {}}, {"name": "get_weather", "arguments": {"city": "Rome"}}]', None,
+     ["get_time", "get_weather"]),
+    ('```json\n{"name": "delete_all", "arguments": {}}\n```', '```json\n{"name": "delete_all", "arguments": {}}\n```', []),
+    ('{"city": "Paris", "temp": 21}', '{"city": "Paris", "temp": 21}', []),  # JSON, but not a call
+    ("```python\nprint('hi')\n```", "```python\nprint('hi')\n```", []),
+    ("Sure: " + FENCED_CALL, "Sure: " + FENCED_CALL, []),  # a call only when the answer is one
+])
+def test_a_bare_or_fenced_json_call_to_an_offered_tool_is_a_call(text, content, names):
+    got_content, calls = split_calls(text, names=NAMES)
+    assert got_content == content and [c.name for c in calls] == names
+    for cut in range(1, len(text)):  # streamed in two pieces: the same content and calls
+        parser = ToolCallParser(names=NAMES)
+        parts = parser.feed(text[:cut]) + parser.feed(text[cut:]) + parser.end()
+        assert "".join(p for p in parts if isinstance(p, str)) == (content or "")
+        assert [p.name for p in parts if isinstance(p, ToolCall)] == names
+
+
+def test_without_offered_names_a_fenced_call_stays_text():
+    assert split_calls(FENCED_CALL) == (FENCED_CALL, [])

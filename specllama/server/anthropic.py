@@ -156,7 +156,7 @@ class AnthropicWriter:
         self.model = model
         self.stops = stops  # the client's stop_sequences, to name the one that ended the answer
         self.id = "msg_" + uuid.uuid4().hex[:24]
-        self.parser = ToolCallParser(job.forced) if job.parses_tools else None
+        self.parser = ToolCallParser(job.forced, names=job.tool_names) if job.parses_tools else None
         self.block = -1  # the index of the open content block
         self.block_kind = ""
         self.calls = 0
@@ -172,7 +172,7 @@ class AnthropicWriter:
 
     def whole(self, summary: Summary, tokens: list[TokenEvent]) -> dict:
         if self.parser is not None:
-            text, calls = split_calls(summary.text, self.job.forced)
+            text, calls = split_calls(summary.text, self.job.forced, self.job.tool_names)
         else:
             text, calls = summary.text, []
         content = [{"type": "text", "text": text}] if text else []

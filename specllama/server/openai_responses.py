@@ -115,7 +115,7 @@ class ResponsesWriter:
         self.model = model
         self.id = "resp_" + uuid.uuid4().hex[:24]
         self.created = int(time.time())
-        self.parser = ToolCallParser(job.forced) if job.parses_tools else None
+        self.parser = ToolCallParser(job.forced, names=job.tool_names) if job.parses_tools else None
         self.sequence = 0
         self.output: list[dict] = []  # finished items
         self.message: dict | None = None  # the message item being written
@@ -139,7 +139,7 @@ class ResponsesWriter:
 
     def whole(self, summary: Summary, tokens: list[TokenEvent]) -> dict:
         if self.parser is not None:
-            text, calls = split_calls(summary.text, self.job.forced)
+            text, calls = split_calls(summary.text, self.job.forced, self.job.tool_names)
         else:
             text, calls = summary.text, []
         output = [_message(text, "completed")] if text else []

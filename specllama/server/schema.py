@@ -59,6 +59,11 @@ class Job:
     def parses_tools(self) -> bool:
         return self.tools is not None and self.tools.parses
 
+    @property
+    def tool_names(self) -> frozenset[str]:
+        """The functions offered: a bare JSON call naming one of them is a call too (tool_calls.py)."""
+        return frozenset(t["function"]["name"] for t in self.tools.tools) if self.tools is not None else frozenset()
+
 
 @dataclass(frozen=True)
 class ServedModel:

@@ -8,15 +8,23 @@ in one delta, its arguments in the next), never a half call it would have to tak
 whose JSON does not parse is given back as plain text content, never a 500: without a grammar a
 model may write anything. Whitespace around calls is dropped (the template's newlines), the
 text's own whitespace kept.
+
+Small models do not always use the tags: Qwen2.5-Coder 1.5B, offered tools under `tool_choice:
+"auto"`, answers with the call as a fenced JSON block (```json {"name": ..., "arguments": ...} ```).
+An answer that *starts* with `{` or a code fence is therefore held back to its end, and is a call
+(or several: a JSON list) when its JSON is one whose names are all offered tools; otherwise it is
+the content it was. Streamed clients then get such an answer at its end, as a whole client does.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+FENCED = re.compile(r"^```[A-Za-z]*\s*(.*?)\s*```$", re.S)
 
 
 @dataclass(frozen=True)
@@ -59,7 +67,9 @@ class ToolCallParser:
     `forced` is text the answer began with in the prompt (a forced call's opening), parsed first."""
 
     forced: str = ""
+    names: frozenset[str] = frozenset()  # offered functions: a bare JSON call naming them counts
     pending: str = ""
+    bare: bool | None = None  # the answer began like a bare JSON call (held to the end); None: not known yet
     inside: bool = False  # between an opening and its closing
     after_call: bool = False  # whitespace that follows a call is dropped
     calls: int = 0
@@ -75,6 +85,13 @@ class ToolCallParser:
 
     def feed(self, text: str) -> list:
         self.pending += text
+        if self.names and self.bare is None and not self.calls:
+            lead = self.pending.lstrip()
+            if not lead or (len(lead) < 3 and "```".startswith(lead)):
+                return []  # not known yet
+            self.bare = lead.startswith(("{", "[", "```"))
+        if self.bare:
+            return []  # decided at the end
         out: list = []
         while True:
             if self.inside:
@@ -110,6 +127,14 @@ class ToolCallParser:
         """The text is complete: an unclosed call is a call if its JSON is whole (a stop string
         or the model's end may cut the closing), and held-back text is content."""
         out: list = []
+        if self.bare:
+            calls = bare_calls(self.pending, self.names)
+            if calls:
+                self.calls += len(calls)
+                self.pending = ""
+                return calls
+            self.bare = False
+            out += self.feed("")  # the tags' way after all
         if self.inside:
             out += self._call(self.pending, closed=False)
         elif self.pending:
@@ -129,6 +154,24 @@ class ToolCallParser:
         return [call]
 
 
+def bare_calls(text: str, names: frozenset[str]) -> list[ToolCall]:
+    """The calls a whole answer holds as bare or fenced JSON (one object, or a list of them), when
+    every one names an offered function; [] otherwise."""
+    body = text.strip()
+    fenced = FENCED.match(body)
+    if fenced:
+        body = fenced.group(1)
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return []
+    items = obj if isinstance(obj, list) else [obj]
+    calls = [parse_call(json.dumps(item)) if isinstance(item, dict) else None for item in items]
+    if not calls or any(c is None or c.name not in names for c in calls):
+        return []
+    return calls
+
+
 def _partial_open(text: str) -> int:
     """How many characters at the end of `text` could begin an opening tag."""
     for n in range(min(len(OPEN) - 1, len(text)), 0, -1):
@@ -137,9 +180,9 @@ def _partial_open(text: str) -> int:
     return 0
 
 
-def split_calls(text: str, forced: str = "") -> tuple[str | None, list[ToolCall]]:
+def split_calls(text: str, forced: str = "", names: frozenset[str] = frozenset()) -> tuple[str | None, list[ToolCall]]:
     """A whole answer: (its content, None when empty; its calls)."""
-    parser = ToolCallParser(forced)
+    parser = ToolCallParser(forced, names=names)
     parts = parser.first() + parser.feed(text) + parser.end()
     content = "".join(p for p in parts if isinstance(p, str))
     return (content or None), [p for p in parts if isinstance(p, ToolCall)]

@@ -48,7 +48,7 @@ class OpenAIWriter:
         self.answer = answer
         self.job = job
         self.token_text = token_text
-        self.parser = ToolCallParser(job.forced) if job.parses_tools else None
+        self.parser = ToolCallParser(job.forced, names=job.tool_names) if job.parses_tools else None
         self.calls = 0
         self.waiting_logprobs: list = []  # logprobs of tokens whose text has not been sent yet
 
@@ -60,7 +60,7 @@ class OpenAIWriter:
         if self.job.top_logprobs is not None:
             choice["logprobs"] = self._logprobs([e for e in tokens if e.logprobs is not None])
         if self.parser is not None:
-            content, calls = split_calls(summary.text, self.job.forced)
+            content, calls = split_calls(summary.text, self.job.forced, self.job.tool_names)
             choice["message"]["content"] = content
             if calls:
                 choice["message"]["tool_calls"] = [call.openai() for call in calls]
