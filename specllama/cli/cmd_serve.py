@@ -47,7 +47,7 @@ def _add_server_arguments(p: argparse.ArgumentParser) -> None:
                         "any id, as llama-server does; the answer's `model` says which model it was)")
     g.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                    help="also let web pages from ORIGIN call the API (repeatable; '*' for any; pages from "
-                        "http://localhost:* and http://127.0.0.1:* always may)")
+                        "http://localhost:* and http://127.0.0.1:* always may; default: only those)")
     g.add_argument("--parallel", type=parallel_count, default="auto", metavar="N|auto",
                    help="requests decoded together (default auto: the number that makes the most tokens/s on what "
                         f"steps cost here, chosen again as they are learnt, at most {PARALLEL_AUTO_MAX}; each holds "
