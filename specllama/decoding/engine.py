@@ -11,10 +11,12 @@ A step reads as its phases, the way gpt-fast's `speculative_decode` does, over a
   decode  - ONE target decode of [last] + drafts of every sequence (own positions and sequence id);
   judge   - each sequence's drafts accepted by greedy match or rejection sampling;
   commit  - each sequence's caches keep what it accepted (both rollbacks side by side);
-  learn   - one StepOutcome per request (outcome.py) reaches every learner in one place: the step's
-            time, as it was paid, feeds the cost estimate; the verified drafter calibrates; the
-            request's policy updates its acceptance and realised speed;
-  emit    - token events (whose texts concatenate to the output) and a step event per sequence.
+  emit    - each sequence's new tokens become token events (whose texts concatenate to the output),
+            cut at the end of generation, a stop string, a finished grammar or max_tokens;
+  learn   - one StepOutcome per request (outcome.py, with what was emitted) reaches every learner in
+            one place: the step's time, as it was paid, feeds the cost estimate; the verified
+            drafter calibrates; the request's policy updates its acceptance and realised speed;
+            then the token events and a step event per sequence are yielded.
 A finished request frees its slot and the next waiting prompt is admitted at once (continuous
 batching). A prompt's prefill is its own decode between steps, not rows riding in a step's batch:
 its cache then holds exactly what a lone run's holds (exact mode's promise that the text does not
