@@ -19,8 +19,8 @@ import uuid
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.server.api_errors import APIError, invalid
 from specllama.server.schema import Job
-from specllama.server.tool_calls import ToolCall, ToolCallParser, split_calls
-from specllama.server.writer import sse
+from specllama.server.tool_calls import ToolCall
+from specllama.server.writer import AnswerParts, sse
 
 BILLING_LINE = "x-anthropic-billing-header:"
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
@@ -156,7 +156,7 @@ class AnthropicWriter:
         self.model = model
         self.stops = stops  # the client's stop_sequences, to name the one that ended the answer
         self.id = "msg_" + uuid.uuid4().hex[:24]
-        self.parser = ToolCallParser(job.forced, names=job.tool_names) if job.parses_tools else None
+        self.parts = AnswerParts(job)
         self.block = -1  # the index of the open content block
         self.block_kind = ""
         self.calls = 0
@@ -171,10 +171,7 @@ class AnthropicWriter:
         return "end_turn", None
 
     def whole(self, summary: Summary, tokens: list[TokenEvent]) -> dict:
-        if self.parser is not None:
-            text, calls = split_calls(summary.text, self.job.forced, self.job.tool_names)
-        else:
-            text, calls = summary.text, []
+        text, calls = self.parts.whole(summary.text)
         content = [{"type": "text", "text": text}] if text else []
         content += [_tool_use(call) for call in calls]
         reason, sequence = self._stop(summary, len(calls))
@@ -186,21 +183,14 @@ class AnthropicWriter:
                  "stop_reason": None, "stop_sequence": None,
                  "usage": {"input_tokens": len(self.job.prompt), "output_tokens": 0}}
         out = [sse({"type": "message_start", "message": start}, "message_start"), sse({"type": "ping"}, "ping")]
-        if self.parser is not None:
-            out += self._parts(self.parser.first())
-        return out
+        return out + self._parts(self.parts.first())
 
     def token(self, event: TokenEvent) -> list[str]:
-        if self.parser is None:
-            return self._parts([event.text] if event.text else [])
-        return self._parts(self.parser.feed(event.text))
+        return self._parts(self.parts.feed(event.text))
 
     def done(self, event: DoneEvent) -> list[str]:
         summary = event.summary
-        if self.parser is None:
-            out = self._parts([event.text] if event.text else [])
-        else:
-            out = self._parts(self.parser.feed(event.text) + self.parser.end())
+        out = self._parts(self.parts.end(event.text))
         if summary.finish_reason == "cancelled":
             return out + self.failed(APIError(503, "the server is shutting down: the answer is incomplete"))
         out += self._close()

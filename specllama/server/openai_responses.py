@@ -15,8 +15,8 @@ import uuid
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.server.api_errors import APIError, invalid
 from specllama.server.schema import Job
-from specllama.server.tool_calls import ToolCall, ToolCallParser, split_calls
-from specllama.server.writer import sse
+from specllama.server.tool_calls import ToolCall
+from specllama.server.writer import AnswerParts, sse
 
 ROLES = ("user", "system", "developer", "assistant")
 
@@ -115,7 +115,7 @@ class ResponsesWriter:
         self.model = model
         self.id = "resp_" + uuid.uuid4().hex[:24]
         self.created = int(time.time())
-        self.parser = ToolCallParser(job.forced, names=job.tool_names) if job.parses_tools else None
+        self.parts = AnswerParts(job)
         self.sequence = 0
         self.output: list[dict] = []  # finished items
         self.message: dict | None = None  # the message item being written
@@ -138,10 +138,7 @@ class ResponsesWriter:
         return out
 
     def whole(self, summary: Summary, tokens: list[TokenEvent]) -> dict:
-        if self.parser is not None:
-            text, calls = split_calls(summary.text, self.job.forced, self.job.tool_names)
-        else:
-            text, calls = summary.text, []
+        text, calls = self.parts.whole(summary.text)
         output = [_message(text, "completed")] if text else []
         output += [_function_call(call, "completed") for call in calls]
         return self._response("completed", output, summary)
@@ -153,20 +150,13 @@ class ResponsesWriter:
     def opening(self) -> list[str]:
         response = self._response("in_progress", [], None)
         out = [self._event("response.created", response=response), self._event("response.in_progress", response=response)]
-        if self.parser is not None:
-            out += self._parts(self.parser.first())
-        return out
+        return out + self._parts(self.parts.first())
 
     def token(self, event: TokenEvent) -> list[str]:
-        if self.parser is None:
-            return self._parts([event.text] if event.text else [])
-        return self._parts(self.parser.feed(event.text))
+        return self._parts(self.parts.feed(event.text))
 
     def done(self, event: DoneEvent) -> list[str]:
-        parts = [event.text] if event.text else []
-        if self.parser is not None:
-            parts = self.parser.feed(event.text) + self.parser.end()
-        out = self._parts(parts) + self._close_message()
+        out = self._parts(self.parts.end(event.text)) + self._close_message()
         if event.summary.finish_reason == "cancelled":
             return out + self.failed(APIError(503, "the server is shutting down: the answer is incomplete"))
         response = self._response("completed", self.output, event.summary)

@@ -43,12 +43,47 @@ def capped_usage(summary: Summary, job: Job) -> dict:
     return out
 
 
+class AnswerParts:
+    """An answer's text as the parts a writer hands on: the text as it comes (str), or, where the
+    request's tools are parsed, content (str) and whole calls (ToolCall) from one ToolCallParser per
+    answer, fed the same text streamed or whole. Every API's writer takes its parts from one."""
+
+    def __init__(self, job: Job):
+        self.job = job
+        self.parser = ToolCallParser(job.forced, names=job.tool_names) if job.parses_tools else None
+
+    @property
+    def parses(self) -> bool:
+        return self.parser is not None
+
+    def first(self) -> list:
+        """What a forced call's opening alone gives, before any token."""
+        return self.parser.first() if self.parser is not None else []
+
+    def feed(self, text: str) -> list:
+        if self.parser is None:
+            return [text] if text else []
+        return self.parser.feed(text)
+
+    def end(self, text: str) -> list:
+        """The last text (held back until now), and whatever the parser still holds."""
+        if self.parser is None:
+            return [text] if text else []
+        return self.parser.feed(text) + self.parser.end()
+
+    def whole(self, text: str) -> tuple[str | None, list[ToolCall]]:
+        """A whole answer's (content, calls); without tools, the text itself and no call."""
+        if self.parser is None:
+            return text, []
+        return split_calls(text, self.job.forced, self.job.tool_names)
+
+
 class OpenAIWriter:
     def __init__(self, answer: Answer, job: Job, token_text: Callable[[int], str]):
         self.answer = answer
         self.job = job
         self.token_text = token_text
-        self.parser = ToolCallParser(job.forced, names=job.tool_names) if job.parses_tools else None
+        self.parts = AnswerParts(job)
         self.calls = 0
         self.waiting_logprobs: list = []  # logprobs of tokens whose text has not been sent yet
 
@@ -59,8 +94,8 @@ class OpenAIWriter:
         choice = out["choices"][0]
         if self.job.top_logprobs is not None:
             choice["logprobs"] = self._logprobs([e for e in tokens if e.logprobs is not None])
-        if self.parser is not None:
-            content, calls = split_calls(summary.text, self.job.forced, self.job.tool_names)
+        if self.parts.parses:
+            content, calls = self.parts.whole(summary.text)
             choice["message"]["content"] = content
             if calls:
                 choice["message"]["tool_calls"] = [call.openai() for call in calls]
@@ -70,23 +105,16 @@ class OpenAIWriter:
     # --- stream -----------------------------------------------------------------------------
     def opening(self) -> list[str]:
         out = [sse(self.answer.first_chunk())] if self.answer.chat else []
-        if self.parser is not None:
-            out += self._parts(self.parser.first())
-        return out
+        return out + self._parts(self.parts.first())
 
     def token(self, event: TokenEvent) -> list[str]:
         if event.logprobs is not None:
             self.waiting_logprobs.append(event)
-        if self.parser is None:
-            return [self._text(event.text)] if event.text else []
-        return self._parts(self.parser.feed(event.text))
+        return self._parts(self.parts.feed(event.text))
 
     def done(self, event: DoneEvent) -> list[str]:
         summary = event.summary
-        if self.parser is None:
-            out = [self._text(event.text)] if event.text else []
-        else:
-            out = self._parts(self.parser.feed(event.text) + self.parser.end())
+        out = self._parts(self.parts.end(event.text))
         if summary.finish_reason == "cancelled":
             return out + [sse(APIError(503, "the server is shutting down: the answer is incomplete").body()),
                           "data: [DONE]\n\n"]
