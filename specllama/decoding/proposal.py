@@ -4,6 +4,7 @@ it) and the step's outcome (which records what was sent) need it, and neither ne
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 
@@ -30,10 +31,15 @@ class Proposal:
         return self.sources[i] if self.sources is not None else self.source
 
 
+def certain_lead(confidence: Sequence[float], limit: int) -> int:
+    """How many leading tokens, at most `limit`, are at NEAR_CERTAIN_ODDS or more."""
+    n = 0
+    while n < min(limit, len(confidence)) and confidence[n] >= NEAR_CERTAIN_ODDS:
+        n += 1
+    return n
+
+
 def still_certain(proposal: Proposal) -> int:
     """The near-certain lead left after a policy rescaled the confidence (a text whose drafts keep
     failing loses its claim): the leading tokens, up to the drafter's claim, still at NEAR_CERTAIN_ODDS."""
-    conf, n = proposal.confidence or [], 0
-    while n < min(proposal.certain, len(conf)) and conf[n] >= NEAR_CERTAIN_ODDS:
-        n += 1
-    return n
+    return certain_lead(proposal.confidence or [], proposal.certain)

@@ -37,7 +37,7 @@ from typing import Callable, Sequence
 from specllama.decoding.acceptance import Calibrator
 from specllama.decoding.drafters import DrafterBase, DraftRequest, Proposal
 from specllama.decoding.outcome import StepOutcome
-from specllama.decoding.proposal import NEAR_CERTAIN_ODDS
+from specllama.decoding.proposal import certain_lead
 from specllama.decoding.suffix_index import Match, SuffixIndex
 from specllama.errors import SpecllamaError
 
@@ -143,10 +143,7 @@ class SuffixDrafter(DrafterBase):
             return SuffixProposal([], source=self.name, match_length=match.length)
         raw = raw_confidence(match.counts, match.totals)
         conf = self.calibrator.calibrate(raw, match_group(match.length))
-        certain = 0
-        if match.length >= NEAR_CERTAIN_MATCH:
-            while certain < len(conf) and conf[certain] >= NEAR_CERTAIN_ODDS:
-                certain += 1
+        certain = certain_lead(conf, len(conf)) if match.length >= NEAR_CERTAIN_MATCH else 0
         # All that matched, up to the cap: under -k auto the policy cuts it where it pays.
         return SuffixProposal(match.tokens, None, conf, self.name, certain, raw, match.length, where)
 
