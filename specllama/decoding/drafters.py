@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
 
-from specllama.decoding.proposal import Proposal  # noqa: F401  (re-exported: drafters make them)
+from specllama.decoding.proposal import Proposal
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.sampling import probabilities, sample
 from specllama.llama.context import DecodeContext, DecodePart
