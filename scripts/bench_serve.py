@@ -74,7 +74,7 @@ class Server:
                  scratch: Path | None = None):
         self.name, self.port, self.scratch = name, port, scratch
         self.url = f"http://127.0.0.1:{port}"
-        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "PYTHONPATH": str(REPO), **(env or {})}
+        env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
         with log.open("ab") as f:
             f.write(f"\n=== {' '.join(cmd)}\n".encode())
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log.open("ab"))
@@ -354,10 +354,16 @@ def per_request(ag: list[dict], mode: str, base: str) -> list[tuple[str, float]]
 
 # --- report -----------------------------------------------------------------------------------------
 
+def thread_wait_label() -> str:
+    """How specllama's servers' threads waited: the environment they inherit, else its default."""
+    given = [f"{v}={os.environ[v]}" for v in ("SPECLLAMA_THREAD_WAIT", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if v in os.environ]
+    return ", ".join(given) or "specllama's default (spin); llama-server: libgomp's default"
+
+
 def report(runs: list[dict], args, target: Path) -> str:
     lines = [f"# specllama serve benchmark ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
              f"Machine: {cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}; "
-             f"threads {args.threads}; OMP_WAIT_POLICY=PASSIVE; greedy.",
+             f"threads {args.threads}; thread wait: {thread_wait_label()}; greedy.",
              f"Target: {target.name}; specllama serve --parallel {args.parallel} --ctx {args.ctx} "
              f"{' '.join(args.specllama_args)} (default pair: the draft model is loaded only where it can pay)", ""]
     tp = [r for r in runs if r["part"] == "throughput"]
@@ -418,6 +424,16 @@ def report(runs: list[dict], args, target: Path) -> str:
             lines.append(f"- **{mode} vs {base}: {plain / wall:.2f}x** by median wall time, {rate / plain_rate:.2f}x by median "
                          f"tokens/s; per request (median over rounds): {', '.join(f'{k} {v:.2f}x' for k, v in each)}; "
                          f"worst {worst[0]} {worst[1]:.2f}x")
+        if any(r["drafter"] == "llama-server" for r in ag):
+            lines += ["", "In absolute time, against llama.cpp's own plain server (`llama-server`, same file and threads):", "",
+                      "| mode | median seconds | vs llama-server | worst request vs llama-server |", "|---|---|---|---|"]
+            anchor = statistics.median([r["seconds"] for r in ag if r["drafter"] == "llama-server"])
+            for mode in dict.fromkeys(r["drafter"] for r in ag):
+                wall = statistics.median([r["seconds"] for r in ag if r["drafter"] == mode])
+                each = per_request(ag, mode, "llama-server") if mode != "llama-server" else []
+                worst = min(each, key=lambda x: x[1]) if each else None
+                lines.append(f"| {mode} | {wall:.1f} | {anchor / wall:.2f}x | "
+                             + (f"{worst[0]} {worst[1]:.2f}x |" if worst else "- |"))
         ours = [r for r in ag if r["drafter"] not in LLAMA_SERVER_MODES]
         same = all(a["texts"] == b["texts"] for a in ours for b in ours)
         lines += ["", f"identical texts in every specllama run: {same}", ""]

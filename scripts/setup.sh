@@ -114,10 +114,6 @@ extra=""
 "${pip[@]}" install --quiet -e "$repo$extra" >"$venv/specllama-install.log" 2>&1 \
     || { cat "$venv/specllama-install.log" >&2; say "installing specllama failed"; exit 1; }
 
-# With 2 threads on a shared machine, OpenMP's spinning barriers can make a decode 5-40x slower
-# when another process takes a core; passive waiting limits the damage.
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-
 case "$mode" in
     start)
         if [ $# -eq 0 ]; then set -- chat; fi

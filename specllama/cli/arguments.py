@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from specllama.decoding.request import DRAFTERS, K_MAX, PARALLEL_MAX, VERIFY_MODES, drafter_name
+from specllama.llama import thread_wait
 from specllama.llama.exact_rows import EXACT_MAX_BATCH
 
 # One table for every command; shown by --help and in the README.
@@ -151,6 +152,11 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="llama.cpp threads (default: all cores available)")
     g.add_argument("-tb", "--threads-batch", type=thread_count, metavar="N",
                    help="threads for batched decodes (default: --threads)")
+    g.add_argument("--thread-wait", choices=thread_wait.LEVELS, default=None,
+                   help="how llama.cpp's threads wait between the steps of a decode: spin (default: full speed; a "
+                        "thread spins about a millisecond, then sleeps) or sleep (at once: gentler on a machine "
+                        "busy with other work, ~25%% slower decoding; docs/install.md has the measured table). "
+                        f"Also ${thread_wait.ENV}; your own OMP_WAIT_POLICY/GOMP_SPINCOUNT win over both")
     g.add_argument("-ngl", "--gpu-layers", type=int, default=None, metavar="N",
                    help="layers offloaded to Metal/CUDA (default: all where llama.cpp can offload, else 0; -1 all)")
     g.add_argument("--exact", action="store_true",

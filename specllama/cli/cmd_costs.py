@@ -129,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     from specllama.cli.options import resolved_for, status_lines  # the runtime loads llama.cpp: only when measuring
     from specllama.cli.progress import download_bar
     from specllama.decoding.cost.model import choose_parallel
+    from specllama.llama import thread_wait
     from specllama.llama.machine import cpu_model
     from specllama.runtime.loaded import Runtime
 
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         note = weight_note(info.target.path) if curve.max_n > K_SHOWN + 1 else None
         if args.json:
             print(json.dumps({
-                "machine": {"cpu": cpu_model(), "threads": info.threads},
+                "machine": {"cpu": cpu_model(), "threads": info.threads, "thread_wait": thread_wait.in_force()},
                 "target": info.target.file,
                 "draft": draft,
                 "curve": curve.to_dict(),
@@ -158,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
                 "learnt": learnt,
             }, indent=1))
             return 0
-        print(f"machine: {cpu_model()}, {info.threads} threads; target {info.target.file}")
+        print(f"machine: {cpu_model()}, {info.threads} threads ({thread_wait.in_force()} between ops: "
+              f"--thread-wait); target {info.target.file}")
         for line in describe(curve, draft):
             print(line)
         if note:

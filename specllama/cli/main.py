@@ -39,6 +39,7 @@ from specllama.cli.help_text import SHORT_HELP, add_examples
 from specllama.cli.output import StdoutClosedError, quiet_stdout
 from specllama.cli.version import VersionAction
 from specllama.errors import SpecllamaError, UsageError
+from specllama.llama import thread_wait
 
 # Adding a command is one line here.
 COMMANDS = {
@@ -92,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     args = build_parser().parse_args(argv)
     try:
+        # Before any command loads llama.cpp: OpenMP reads how its threads wait once, at load.
+        thread_wait.configure(getattr(args, "thread_wait", None))
         return args.run(args)
     except StdoutClosedError as e:  # `specllama run hi >&-`
         quiet_stdout()

@@ -12,9 +12,11 @@ import sys
 import threading
 from collections import deque
 
-# OpenMP reads this when the library loads: with 2 cores shared with the UI, spinning barriers
-# turn a 77 ms decode into seconds whenever another process takes a core.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from specllama.llama import thread_wait
+
+# OpenMP reads how its threads wait when the library loads: a command chose its level before this
+# import (cli/main.py); anything else gets the default (thread_wait.py says why and what it costs).
+thread_wait.ensure_configured()
 
 import llama_cpp as C  # noqa: E402
 

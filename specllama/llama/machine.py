@@ -7,6 +7,7 @@ import platform
 import sys
 from pathlib import Path
 
+from specllama.llama import thread_wait
 from specllama.llama.backend import default_threads, library_version, system_info
 
 try:
@@ -62,6 +63,6 @@ def machine_info(threads: int | None = None, threads_batch: int | None = None, p
         "python": platform.python_version(),
         "llama_cpp_python": library_version(),
         "llama_system_info": system_info(),
-        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "thread_wait": thread_wait.in_force(),
         "peak_rss_bytes": peak_rss_bytes(),
     }

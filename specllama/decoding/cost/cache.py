@@ -1,9 +1,11 @@
 """Decode costs kept per machine, model files and settings: the startup curve (`specllama costs`)
 and what the engine's own steps taught (online.StepCosts.snapshot), so the next run starts from it.
 
-An entry is keyed by everything that changes the numbers: the CPU, the thread counts, the llama.cpp
-build, where the layers run (GPU offload), the cache type (exact mode), and each model file's path,
-size and modification time; change any of them and the entry is not used. A curve that contradicts
+An entry is keyed by everything that changes the numbers: the CPU, the thread counts and how the
+threads wait (sleeping threads made one-token decodes ~25 % dearer and so batches look cheap:
+llama/thread_wait.py), the llama.cpp build, where the layers run (GPU offload), the cache type
+(exact mode), and each model file's path, size and modification time; change any of them and the
+entry is not used. A curve that contradicts
 itself (a batch of n rows dearer than n one-row decodes, as measured while another process held
 the cores) is neither trusted nor cached.
 """
@@ -21,6 +23,7 @@ from typing import Callable, Iterator
 from specllama import dirs
 from specllama.decoding.cost.curve import CostCurve, measure_cost_curve
 from specllama.decoding.request import PARALLEL_MAX
+from specllama.llama import thread_wait
 from specllama.llama.backend import library_version
 from specllama.llama.context import DecodeContext
 from specllama.llama.machine import cpu_model
@@ -55,6 +58,7 @@ def key_for(target_path: Path, draft_path: Path | None, *, threads: int, threads
         "cores": os.cpu_count(),
         "threads": threads,
         "threads_batch": threads_batch,
+        "thread_wait": thread_wait.in_force(),
         "llama_cpp_python": library_version(),
         "gpu_layers": gpu_layers,
         "exact": exact,

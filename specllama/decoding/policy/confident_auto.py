@@ -1,8 +1,9 @@
 """`-k auto` for a free drafter that says how sure it is of each token (the suffix drafter).
 
-It is asked for all it matched, up to K_AUTO_MAX; its calibrated confidence is scaled by how this
-text's drafts have fared so far (acceptance.TextFit: a French essay and a code edit differ a lot at
-the same raw confidence), and the draft is cut where it pays on the live costs (free_drafts.py).
+It is asked for all it matched, up to K_AUTO_MAX (K_COPY_MAX inside a near-certain copy); its
+calibrated confidence is scaled by how this text's drafts have fared so far (acceptance.TextFit: a
+French essay and a code edit differ a lot at the same raw confidence), and the draft is cut where
+it pays on the live costs (free_drafts.py).
 A source whose drafts realise less than plain decoding on this text is benched for a while
 (realised.py), whatever its estimates say."""
 
@@ -12,10 +13,10 @@ from specllama.decoding.acceptance import TextFit
 from specllama.decoding.drafters import Drafter, Proposal
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.policy.base import NO_DRAFT, Ask, PolicyBase, PolicyKit
-from specllama.decoding.policy.free_drafts import cut_free, fully_known
+from specllama.decoding.policy.free_drafts import cut_free, fully_known, long_enough
 from specllama.decoding.proposal import still_certain
 from specllama.decoding.realised import RealisedSpeed
-from specllama.decoding.request import K_AUTO_MAX
+from specllama.decoding.request import K_COPY_MAX
 
 
 class ConfidentAuto(PolicyBase):
@@ -31,12 +32,13 @@ class ConfidentAuto(PolicyBase):
     def ask(self, room: int, alone: bool) -> Ask:
         if self.drafter.name in self.realised.avoid():
             return NO_DRAFT
-        return Ask(self.drafter, min(room, K_AUTO_MAX))
+        return Ask(self.drafter, min(room, K_COPY_MAX))
 
     def review(self, proposal: Proposal) -> Ask | None:
         if proposal.confidence is not None:
             proposal.confidence = self.fit.apply(proposal.confidence)
             proposal.certain = still_certain(proposal)
+        long_enough(proposal)
         return None
 
     def cut(self, proposal: Proposal) -> bool:

@@ -9,6 +9,7 @@ from typing import Sequence
 
 from specllama.decoding.cost.model import Ratio, Rows, best_length, causal_rows, expected_tokens, rate
 from specllama.decoding.drafters import Proposal
+from specllama.decoding.request import K_AUTO_MAX
 
 # A free draft is sent under -k auto only when it promises this much over plain decoding. Both
 # sides of the promise are uncertain: T(2)/T(1) measured on this shared 2-core machine came out
@@ -24,11 +25,21 @@ def free_length(confidence: Sequence[float], ratio: Ratio, rows: Rows = causal_r
     return best_length(confidence, ratio, min_gain=MIN_GAIN, rows=rows)
 
 
+def long_enough(proposal: Proposal) -> None:
+    """What a free draft may offer before its cut: a near-certain copy as far as it reaches (up to
+    K_COPY_MAX, asked for by the policy), anything else K_AUTO_MAX."""
+    if proposal.certain < K_AUTO_MAX:
+        proposal.tokens = proposal.tokens[:K_AUTO_MAX]
+
+
 def cut_free(proposal: Proposal, ratio: Ratio, rows: Rows = causal_rows) -> None:
     """Trim a free draft to its free_length, on the confidence its tokens came with; never below
-    its near-certain lead (Proposal.certain)."""
+    its near-certain lead (Proposal.certain) up to K_AUTO_MAX: beyond that a long copy is sent only
+    as far as the costs say it pays (one rejected token early in a 64-token draft wastes a batch
+    that costs ~20 plain steps on 2 cores)."""
     known = (proposal.confidence or [])[:len(proposal.tokens)]
-    proposal.tokens = proposal.tokens[:max(free_length(known, ratio, rows), proposal.certain)]
+    floor = min(proposal.certain, K_AUTO_MAX)
+    proposal.tokens = proposal.tokens[:max(free_length(known, ratio, rows), floor)]
 
 
 def free_rate(confidence: Sequence[float], ratio: Ratio, rows: Rows = causal_rows) -> float:

@@ -18,10 +18,10 @@ from specllama.decoding.cost.model import Ratio
 from specllama.decoding.drafters import Drafter, Proposal
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.policy.base import Ask, PolicyBase, PolicyKit
-from specllama.decoding.policy.free_drafts import cut_free, free_rate, fully_known
+from specllama.decoding.policy.free_drafts import cut_free, free_rate, fully_known, long_enough
 from specllama.decoding.proposal import still_certain
 from specllama.decoding.realised import RealisedSpeed
-from specllama.decoding.request import K_AUTO_MAX
+from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
 
 
 def choose_source(suffix: Proposal, model: PositionAcceptance | None, cap: int, avoid: AbstractSet[str],
@@ -62,8 +62,8 @@ class SourceChoice(PolicyBase):
             self.model.prefill(slot, prompt)
 
     def ask(self, room: int, alone: bool) -> Ask:
-        self._cap = min(room, K_AUTO_MAX)
-        return Ask(self.suffix, self._cap)
+        self._cap = min(room, K_AUTO_MAX)  # the model's longest draft
+        return Ask(self.suffix, min(room, K_COPY_MAX))
 
     def review(self, proposal: Proposal) -> Ask | None:
         if proposal.source != self.suffix.name:  # the model's draft: this text's odds as its confidence
@@ -73,6 +73,7 @@ class SourceChoice(PolicyBase):
         if proposal.confidence is not None:
             proposal.confidence = self.fit.apply(proposal.confidence)
             proposal.certain = still_certain(proposal)
+        long_enough(proposal)
         choice, k = choose_source(proposal, self.acceptance, self._cap, self.realised.avoid(), self.kit.costs.ratio)
         if choice == "model":
             return Ask(self.model, k)
