@@ -153,10 +153,11 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("-tb", "--threads-batch", type=thread_count, metavar="N",
                    help="threads for batched decodes (default: --threads)")
     g.add_argument("--thread-wait", choices=thread_wait.LEVELS, default=None,
-                   help="how llama.cpp's threads wait between the steps of a decode: spin (default: full speed; a "
-                        "thread spins about a millisecond, then sleeps) or sleep (at once: gentler on a machine "
-                        "busy with other work, ~25%% slower decoding; docs/install.md has the measured table). "
-                        f"Also ${thread_wait.ENV}; your own OMP_WAIT_POLICY/GOMP_SPINCOUNT win over both")
+                   help="how llama.cpp's threads wait between the steps of a decode: spin (full speed while the "
+                        "cores are free; far slower when other work takes one), sleep (~25%% slower, steady on a busy "
+                        "machine) or auto (default: spin if the cores are idle as the command starts, else sleep; "
+                        f"docs/install.md has the measured table). Also ${thread_wait.ENV}; your own "
+                        "OMP_WAIT_POLICY/GOMP_SPINCOUNT win over both")
     g.add_argument("-ngl", "--gpu-layers", type=int, default=None, metavar="N",
                    help="layers offloaded to Metal/CUDA (default: all where llama.cpp can offload, else 0; -1 all)")
     g.add_argument("--exact", action="store_true",

@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         # Before any command loads llama.cpp: OpenMP reads how its threads wait once, at load.
-        thread_wait.configure(getattr(args, "thread_wait", None))
+        thread_wait.configure(getattr(args, "thread_wait", None), getattr(args, "threads", None))
         return args.run(args)
     except StdoutClosedError as e:  # `specllama run hi >&-`
         quiet_stdout()

@@ -12,10 +12,15 @@ polls there whatever this module says.
 Levels, chosen per command before llama.cpp loads (`configure`), overridable with --thread-wait or
 SPECLLAMA_THREAD_WAIT, and never over a user's own OMP_WAIT_POLICY / GOMP_SPINCOUNT:
 
-  spin   threads spin up to SPIN_COUNT iterations (about a millisecond) at a barrier, then sleep:
-         full speed when the cores are ours, and a bounded loss when another process takes one
-  sleep  threads sleep at once (OMP_WAIT_POLICY=PASSIVE): for a machine busy with other work,
-         where a spinning thread would steal the time the other work needs
+  spin   threads spin SPIN_COUNT PAUSEs at a barrier before they sleep: full speed while the cores
+         are ours. But when anything else runs on a core our threads use, every barrier waits for a
+         preempted thread: measured here beside other work (load 8-10), 0.8-1.8 tok/s against
+         12-15 asleep, whatever our priority (nice -15 too)
+  sleep  threads sleep at once (OMP_WAIT_POLICY=PASSIVE): ~25 % slower on an idle machine, and
+         the one that holds up on a busy one
+  auto   (the default) spin when the cores the threads will use are idle as the command starts
+         (other processes' CPU time over AUTO_WINDOW_S, from /proc/stat), else sleep; where that
+         cannot be read (macOS, which has no OpenMP build anyway), spin
 
 This module imports nothing from llama_cpp: it must run before the library loads.
 """
@@ -24,11 +29,12 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from specllama.errors import UsageError
 
-LEVELS = ("spin", "sleep")
-DEFAULT_LEVEL = "spin"
+LEVELS = ("auto", "spin", "sleep")
+DEFAULT_LEVEL = "auto"
 ENV = "SPECLLAMA_THREAD_WAIT"
 # libgomp counts about 100,000 spins a millisecond; its own default (no OMP_WAIT_POLICY) is
 # 300,000 and OMP_WAIT_POLICY=ACTIVE 30 billion. Measured here, 30,000 and 300,000 decode alike;
@@ -39,11 +45,17 @@ _USER_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 # worker) can tell its parent's level from the user's own variables and choose its own.
 _MARK = "SPECLLAMA_THREAD_WAIT_APPLIED"
 
+AUTO_WINDOW_S = 0.2  # how long `auto` watches the machine: 20 scheduler ticks a core
+# `auto` spins only when other processes used at most this many cores' time beyond the cores our
+# threads leave free: a background browser tab, not a build or another model.
+AUTO_BUSY_CORES = 0.25
+
 _chosen: str | None = None  # the level configure() applied; None: not yet
+_reason = ""  # why `auto` chose what it chose, for reports
 
 
 def environment_for(level: str) -> dict[str, str]:
-    """The OpenMP variables a level sets."""
+    """The OpenMP variables a level sets (`auto` once it has chosen)."""
     if level == "spin":
         return {"GOMP_SPINCOUNT": str(SPIN_COUNT)}
     if level == "sleep":
@@ -56,21 +68,61 @@ def user_set() -> bool:
     return _MARK not in os.environ and any(name in os.environ for name in _USER_VARS)
 
 
-def configure(level: str | None = None) -> str:
+def cpu_times() -> tuple[int, int] | None:
+    """(busy, total) scheduler ticks of all CPUs since boot; None where /proc/stat is not there."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
+def busy_cores(before: tuple[int, int], after: tuple[int, int], cores: int) -> float:
+    """Cores' worth of CPU time used between two cpu_times() samples."""
+    busy, total = after[0] - before[0], after[1] - before[1]
+    return cores * busy / total if total > 0 else 0.0
+
+
+def decide(busy: float, cores: int, threads: int) -> str:
+    """`auto`'s choice: spin when what else runs fits on the cores our threads leave free."""
+    return "spin" if busy <= max(0, cores - threads) + AUTO_BUSY_CORES else "sleep"
+
+
+def _auto(threads: int | None) -> str:
+    global _reason
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    before = cpu_times()
+    if before is None:
+        _reason = "no /proc/stat"
+        return "spin"
+    time.sleep(AUTO_WINDOW_S)
+    busy = busy_cores(before, cpu_times() or before, os.cpu_count() or cores)
+    level = decide(busy, cores, threads or cores)
+    _reason = f"{busy:.1f} of {cores} cores busy elsewhere"
+    return level
+
+
+def configure(level: str | None = None, threads: int | None = None) -> str:
     """Apply a level (None: SPECLLAMA_THREAD_WAIT, else the default) before llama.cpp loads, and
     return what is in force: the level, "user" (the user's own OpenMP variables), or "fixed" when
-    llama.cpp was already loaded (the first choice stands: libgomp read its environment once)."""
+    llama.cpp was already loaded (the first choice stands: libgomp read its environment once).
+    `threads`: how many llama.cpp will use (None: every core), which `auto` weighs."""
     global _chosen
     level = level or os.environ.get(ENV) or DEFAULT_LEVEL
-    wanted = environment_for(level)  # an unknown level fails here, in one line
+    if level not in LEVELS:
+        raise UsageError(f"unknown thread wait level {level!r} (--thread-wait or ${ENV}): choose one of {', '.join(LEVELS)}")
     if user_set() and _chosen is None:
         _chosen = "user"
         return _chosen
     if "llama_cpp" in sys.modules:
         return _chosen or "fixed"
+    if level == "auto":
+        level = _auto(threads)
     for name in _USER_VARS:  # a later configure() in the same process (tests) replaces the earlier level
         os.environ.pop(name, None)
-    os.environ.update(wanted)
+    os.environ.update(environment_for(level))
     os.environ[_MARK] = level
     _chosen = level
     return level
@@ -83,8 +135,9 @@ def ensure_configured() -> str:
 
 
 def in_force() -> str:
-    """What the threads do, for reports: "spin", "sleep", or the user's OpenMP variables."""
+    """What the threads do, for reports: "spin", "sleep" (with `auto`'s reason), or the user's
+    OpenMP variables."""
     if _chosen in LEVELS:
-        return _chosen
+        return f"{_chosen} (auto: {_reason})" if _reason else _chosen
     given = ", ".join(f"{name}={os.environ[name]}" for name in _USER_VARS if name in os.environ)
     return given or "OpenMP default"
