@@ -40,3 +40,22 @@ def test_an_uncertain_match_stays_within_k_auto_max():
 
 def test_a_certain_lead_shorter_than_k_auto_max_is_still_sent_whatever_the_costs():
     assert sent(copy(K_COPY_MAX, 0.9, 5), slope(5.0)) == 5
+
+
+def test_a_prompt_bounds_what_rows_past_the_largest_batch_timed_cost():
+    # Small batches timed dear (0.75 a row on 2 cores), a prompt decoded at 1/3 of a step a row:
+    # a 65-row batch is priced from the prompt's row, not from the small batches' slope.
+    from specllama.decoding.cost.online import VERIFY_ROW_FACTOR, StepCosts
+
+    costs = StepCosts()
+    for _ in range(5):
+        costs.record_step(1, 0.040)
+        costs.record_step(9, 0.040 * 7.0)
+        costs.record_step(8, 0.040 * 6.25)
+    steep = costs.ratio(65)
+    costs.record_prefill(512, 512 * 0.040 / 3)
+    bounded = costs.ratio(65)
+    assert steep > 40  # the small batches' slope, 0.75 a row
+    assert abs(bounded - (7.0 + VERIFY_ROW_FACTOR / 3 * 56)) < 0.5
+    costs.record_prefill(8, 8 * 0.001)  # a short chunk says nothing of big batches
+    assert abs(costs.ratio(65) - bounded) < 1e-9

@@ -205,7 +205,10 @@ class Engine:
             for start in range(0, len(rest), chunk):
                 if start and request.cancel.cancelled:
                     break
-                target.decode(rest[start:start + chunk], logits="none", seq=index)
+                t_chunk = time.perf_counter()
+                piece = rest[start:start + chunk]
+                target.decode(piece, logits="none", seq=index)
+                self.costs.record_prefill(len(piece), time.perf_counter() - t_chunk)
             if not request.cancel.cancelled:
                 # The policy lets its drafters digest the prompt now, or leaves it to their first
                 # proposal (a draft model under -k auto that may not draft at all).

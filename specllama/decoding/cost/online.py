@@ -53,6 +53,14 @@ FEW_SAMPLES = 4
 STALE_STEPS = 64
 MIN_SLOPE = 0.02  # nor nothing
 RECENT_PLAIN = 8  # plain steps a batch's sample is compared with: the machine's speed at that moment
+# Beyond the largest row count timed, a row never costs more than a prompt's row does, times this:
+# a verified row also computes its logits (151,936 of them for Qwen), which a prefill row skips.
+# Measured here with spinning threads: a 64-row verify batch 16.7 ms a row, a 958-token prefill
+# 11.4-12.0 ms a row. Without this bound the slope of T(8)..T(9) (0.7 a row: small batches are
+# dear on 2 cores) priced a 64-token draft at T(65)/T(1) ~ 46 against ~25 measured, and a
+# near-certain copy never drafted past a few tokens.
+VERIFY_ROW_FACTOR = 1.4
+PREFILL_MIN_ROWS = 32  # shorter prompt chunks say little about a big batch's cost per row
 
 
 def generic_ratio(n: int) -> float | None:
@@ -79,6 +87,7 @@ class StepCosts:
     last_seen: dict[int, int] = field(default_factory=dict)  # rows -> the step it was last timed at
     forgotten: dict[int, int] = field(default_factory=dict)  # rows -> how often its samples expired
     draft: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # recent draft-decode seconds
+    prefill: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # seconds a row of recent prompt chunks
     steps: int = 0
     last_t1_step: int = -1  # when T(1) was last observed (a plain step): the planner probes when it is stale
     # Estimates are read many times a step (every drafter, every candidate length and N) and change
@@ -111,6 +120,20 @@ class StepCosts:
             del self.target[n]  # estimated again as unseen: optimistic, so it is timed again
             self.relative.pop(n, None)
             self.forgotten[n] = self.forgotten.get(n, 0) + 1
+
+    def record_prefill(self, rows: int, seconds: float) -> None:
+        """A prompt chunk of `rows` tokens (no logits) took `seconds`: what a row of a big batch
+        costs, the bound on extrapolating T(n) past the largest batch timed. Kept in seconds: a
+        first request's prompt is decoded before any plain step has timed T(1)."""
+        if rows >= PREFILL_MIN_ROWS and seconds > 0:
+            self._memo.clear()
+            self.prefill.append(seconds / rows)
+
+    def prefill_row_ratio(self) -> float | None:
+        """What one more row of a big verify batch costs, in plain steps; None before a prompt
+        chunk of PREFILL_MIN_ROWS or more was timed, or T(1) is known."""
+        t1 = self.t1()
+        return VERIFY_ROW_FACTOR * statistics.median(self.prefill) / t1 if self.prefill and t1 else None
 
     def record_draft(self, decodes: int, seconds: float) -> None:
         """The draft model spent `seconds` on `decodes` decodes (draft positions) this step."""
@@ -232,8 +255,9 @@ class StepCosts:
         # The slope of the largest two points; a virtual point at 0 rows gives the generic slope
         # when T(1) is the only one.
         (na, ra), (n0, r0) = ([(0, 1.0 - GENERIC_SLOPE)] + points)[-2:]
-        slope = (r0 - ra) / (n0 - na)
-        return r0 + min(MAX_SLOPE, max(MIN_SLOPE, slope)) * (rows - n0)
+        slope = min(MAX_SLOPE, max(MIN_SLOPE, (r0 - ra) / (n0 - na)))
+        row = self.prefill_row_ratio()
+        return r0 + (min(slope, row) if row is not None else slope) * (rows - n0)
 
     # --- persistence -------------------------------------------------------------------------
 
