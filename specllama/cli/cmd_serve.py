@@ -120,8 +120,8 @@ def run(args: argparse.Namespace) -> int:
                   f"{runtime.parallelism} request(s) decoded together, {args.queue} may wait · drafters "
                   f"{', '.join(runtime.drafters)} (default {defaults.drafter})"
                   + (" · API key required" if api_key else ""), file=sys.stderr, flush=True)
-            serve(create_app(state, api_key, tuple(args.cors)), state, sock, connection_limits(args))
+            status = serve(create_app(state, api_key, tuple(args.cors)), state, sock, connection_limits(args))
     finally:
         sock.close()
-    print("specllama serve: stopped", file=sys.stderr)
-    return 0
+    print("specllama serve: stopped" + (f" (the engine died: exit status {status})" if status else ""), file=sys.stderr)
+    return status

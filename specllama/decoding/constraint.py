@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from specllama.decoding.schema_finite import unsatisfiable_ref
 from specllama.errors import SpecllamaError
 
 KINDS = ("json_object", "json_schema", "lark", "regex")
@@ -70,6 +71,9 @@ def grammar_text(c: Constraint) -> str:
             json.dumps(c.schema)
         except (TypeError, ValueError) as e:
             raise SpecllamaError(f"the JSON schema is not JSON: {e}") from None
+        why = schema_problem(c.schema)
+        if why:
+            raise SpecllamaError(f"the JSON schema {why}")
         options = dict(JSON_LAYOUT, lenient=not c.strict)
         try:
             return LLMatcher.grammar_from_json_schema(c.schema, overrides=options)
@@ -80,6 +84,15 @@ def grammar_text(c: Constraint) -> str:
     if c.kind == "lark":
         return LLMatcher.grammar_from_lark(c.grammar)
     return LLMatcher.grammar_from_regex(c.grammar)
+
+
+def schema_problem(schema: dict) -> str | None:
+    """Why no answer could meet this schema (it has no finite instance), or None."""
+    ref = unsatisfiable_ref(schema)
+    if ref is None:
+        return None
+    return (f"has no finite instance: every value of '{ref}' must contain another one (through required properties "
+            "or minItems), so no answer could ever be complete")
 
 
 def _label(c: Constraint) -> str:

@@ -11,7 +11,9 @@ slot (a chat's next turn) reuses them.
 
 from __future__ import annotations
 
+import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Hashable
 
@@ -25,7 +27,11 @@ from specllama.decoding.request import GenerationConfig, Request
 from specllama.decoding.stop import StopMatcher
 from specllama.decoding.verifiers import Verifier
 from specllama.decoding.verify import Verdict
+from specllama.errors import SpecllamaError
 from specllama.llama.model import StreamDecoder
+
+FAILED = "failed"  # a slot's finish when its own request failed mid-generation (slot.fault says why)
+FAULT_CHARS = 300  # an unexpected error's text in a client's answer is cut here: the reason, not a dump
 
 
 @dataclass
@@ -43,6 +49,7 @@ class Slot:
     pieces: list[str] = field(default_factory=list)
     finish: str = ""
     guide: Guide | None = None  # the request's grammar (grammar.py), when it has a constraint
+    fault: str = ""  # why this request failed mid-generation (finish FAILED): its client's error message
 
     @property
     def tag(self) -> Hashable:
@@ -58,6 +65,27 @@ class Slot:
         nothing else reading the rows (a grammar's mask, logprobs). Saves copying 152k floats a row
         out of llama.cpp and a second pass over them."""
         return self.config.sampling.greedy and self.guide is None and self.config.logprobs is None
+
+    def fail(self, error: BaseException) -> None:
+        """This request alone has failed (its grammar hit a limit, a bug in its own state): it
+        ends with an error after this step; the other slots go on."""
+        if not self.fault:
+            self.fault = fault_message(error)
+            if not isinstance(error, SpecllamaError):  # a bug: its traceback for the log, its first line for the client
+                traceback.print_exception(error, file=sys.stderr)
+        self.finish = FAILED
+
+    def emit_guarded(self, sent: Proposal, verdict: Verdict, model, rows: np.ndarray | None = None) -> list[TokenEvent]:
+        """emit(), unless the request has failed; a failure while emitting fails it (its events
+        of this step are dropped: the client gets the error, not a token its grammar never allowed)."""
+        if self.fault:
+            self.finish = FAILED
+            return []
+        try:
+            return self.emit(sent, verdict, model, rows)
+        except Exception as e:
+            self.fail(e)
+            return []
 
     def emit(self, sent: Proposal, verdict: Verdict, model, rows: np.ndarray | None = None) -> list[TokenEvent]:
         """Commit the step's new tokens (accepted drafts, then the target's own) as text events,
@@ -101,6 +129,17 @@ class Slot:
         summary.finish_reason = self.finish
         summary.text = "".join(self.pieces)
         return DoneEvent(tail, summary)
+
+
+def fault_message(error: BaseException) -> str:
+    """What the failed request's client is told: a SpecllamaError's own line; for anything else
+    (a bug, a library's RuntimeError) its type and first line, cut short."""
+    if isinstance(error, SpecllamaError):
+        return str(error)
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    text = "internal error while generating this answer (" + text + ")"
+    return text if len(text) <= FAULT_CHARS else text[:FAULT_CHARS - 1] + "…"
 
 
 def token_logprobs(row: np.ndarray, token: int, top: int) -> TokenLogprobs:

@@ -28,6 +28,7 @@ from starlette.routing import Route
 
 from specllama.decoding.engine import DoneEvent, TokenEvent
 from specllama.decoding.engine import Request as EngineRequest
+from specllama.decoding.grammar import GrammarFault
 from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.server import anthropic, openai_responses
 from specllama.server.anthropic import AnthropicWriter
@@ -198,6 +199,9 @@ def checked(state: ServerState, parse: Callable[[], Job], prompt_param: str) -> 
         state.runtime.check(EngineRequest(job.prompt, job.config))
     except ContextOverflowError as e:
         raise invalid(str(e), prompt_param, code="context_length_exceeded") from None
+    except GrammarFault as e:  # the request's grammar: its tools' or its response_format's
+        raise invalid(str(e), "tools" if job.config.constraint and job.config.constraint.kind == "lark" else
+                      "response_format") from None
     except SpecllamaError as e:  # a chat template that fails to render, a drafter that needs a cost curve
         raise invalid(str(e)) from None
     return job
@@ -383,12 +387,16 @@ def _props(state: ServerState) -> dict:
 
 
 def _health(state: ServerState) -> Response:
+    """Answered without a key, so it says the server's state and counts, never an error's text (a
+    dead engine's error once carried a client's whole grammar here, issue 41): "ok" (llama-server's
+    word; `specllama ps` and load balancers read it), "busy" (every slot taken: a request waits), or
+    "stopping" (503: draining, or the engine died and the process is exiting)."""
+    if not state.worker.alive or state.draining:
+        return JSONResponse({"status": "stopping"}, 503)
     active, queued = state.worker.counts()
-    if not state.worker.alive:
-        return JSONResponse({"status": "error", "error": state.worker.failure or "the engine has stopped"}, 503)
-    if state.draining:
-        return JSONResponse({"status": "shutting down"}, 503)
-    return JSONResponse({"status": "ok", "slots": state.runtime.parallelism, "active": active, "queued": queued})
+    slots = state.runtime.parallelism
+    status = "busy" if active >= slots or queued else "ok"
+    return JSONResponse({"status": status, "slots": slots, "active": active, "queued": queued})
 
 
 def _metrics(state: ServerState) -> Response:

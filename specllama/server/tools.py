@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from specllama.decoding.constraint import JSON_LAYOUT, Constraint
+from specllama.decoding.constraint import JSON_LAYOUT, Constraint, schema_problem
 from specllama.server.api_errors import invalid
 from specllama.server.tool_calls import CLOSE, OPEN
 
@@ -83,6 +83,9 @@ def parse_tools(body: dict) -> ToolUse | None:
         parameters = function.get("parameters")
         if parameters is not None and not isinstance(parameters, dict):
             raise invalid(f"{where}.function.parameters must be a JSON schema object", f"{where}.function.parameters")
+        why = schema_problem(parameters) if parameters else None
+        if why:
+            raise invalid(f"{where}.function.parameters: the schema {why}", f"{where}.function.parameters")
         names.append(function["name"])
     if len(set(names)) != len(names):
         raise invalid("two tools have the same name", "tools")
