@@ -102,7 +102,11 @@ class Slot:
                 break
             self.committed.append(token)
             summary.tokens += 1
-            text, hit = self.stops.feed(self.decoder.feed(token))
+            piece = self.decoder.feed(token)
+            # Stop strings apply outside what a grammar holds: a stop inside a JSON answer would cut
+            # it into invalid JSON (issue 41: `stop: ["\""]` gave `{`); the grammar ends that part.
+            held = self.guide is not None and self.guide.active and not self.guide.complete
+            text, hit = (self.stops.pass_through(piece), False) if held else self.stops.feed(piece)
             self.pieces.append(text)
             logprobs = token_logprobs(rows[i], token, self.config.logprobs) if rows is not None and \
                 self.config.logprobs is not None else None
@@ -111,6 +115,7 @@ class Slot:
                 self.guide.advance(token)
             if hit:
                 self.finish = "stop_string"
+                summary.stop_string = self.stops.matched
             elif self.guide is not None and self.guide.complete:
                 self.finish = "stop"  # the grammar admits nothing more: the answer is whole
             elif summary.tokens >= self.config.max_tokens:

@@ -20,7 +20,7 @@ from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.server.api_errors import APIError, invalid
 from specllama.server.schema import Job
 from specllama.server.tool_calls import ToolCall
-from specllama.server.writer import AnswerParts, sse
+from specllama.server.writer import AnswerParts, cut_short, sse
 
 BILLING_LINE = "x-anthropic-billing-header:"
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
@@ -162,16 +162,16 @@ class AnthropicWriter:
         self.calls = 0
 
     def _stop(self, summary: Summary, calls: int) -> tuple[str, str | None]:
+        if cut_short(summary):  # before calls: a budget that cut the answer may have cut a call
+            return "max_tokens", None
         if calls:
             return "tool_use", None
-        if summary.finish_reason in ("length", "context"):
-            return "max_tokens", None
         if summary.finish_reason == "stop_string":
-            return "stop_sequence", self.stops[0] if len(self.stops) == 1 else None
+            return "stop_sequence", summary.stop_string or (self.stops[0] if len(self.stops) == 1 else None)
         return "end_turn", None
 
     def whole(self, summary: Summary, tokens: list[TokenEvent]) -> dict:
-        text, calls = self.parts.whole(summary.text)
+        text, calls = self.parts.whole(summary)
         content = [{"type": "text", "text": text}] if text else []
         content += [_tool_use(call) for call in calls]
         reason, sequence = self._stop(summary, len(calls))
@@ -190,7 +190,7 @@ class AnthropicWriter:
 
     def done(self, event: DoneEvent) -> list[str]:
         summary = event.summary
-        out = self._parts(self.parts.end(event.text))
+        out = self._parts(self.parts.end(event.text, summary))
         if summary.finish_reason == "cancelled":
             return out + self.failed(APIError(503, "the server is shutting down: the answer is incomplete"))
         out += self._close()

@@ -39,7 +39,7 @@ from specllama.server.prepare import ClientGone, Preparer, ServerStopping, disco
 from specllama.server.request_body import body_json
 from specllama.server.request_log import log_request
 from specllama.server.responses import Answer
-from specllama.server.schema import Job, ServedModel, parse_chat, parse_completion
+from specllama.server.schema import Job, ServedModel, chat_prompt_tokens, parse_chat, parse_completion
 from specllama.server.stopping import Stopping, unless_stopping
 from specllama.server.worker import EngineWorker, QueueFull, Refused, ShuttingDown
 from specllama.server.writer import OpenAIWriter, Writer
@@ -155,8 +155,9 @@ def _count_tokens_handler(state: ServerState):
     """POST /v1/messages/count_tokens: the prompt's tokens, as Claude Code asks before sending."""
     async def handle(request: Request) -> Response:
         try:
-            job, _ = await prepare_request(state, request, lambda body, stop: _parse_messages(state, body, stop))
-            return JSONResponse({"input_tokens": len(job.prompt)})
+            count = await prepare_request(state, request, lambda body, stop: chat_prompt_tokens(
+                anthropic.chat_request(body), state.served, SessionTemplate(state.runtime, stop, bounded=False)))
+            return JSONResponse({"input_tokens": count})
         except APIError as e:
             return JSONResponse(anthropic.error_body(e), status_code=e.status)
 
@@ -210,11 +211,15 @@ def checked(state: ServerState, parse: Callable[[], Job], prompt_param: str) -> 
 class SessionTemplate:
     """The Session's chat template as parse_chat asks for it (schema.ChatTemplate)."""
 
-    def __init__(self, runtime, stop: Callable[[], bool]):
+    def __init__(self, runtime, stop: Callable[[], bool], bounded: bool = True):
         self.runtime = runtime
         self.stop = stop
+        self.bounded = bounded  # False: any length is tokenized (counting; the body's size is bounded)
 
     def tokens(self, messages: list[dict], tools: list[dict] | None, continue_last: bool) -> list[int]:
+        if not self.bounded:
+            return self.runtime.chat_tokens(messages, stop=self.stop, tools=tools, continue_last=continue_last,
+                                            bounded=False)
         return self.runtime.chat_tokens(messages, stop=self.stop, tools=tools, continue_last=continue_last)
 
     def tool_call_format(self) -> str | None:

@@ -138,7 +138,7 @@ class ResponsesWriter:
         return out
 
     def whole(self, summary: Summary, tokens: list[TokenEvent]) -> dict:
-        text, calls = self.parts.whole(summary.text)
+        text, calls = self.parts.whole(summary)
         output = [_message(text, "completed")] if text else []
         output += [_function_call(call, "completed") for call in calls]
         return self._response("completed", output, summary)
@@ -156,7 +156,7 @@ class ResponsesWriter:
         return self._parts(self.parts.feed(event.text))
 
     def done(self, event: DoneEvent) -> list[str]:
-        out = self._parts(self.parts.end(event.text)) + self._close_message()
+        out = self._parts(self.parts.end(event.text, event.summary)) + self._close_message()
         if event.summary.finish_reason == "cancelled":
             return out + self.failed(APIError(503, "the server is shutting down: the answer is incomplete"))
         response = self._response("completed", self.output, event.summary)

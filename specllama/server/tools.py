@@ -155,13 +155,18 @@ def has_tool_turns(messages: list[dict]) -> bool:
     return any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
 
 
-def tool_constraint(use: ToolUse, open_token: str, close_token: str) -> Constraint | None:
+def tool_constraint(use: ToolUse, open_token: str, close_token: str, answer: Constraint | None = None) -> Constraint | None:
     """The grammar a call follows (llguidance's Lark, %json for each function's arguments), from
     where the answer's forced start leaves off. `open_token` / `close_token`: how the grammar names
     <tool_call> and </tool_call> (`<[id]>` where each is one special token of the vocabulary, whose
-    text a plain string in the grammar would not match)."""
+    text a plain string in the grammar would not match). `answer`: the request's response_format,
+    which an answer that is not a call must follow (issue 41: it was silently dropped): under
+    "none" it is the whole constraint; under "auto" the answer is either calls or that JSON (a
+    grammar from the first token, no longer lazy); a forced call's answer is the call alone."""
     if not use.parses:
-        return None
+        return answer
+    if answer is not None and use.choice == "auto":
+        return _calls_or_answer(use, open_token, close_token, answer)
     lines = []
     if use.choice == "function":
         lines.append(f'start: args_0 "}}" "\\n" {close_token}')
@@ -177,6 +182,17 @@ def tool_constraint(use: ToolUse, open_token: str, close_token: str) -> Constrai
         lines.append(f'call_{i}: {head} args_{i} "}}"')
         lines.append(f"args_{i}: %json " + _schema_text(use, name))
     return Constraint(kind="lark", grammar="\n".join(lines), trigger=OPEN if use.choice == "auto" else None)
+
+
+def _calls_or_answer(use: ToolUse, open_token: str, close_token: str, answer: Constraint) -> Constraint:
+    lazy = tool_constraint(use, open_token, close_token)
+    calls = [line for line in lazy.grammar.splitlines() if not line.startswith("start:")]
+    schema = answer.schema if answer.kind == "json_schema" else {"type": "object"}
+    options = {**JSON_LAYOUT, "lenient": not answer.strict}
+    more = f' ("\\n" {open_token} "\\n" call "\\n" {close_token})*' if use.parallel else ""
+    start = f'start: answer | {open_token} "\\n" call "\\n" {close_token}{more}'
+    body = json.dumps({**schema, "x-guidance": options}, ensure_ascii=False)
+    return Constraint(kind="lark", grammar="\n".join([start, "answer: %json " + body, *calls]))
 
 
 def _schema_text(use: ToolUse, name: str) -> str:
