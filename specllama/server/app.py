@@ -137,11 +137,22 @@ def _messages_handler(state: ServerState):
                 raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
             job, stops = await prepare_request(state, request, lambda body, stop: _parse_messages(state, body, stop))
             return await answer(state, request, job, AnthropicWriter(job, state.served.name, stops))
-        except APIError as e:
-            retry = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else None
-            return JSONResponse(anthropic.error_body(e), status_code=e.status, headers=retry)
+        except Exception as e:
+            return _anthropic_error(request, e)
 
     return handle
+
+
+def _anthropic_error(request: Request, e: Exception) -> Response:
+    """An Anthropic route's error in Anthropic's shape, a bug's 500 included (issue 41: they came
+    in OpenAI's); a client that left or a server stopping are answered as on every route."""
+    if isinstance(e, (ClientGone, ServerStopping)):
+        raise e
+    if not isinstance(e, APIError):
+        traceback.print_exception(e, file=sys.stderr)
+        e = APIError(500, f"internal server error ({type(e).__name__})")
+    retry = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else None
+    return JSONResponse(anthropic.error_body(e), status_code=e.status, headers=retry)
 
 
 def _parse_messages(state: ServerState, body: object, stop: Callable[[], bool]) -> tuple[Job, tuple[str, ...]]:
@@ -158,8 +169,8 @@ def _count_tokens_handler(state: ServerState):
             count = await prepare_request(state, request, lambda body, stop: chat_prompt_tokens(
                 anthropic.chat_request(body), state.served, SessionTemplate(state.runtime, stop, bounded=False)))
             return JSONResponse({"input_tokens": count})
-        except APIError as e:
-            return JSONResponse(anthropic.error_body(e), status_code=e.status)
+        except Exception as e:
+            return _anthropic_error(request, e)
 
     return handle
 

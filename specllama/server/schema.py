@@ -300,7 +300,8 @@ def _messages(messages: object) -> list[dict]:
         where = f"messages[{i}]"
         if not isinstance(message, dict):
             raise invalid(f"{where} must be an object", where)
-        role = ROLES.get(message.get("role"))
+        role = message.get("role")
+        role = ROLES.get(role) if isinstance(role, str) else None  # a list or object is no role (and unhashable)
         if role is None:
             raise invalid(f"{where}.role must be one of {', '.join(ROLES)}, got {message.get('role')!r}", f"{where}.role")
         content = _content(message.get("content"), role, f"{where}.content")

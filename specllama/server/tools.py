@@ -68,6 +68,9 @@ def parse_tools(body: dict) -> ToolUse | None:
                       "functions")
     tools = body.get("tools")
     if not tools:
+        choice = body.get("tool_choice")
+        if choice is not None and choice not in ("auto", "none"):  # a call that cannot be made: refused, not ignored
+            raise invalid("'tool_choice' asks for a tool call but the request has no 'tools'", "tool_choice")
         return None
     if not isinstance(tools, list):
         raise invalid("'tools' must be an array of {\"type\": \"function\", \"function\": {...}}", "tools")
@@ -141,7 +144,11 @@ def _template_call(call: object, where: str) -> dict:
     if not isinstance(function, dict) or not isinstance(function.get("name"), str):
         raise invalid(f"{where} must be {{\"id\": ..., \"type\": \"function\", \"function\": {{\"name\": ..., "
                       "\"arguments\": ...}}}}", where)
+    if call.get("id") is not None and not isinstance(call.get("id"), str):
+        raise invalid(f"{where}.id must be a string", f"{where}.id")
     arguments = function.get("arguments")
+    if arguments is not None and not isinstance(arguments, (str, dict)):
+        raise invalid(f"{where}.function.arguments must be a JSON string or an object", f"{where}.function.arguments")
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
