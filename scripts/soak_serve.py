@@ -143,7 +143,7 @@ class Soak:
     def do_disconnect(self, prompt: str, rng) -> None:
         body = self.chat(prompt, max_tokens=512)
         with socket.create_connection(("127.0.0.1", self.port)) as sock:
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                          + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
             time.sleep(rng.uniform(0.0, 0.5))
         self.note("disconnect", True)

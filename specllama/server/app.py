@@ -33,6 +33,7 @@ from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.server import anthropic, openai_responses
 from specllama.server.anthropic import AnthropicWriter
 from specllama.server.api_errors import APIError, invalid
+from specllama.server.browser_guard import BrowserGuard, allowed_hosts
 from specllama.server.metrics import Metrics
 from specllama.server.openai_responses import ResponsesWriter
 from specllama.server.prepare import ClientGone, Preparer, ServerStopping, disconnected
@@ -64,9 +65,11 @@ class ServerState:
     stopping: Stopping = field(default_factory=Stopping)
 
 
-def create_app(state: ServerState, api_key: str | None = None, cors: tuple[str, ...] = ()) -> Starlette:
+def create_app(state: ServerState, api_key: str | None = None, cors: tuple[str, ...] = (),
+               hosts: frozenset[str] | None = allowed_hosts("127.0.0.1")) -> Starlette:
     """The routes; the key check (when a key is set) inside CORS, so a browser's preflight, which
-    carries no key, is answered."""
+    carries no key, is answered; outside both, the Origin and Host checks (browser_guard.py;
+    `hosts`: the Host names answered, None for any)."""
     routes = [
         Route("/v1/chat/completions", _handler(state, chat=True), methods=["POST"]),
         Route("/v1/completions", _handler(state, chat=False), methods=["POST"]),
@@ -91,6 +94,7 @@ def create_app(state: ServerState, api_key: str | None = None, cors: tuple[str, 
     # A browser UI on this machine (any port) may call the API; --cors names more origins ("*": any).
     app.add_middleware(CORSMiddleware, allow_origins=list(cors), allow_origin_regex=LOCAL_ORIGINS, allow_methods=["*"],
                        allow_headers=["*"], expose_headers=["Retry-After"], max_age=600)
+    app.add_middleware(BrowserGuard, hosts=hosts, origins=tuple(cors), local_origins=LOCAL_ORIGINS)
     return app
 
 
