@@ -135,3 +135,37 @@ def test_count_tokens_counts_a_prompt_longer_than_the_context(server):
     status, reply = _post(server, "/v1/messages", {"model": "a", "max_tokens": 4,
                                                    "messages": [{"role": "user", "content": long}]})
     assert status == 400 and reply["type"] == "error"  # generating it is still refused
+
+
+def test_a_regex_error_says_what_is_wrong_with_the_pattern(server):
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "strict": True, "schema": {
+        "type": "object", "properties": {"code": {"type": "string", "pattern": "(unclosed"}}, "required": ["code"]}}}
+    status, reply = _post(server, "/v1/chat/completions", json.loads(chat_body("a", "x", max_tokens=4, response_format=fmt)))
+    message = reply["error"]["message"]
+    assert status == 400 and "unclosed group" in message and "(unclosed" in message, message
+
+
+def test_a_tool_schema_error_names_the_tool_not_a_line_of_the_servers_grammar(server):
+    tools = [WEATHER, {"type": "function", "function": {"name": "pick", "strict": True, "parameters": {
+        "type": "object", "properties": {"ids": {"type": "array", "uniqueItems": True}}}}}]
+    status, reply = _post(server, "/v1/chat/completions", json.loads(chat_body("a", "x", max_tokens=4, tools=tools)))
+    error = reply["error"]
+    assert status == 400 and error["param"] == "tools[1].function.parameters", error
+    assert "uniqueItems" in error["message"] and "start:" not in error["message"] and "args_" not in error["message"]
+
+
+@pytest.mark.parametrize("value", [0, "ten", 2.5])
+def test_responses_errors_name_the_responses_fields(server, value):
+    status, reply = _post(server, "/v1/responses", {"model": "a", "input": "hi", "max_output_tokens": value})
+    error = reply["error"]
+    assert status == 400 and error["param"] == "max_output_tokens" and "max_output_tokens" in error["message"], error
+    assert "'max_tokens'" not in error["message"]
+
+
+def test_anthropic_errors_name_anthropics_fields(server):
+    status, reply = _post(server, "/v1/messages", {"model": "a", "max_tokens": 2, "stop_sequences": "x" * 3 + "y",
+                                                   "messages": [{"role": "user", "content": "hi"}]})
+    assert status == 200  # one string is taken, as the chat route takes it
+    status, reply = _post(server, "/v1/messages", {"model": "a", "max_tokens": 2, "stop_sequences": [1, 2],
+                                                   "messages": [{"role": "user", "content": "hi"}]})
+    assert status == 400 and reply["type"] == "error" and "'stop_sequences'" in reply["error"]["message"], reply

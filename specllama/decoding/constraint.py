@@ -11,6 +11,7 @@ only when a constraint is checked, so constructing one costs nothing.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,4 +102,15 @@ def _label(c: Constraint) -> str:
 
 
 def _first_line(message: str) -> str:
-    return message.strip().splitlines()[0] if message.strip() else "unknown error"
+    """An llguidance error's one line. A regex error spans lines ("regex parse error:", the
+    pattern, a caret, "error: unclosed group"): its first line alone said nothing (issue 41), so
+    it is the reason and the pattern. An error inside a Lark grammar's %json starts with its place
+    in the grammar ("at 2(7): "), which is ours, not the client's: dropped."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if not lines:
+        return "unknown error"
+    if lines[0].endswith("regex parse error:") and len(lines) > 1:
+        reasons = [line.removeprefix("error:").strip() for line in lines if line.startswith("error:")]
+        head = lines[0].removesuffix("regex parse error:")
+        return f"{head}regex parse error: {reasons[-1] if reasons else 'invalid'} in {lines[1]!r}"
+    return re.sub(r"^at \d+\(\d+\): ", "", lines[0])

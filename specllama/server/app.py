@@ -26,6 +26,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from specllama.decoding.constraint import Constraint, check_constraint
 from specllama.decoding.engine import DoneEvent, TokenEvent
 from specllama.decoding.engine import Request as EngineRequest
 from specllama.decoding.grammar import GrammarFault
@@ -155,6 +156,7 @@ def _anthropic_error(request: Request, e: Exception) -> Response:
     if not isinstance(e, APIError):
         traceback.print_exception(e, file=sys.stderr)
         e = APIError(500, f"internal server error ({type(e).__name__})")
+    e = renamed(e, ANTHROPIC_NAMES)
     retry = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else None
     return JSONResponse(anthropic.error_body(e), status_code=e.status, headers=retry)
 
@@ -184,9 +186,12 @@ def _responses_handler(state: ServerState):
     async def handle(request: Request) -> Response:
         if state.draining:
             raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
-        job = await prepare_request(state, request, lambda body, stop: checked(
-            state, lambda: parse_chat(openai_responses.chat_request(body), state.served, SessionTemplate(state.runtime, stop)),
-            "input"))
+        try:
+            job = await prepare_request(state, request, lambda body, stop: checked(
+                state, lambda: parse_chat(openai_responses.chat_request(body), state.served,
+                                          SessionTemplate(state.runtime, stop)), "input"))
+        except APIError as e:
+            raise renamed(e, RESPONSES_NAMES) from None
         return await answer(state, request, job, ResponsesWriter(job, state.served.name))
 
     return handle
@@ -216,11 +221,43 @@ def checked(state: ServerState, parse: Callable[[], Job], prompt_param: str) -> 
     except ContextOverflowError as e:
         raise invalid(str(e), prompt_param, code="context_length_exceeded") from None
     except GrammarFault as e:  # the request's grammar: its tools' or its response_format's
-        raise invalid(str(e), "tools" if job.config.constraint and job.config.constraint.kind == "lark" else
-                      "response_format") from None
+        if job.tools is not None and job.config.constraint and job.config.constraint.kind == "lark":
+            raise _tool_fault(job, e) from None
+        raise invalid(str(e), "response_format") from None
     except SpecllamaError as e:  # a chat template that fails to render, a drafter that needs a cost curve
         raise invalid(str(e)) from None
     return job
+
+
+def _tool_fault(job: Job, error: GrammarFault) -> APIError:
+    """A tools grammar that cannot be enforced, told as the tool whose schema is at fault (the
+    grammar's own error points at a line of the Lark text this server wrote, issue 41)."""
+    for i, tool in enumerate(job.tools.tools):
+        function = tool["function"]
+        schema = Constraint("json_schema", schema=function.get("parameters") or {"type": "object"},
+                            strict=bool(function.get("strict")))
+        try:
+            check_constraint(schema)
+        except SpecllamaError as e:
+            return invalid(f"tools[{i}].function.parameters: {e}", f"tools[{i}].function.parameters")
+    return invalid(str(error), "tools")
+
+
+def renamed(error: APIError, names: dict[str, str]) -> APIError:
+    """An error of the chat request a route was translated into, told in the route's own field
+    names (Responses: max_output_tokens, input; Anthropic: stop_sequences), issue 41."""
+    param, message = error.param, error.message
+    for ours, theirs in names.items():
+        if param is not None and (param == ours or param.startswith(ours + ".")):  # not [i]: items are counted apart
+            param = theirs + param[len(ours):]
+        message = message.replace(f"'{ours}'", f"'{theirs}'")
+    if (param, message) == (error.param, error.message):
+        return error
+    return APIError(error.status, message, param=param, code=error.code, retry_after=error.retry_after)
+
+
+RESPONSES_NAMES = {"max_tokens": "max_output_tokens", "messages": "input"}
+ANTHROPIC_NAMES = {"stop": "stop_sequences"}
 
 
 class SessionTemplate:
