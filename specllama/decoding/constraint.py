@@ -92,6 +92,8 @@ def schema_problem(schema: dict) -> str | None:
     ref = unsatisfiable_ref(schema)
     if ref is None:
         return None
+    if not ref:
+        return "has no instance: a required property or item can never be valid (its schema is false)"
     return (f"has no finite instance: every value of '{ref}' must contain another one (through required properties "
             "or minItems), so no answer could ever be complete")
 

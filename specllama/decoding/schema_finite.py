@@ -21,10 +21,11 @@ class _TooBig(Exception):
 
 
 def unsatisfiable_ref(schema: object) -> str | None:
-    """None when the schema may have a finite instance; else the $ref (or '#') that cannot end."""
+    """None when the schema may have a finite instance; else the $ref that cannot end ('#': the
+    schema itself), or "" when no value can meet it without any recursion (a required `false`)."""
     walk = _Walk(schema)
     try:
-        return None if walk.ok(schema, ()) else (walk.culprit or "#")
+        return None if walk.ok(schema, ()) else (walk.culprit or "")
     except (_TooBig, RecursionError):
         return None
 
