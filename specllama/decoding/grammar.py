@@ -41,7 +41,8 @@ PROBE_SECONDS = 2.0  # ... or for this long at most: the check is bounded in tim
 COMPILED_KEEP = 16  # compiled grammars kept, so the engine thread copies one instead of compiling it again
 
 _tokenizers: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
-_compiled: "OrderedDict[tuple[int, str], Any]" = OrderedDict()  # (tokenizer id, grammar) -> a fresh, probed matcher
+# (tokenizer id, grammar) -> a fresh, probed matcher, or the GrammarFault that refused it
+_compiled: "OrderedDict[tuple[int, str], Any]" = OrderedDict()
 _compiled_lock = threading.Lock()
 
 
@@ -184,17 +185,28 @@ def _matcher(constraint: Constraint, tokenizer: Any, matcher_type) -> Any:
         fresh = _compiled.get(key)
         if fresh is not None:
             _compiled.move_to_end(key)
+            if isinstance(fresh, GrammarFault):  # refused before: a client repeating it costs no second compile
+                raise GrammarFault(str(fresh))
             return fresh.deep_copy()
     check_constraint(constraint, tokenizer)
-    fresh = matcher_type(tokenizer, text, log_level=0, limits=_limits())
-    if fresh.is_error():
-        raise GrammarFault(f"the constraint cannot be enforced: {_error_line(fresh.get_error())}")
-    _probe(fresh.deep_copy(), tokenizer)
+    try:
+        fresh = matcher_type(tokenizer, text, log_level=0, limits=_limits())
+        if fresh.is_error():
+            raise GrammarFault(f"the constraint cannot be enforced: {_error_line(fresh.get_error())}")
+        _probe(fresh.deep_copy(), tokenizer)
+    except GrammarFault as e:
+        _keep_compiled(key, e)
+        raise
+    _keep_compiled(key, fresh)
     with _compiled_lock:
-        _compiled[key] = fresh
+        return fresh.deep_copy()
+
+
+def _keep_compiled(key: tuple[int, str], value: Any) -> None:
+    with _compiled_lock:
+        _compiled[key] = value
         while len(_compiled) > COMPILED_KEEP:
             _compiled.popitem(last=False)
-        return fresh.deep_copy()
 
 
 def _probe(m: Any, tokenizer: Any) -> None:
