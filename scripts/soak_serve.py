@@ -10,18 +10,25 @@ Each of the REQUESTS requests is one of (a seeded schedule, the same every run):
   malformed    bad JSON, nested too deep, a wrong field: 400 with OpenAI's error JSON
   oversized    a body over --max-body: 413
   overbudget   a chat far longer than the context holds, under --max-body: 400 before tokenizing
+  badschema    a response_format or tool schema the grammar engine cannot finish (issue 41: a recursive
+               schema with no finite instance, an anyOf of 2,001 branches): 400 naming why, engine alive
+  mutated      a well-formed body of /v1/chat/completions, /v1/messages or /v1/responses with one value
+               replaced by one of another JSON type (issue 41): a 200, or a 4xx in that API's error shape
 
 At the end: every well-formed answer correct, /health reports no request active or queued (no
-slot leaked), the server's RSS grew less than 10 % from after the warm-up, it still answers a chat
+slot leaked), the server's RSS grew less than 10 % from after the warm-up, /health says "ok", it still answers a chat
 correctly, and SIGTERM stops it with exit 0. Not part of the test suite (minutes of CPU); run it
 under the heavy-work lock and keep its report:
 
   flock /tmp/specllama-heavy.lock .venv/bin/python scripts/soak_serve.py --out bench/measured/NAME
+
+`--target` also takes a GGUF path (the test suite's tiny models: a short soak in seconds).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import http.client
 import json
 import os
@@ -48,7 +55,25 @@ PROMPTS = ["Write a Python function that reverses a string.", "What is the capit
            "List three prime numbers.", "Explain what a hash map is in one sentence.",
            "Write a haiku about the sea.", "def fibonacci(n):"]
 KINDS = {"whole": 30, "stream": 20, "cancel": 10, "disconnect": 10, "completion": 8, "malformed": 10,
-         "oversized": 6, "overbudget": 6}
+         "oversized": 6, "overbudget": 6, "badschema": 8, "mutated": 20}
+SELF_NEXT = {"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}
+BAD_SCHEMAS = [  # issue 41's: each killed the engine at decode time
+    {"$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}, "minItems": 1}}, "$ref": "#/$defs/a"},
+    SELF_NEXT,
+    {"$defs": {"a": {"type": "object", "properties": {"b": {"$ref": "#/$defs/b"}}, "required": ["b"]},
+               "b": {"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "required": ["a"]}}, "$ref": "#/$defs/a"},
+    {"anyOf": [{"type": "object", "properties": {f"k{i}": {"type": "integer"}}, "required": [f"k{i}"]} for i in range(2001)]},
+]
+MUTABLE = {  # well-formed bodies (issue 41's type mutation): one value is replaced by one of another type
+    "/v1/chat/completions": {"model": "MODEL", "max_tokens": 2, "temperature": 0, "stop": ["x"], "messages": [
+        {"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], "tool_choice": "none"},
+    "/v1/messages": {"model": "MODEL", "max_tokens": 2, "temperature": 0, "system": [{"type": "text", "text": "s"}],
+                     "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "stop_sequences": ["x"]},
+    "/v1/responses": {"model": "MODEL", "max_output_tokens": 2, "temperature": 0, "instructions": "s",
+                      "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}]},
+}
+OTHER_TYPES = [None, True, 0, 5, -1, 2.5, "", "x", [], [1], {}, {"type": "text"}, [{"type": "text", "text": 5}]]
 MALFORMED = [b"{not json", b"[" * 50_000, b'{"model": "MODEL", "messages": "hi"}', b'{"model": "MODEL"}',
              b'{"model": "MODEL", "messages": [{"role": "wizard", "content": "x"}]}', b"[1, 2]",
              b'{"model": "MODEL", "messages": [{"role": "user", "content": "x"}], "max_tokens": "ten"}']
@@ -143,7 +168,7 @@ class Soak:
     def do_disconnect(self, prompt: str, rng) -> None:
         body = self.chat(prompt, max_tokens=512)
         with socket.create_connection(("127.0.0.1", self.port)) as sock:
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                          + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
             time.sleep(rng.uniform(0.0, 0.5))
         self.note("disconnect", True)
@@ -161,11 +186,50 @@ class Soak:
         status, data = self.post("/v1/chat/completions", self.chat("x" * (self.args.max_body + 1000)))
         self.note("oversized", status == 413, f"{status} {data[:200]!r}")
 
+    def do_badschema(self, prompt: str, rng, schema: dict | None = None, tool: bool | None = None) -> None:
+        schema = schema or rng.choice(BAD_SCHEMAS)
+        tool = rng.random() < 0.5 if tool is None else tool
+        if not tool or len(json.dumps(schema)) > 10_000:  # a huge tool list would not fit the prompt: a 400 for that
+            fields = {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
+        else:
+            fields = {"tools": [{"type": "function", "function": {"name": "walk", "parameters": schema}}],
+                      "tool_choice": "required"}
+        status, data = self.post("/v1/chat/completions", self.chat(prompt, **fields))
+        message = json.loads(data)["error"]["message"] if status == 400 else ""
+        ok = status == 400 and ("no finite instance" in message or "limit" in message)
+        self.note("badschema", ok, f"{status} {data[:200]!r}")
+
+    def do_mutated(self, prompt: str, rng) -> None:
+        route = rng.choice(sorted(MUTABLE))
+        body = json.loads(json.dumps(MUTABLE[route]).replace("MODEL", self.model))
+        places = list(_places(body))
+        parent, key = rng.choice(places)
+        old = parent[key]
+        parent[key] = rng.choice([v for v in OTHER_TYPES if _kind(v) != _kind(old)])
+        status, data = self.post(route, json.dumps(copy.deepcopy(body)).encode())
+        ok = status < 500
+        if ok and status != 200:
+            answer = json.loads(data)
+            ok = answer.get("type") == "error" if route == "/v1/messages" else isinstance(answer.get("error"), dict)
+        self.note("mutated", ok, f"{route} {json.dumps(body)[:200]} -> {status} {data[:200]!r}")
+
     def do_overbudget(self, prompt: str, rng) -> None:
         content = "<|im_end|>x" * ((self.args.max_body - 1000) // 11)
         status, data = self.post("/v1/chat/completions", self.chat(content))
         ok = status == 400 and json.loads(data)["error"]["code"] == "context_length_exceeded"
         self.note("overbudget", ok, f"{status} {data[:200]!r}")
+
+
+def _places(value):
+    """(container, key) for every value inside a body."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        yield value, key
+        yield from _places(item)
+
+
+def _kind(value) -> str:
+    return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
 
 
 def get_json(url: str) -> tuple[int, dict]:
@@ -214,6 +278,14 @@ def main() -> int:
     soak = Soak(port, model, refs, args)
     for prompt in PROMPTS:  # warm-up: caches, allocator, the first decodes
         soak.do_whole(prompt, None)
+    # ... and the grammar engine's largest compile (the 2,001-branch anyOf: about 100 MB held by the
+    # allocator afterwards on a 150k vocabulary, a plateau, not a leak), on both preparing threads at once
+    warm = [threading.Thread(target=soak.do_badschema, args=(PROMPTS[0], random.Random(0), schema, False))
+            for schema in BAD_SCHEMAS * 2]
+    for t in warm:
+        t.start()
+    for t in warm:
+        t.join()
     warmup_problems = list(soak.problems)
     soak.outcomes.clear()
     rss_start = rss_kib(server.pid)
@@ -243,7 +315,7 @@ def main() -> int:
     health = {}
     for _ in range(100):  # cancels and disconnects end after their current step
         status, health = get_json(url + "/health")
-        if status == 200 and health.get("active") == 0 and health.get("queued") == 0:
+        if status == 200 and health.get("status") == "ok" and health.get("active") == 0 and health.get("queued") == 0:
             break
         time.sleep(0.1)
     rss_end = rss_kib(server.pid)
@@ -267,7 +339,8 @@ def main() -> int:
         "sigterm_exit": returncode, "sigterm_seconds": round(stop_seconds, 2),
         "tracebacks_in_log": stderr.count("Traceback"),
     }
-    passed = (not soak.problems and not warmup_problems and health.get("active") == 0 and health.get("queued") == 0
+    passed = (not soak.problems and not warmup_problems and health.get("status") == "ok" and health.get("active") == 0
+              and health.get("queued") == 0
               and result["rss_growth_pct"] < 10 and final_ok and returncode == 0 and not result["tracebacks_in_log"])
     result["passed"] = passed
     print(json.dumps(result, indent=2))

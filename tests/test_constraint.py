@@ -57,3 +57,34 @@ def test_a_generation_config_carries_its_constraint():
     c = Constraint("json_object")
     assert GenerationConfig(constraint=c).constraint is c
     assert GenerationConfig().constraint is None
+
+
+LINKED = {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"$ref": "#"}}, "required": ["v"]}
+TREE = {"$defs": {"node": {"type": "object", "required": ["kids"],
+                           "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+        "$ref": "#/$defs/node"}
+EITHER = {"$defs": {"e": {"anyOf": [{"type": "integer"}, {"type": "object", "required": ["e"],
+                                                            "properties": {"e": {"$ref": "#/$defs/e"}}}]}},
+          "$ref": "#/$defs/e"}
+
+
+@pytest.mark.parametrize("schema", [LINKED, TREE, EITHER, {"type": ["object", "null"], "required": ["x"],
+                                                           "properties": {"x": {"$ref": "#"}}}])
+def test_recursive_schemas_with_finite_instances_pass(schema):
+    """Issue 41's check refuses only schemas whose every instance is infinite: a list whose `next`
+    is optional, a tree whose children may be none, a recursion with a way out, are all fine."""
+    check_constraint(Constraint("json_schema", schema=schema))
+
+
+@pytest.mark.parametrize("schema, ref", [
+    ({"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}, "'#'"),
+    ({"$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}, "minItems": 1}}, "$ref": "#/$defs/a"}, "#/$defs/a"),
+    ({"$defs": {"a": {"type": "object", "properties": {"b": {"$ref": "#/$defs/b"}}, "required": ["b"]},
+                "b": {"allOf": [{"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "required": ["a"]}]}},
+      "$ref": "#/$defs/a"}, "#/$defs/"),
+    ({"type": "object", "required": ["x"], "properties": {"x": False}}, "can never be valid"),
+])
+def test_schemas_whose_every_instance_is_infinite_are_refused_naming_the_ref(schema, ref):
+    with pytest.raises(SpecllamaError, match="has no (finite )?instance") as caught:
+        check_constraint(Constraint("json_schema", schema=schema))
+    assert ref in str(caught.value)

@@ -230,3 +230,27 @@ def test_sampling_with_drafts_follows_the_constrained_distribution(engine):
     # Two samples of 300 from one distribution over 8 answers: TV is about 0.06 typically, rarely
     # above 0.12; a sampler that kept drafted tokens regardless would favour the prompt's answers.
     assert distance < 0.15, (distance, counts)
+
+
+def test_a_checked_grammar_is_not_compiled_again_on_the_engine_thread(exact_model, engine, monkeypatch):
+    """Issue 41: the engine compiled each request's grammar again when it admitted it, between
+    steps, so a large grammar stalled every other stream (~0.75 s). check() (a server's preparing
+    thread) compiles and probes it once; admitting the request copies that matcher."""
+    import threading
+
+    from specllama.decoding import grammar as grammar_module
+    from specllama.decoding.engine import Request
+
+    schema = {"type": "object", "additionalProperties": False, "required": ["k"],
+              "properties": {"k": {"enum": [f"value-{i}" for i in range(300)]}}}
+    constraint = Constraint("json_schema", schema=schema)
+    tokens = exact_model.tokenize("JSON:")
+    checker = threading.Thread(target=engine.check, args=(Request(tokens, GenerationConfig(constraint=constraint)),))
+    checker.start()
+    checker.join()
+    compiled = []
+    real = grammar_module.check_constraint
+    monkeypatch.setattr(grammar_module, "check_constraint", lambda *a, **k: compiled.append(1) or real(*a, **k))
+    engine.reset()
+    _, summary = engine.generate(tokens, GenerationConfig(constraint=constraint, max_tokens=40)).tokens()
+    assert compiled == [] and json.loads(summary.text)["k"].startswith("value-")

@@ -140,3 +140,16 @@ def test_models_add_and_rm_for_a_hub_model_and_a_path(fake_hub, tiny_models, tmp
     out = capsys.readouterr().out
     assert "is your file: not deleted" in out and tiny_models["a"].is_file()
     assert main(["models", "rm", "mine"]) == 1  # gone from the registry
+
+
+def test_an_unreachable_hub_ends_with_one_line_and_no_retry_chatter(monkeypatch, capsys, tmp_path):
+    """Issue 41: `show hf:...` printed huggingface_hub's retry warnings between its own lines."""
+    import huggingface_hub.utils._http as hub_http
+
+    monkeypatch.setattr(hub_http.time, "sleep", lambda seconds: None)  # its backoff: 23 s of waiting
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    assert main(["show", "hf:someone/x-GGUF:Q4_K_M"]) == 1
+    err = capsys.readouterr().err
+    assert "Retrying" not in err and "thrown while requesting" not in err
+    assert err.strip().splitlines() == [line for line in err.strip().splitlines() if line.startswith("specllama")]

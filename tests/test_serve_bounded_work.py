@@ -102,7 +102,7 @@ def test_a_client_that_leaves_stops_its_tokenizing(live):
     text = ("<tool_call>" + "words and more words " * 100) * 2800
     body = json.dumps({"model": "a32k", "prompt": text, "max_tokens": 5}).encode()
     with socket.create_connection(("127.0.0.1", live.port)) as sock:
-        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
         deadline = time.monotonic() + 30
         while live.metrics()["specllama_requests_preparing"] == 0:

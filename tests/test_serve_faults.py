@@ -65,7 +65,7 @@ def test_a_client_leaving_a_whole_request_cancels_it(tiny_models, tmp_path):
     try:
         with socket.create_connection(("127.0.0.1", live.port)) as sock:
             body = chat_body("a", "Talk for a long time.", max_tokens=LONG)
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                          + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
             wait_for(lambda: live.metrics()["specllama_generated_tokens_total"] > 0, what="generation to start")
         wait_for(lambda: outcomes(live).get("cancelled") == 1, what="the request to be cancelled")

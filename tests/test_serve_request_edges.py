@@ -76,7 +76,7 @@ def test_an_answer_cut_inside_a_character_has_no_replacement_character(live):
 def test_a_client_that_half_closes_after_its_request_gets_its_answer(live):
     body = chat_body("a", "hi", max_tokens=3)
     with socket.create_connection(("127.0.0.1", live.port), timeout=30) as sock:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
         sock.shutdown(socket.SHUT_WR)  # "nothing more from me", as `nc -N` does
         data = b""
@@ -91,7 +91,7 @@ def test_a_client_that_half_closes_after_its_request_gets_its_answer(live):
 
 def test_a_client_that_leaves_during_its_upload_logs_nothing(live):
     with socket.create_connection(("127.0.0.1", live.port)) as sock:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 1000\r\n\r\n" + b'{"model": "a"')
         time.sleep(0.3)
     time.sleep(0.5)

@@ -102,7 +102,7 @@ def test_sigterm_in_every_phase_answers_everyone_and_exits_0(model_32k, tmp_path
         # uploading: headers and half the body, the rest never comes
         body = chat_body("a32k", "x" * 1000)
         uploading = socket.create_connection(("127.0.0.1", live.port))
-        uploading.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        uploading.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                           + f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:500])
         time.sleep(0.2)
         assert gauge(live, "specllama_requests_active") == 2  # the prefill still runs

@@ -44,7 +44,7 @@ def read_until_closed(sock: socket.socket, limit: float) -> tuple[bytes, float]:
 
 def test_a_socket_that_never_finishes_its_headers_is_closed(live):
     with socket.create_connection(("127.0.0.1", live.port)) as sock:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         started = time.monotonic()
         for _ in range(20):  # a header byte every 0.2 s keeps a read timeout alive, not this one
             time.sleep(0.2)
@@ -65,7 +65,7 @@ def test_a_socket_that_sends_nothing_is_closed(live):
 
 def test_a_body_that_stops_arriving_is_closed(live):
     with socket.create_connection(("127.0.0.1", live.port)) as sock:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 1000\r\n\r\n" + b'{"model":')
         data, took = read_until_closed(sock, 10)
     assert took < BODY_TIMEOUT + 2
@@ -101,7 +101,7 @@ def test_ordinary_clients_are_not_cut(live):
     conn.close()
     body = chat_body("a", "hello there", max_tokens=2)
     with socket.create_connection(("127.0.0.1", live.port)) as sock:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode())
         for i in range(0, len(body), 20):
             sock.sendall(body[i:i + 20])

@@ -144,4 +144,4 @@ def run(args: argparse.Namespace) -> int:
     api_key = args.api_key or os.environ.get("SPECLLAMA_API_KEY") or None
     shown = summary(ask(args.url, api_key))
     print(json.dumps(shown, indent=1) if args.json else text(shown))
-    return 0 if shown["status"] == "ok" else 1
+    return 0 if shown["status"] in ("ok", "busy") else 1

@@ -48,6 +48,10 @@ def _add_server_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                    help="also let web pages from ORIGIN call the API (repeatable; '*' for any; pages from "
                         "http://localhost:* and http://127.0.0.1:* always may; default: only those)")
+    g.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="also answer requests whose Host header names NAME (repeatable; '*' for any). A server on a "
+                        "loopback address answers only localhost, 127.0.0.1 and [::1] by default, one on another "
+                        "address that address too, one on 0.0.0.0 any name: a guard against DNS rebinding")
     g.add_argument("--parallel", type=parallel_count, default="auto", metavar="N|auto",
                    help="requests decoded together (default auto: the number that makes the most tokens/s on what "
                         f"steps cost here, chosen again as they are learnt, at most {PARALLEL_AUTO_MAX}; each holds "
@@ -89,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from specllama.cli.progress import download_bar
     from specllama.runtime.loaded import Runtime
     from specllama.server.app import ServerState, create_app
+    from specllama.server.browser_guard import allowed_hosts
     from specllama.server.metrics import Metrics
     from specllama.server.run import bind, serve
     from specllama.server.schema import ServedModel
@@ -120,8 +125,9 @@ def run(args: argparse.Namespace) -> int:
                   f"{runtime.parallelism} request(s) decoded together, {args.queue} may wait · drafters "
                   f"{', '.join(runtime.drafters)} (default {defaults.drafter})"
                   + (" · API key required" if api_key else ""), file=sys.stderr, flush=True)
-            serve(create_app(state, api_key, tuple(args.cors)), state, sock, connection_limits(args))
+            app = create_app(state, api_key, tuple(args.cors), allowed_hosts(args.host, args.allow_host))
+            status = serve(app, state, sock, connection_limits(args))
     finally:
         sock.close()
-    print("specllama serve: stopped", file=sys.stderr)
-    return 0
+    print("specllama serve: stopped" + (f" (the engine died: exit status {status})" if status else ""), file=sys.stderr)
+    return status

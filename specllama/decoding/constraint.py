@@ -11,9 +11,11 @@ only when a constraint is checked, so constructing one costs nothing.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from specllama.decoding.schema_finite import unsatisfiable_ref
 from specllama.errors import SpecllamaError
 
 KINDS = ("json_object", "json_schema", "lark", "regex")
@@ -70,6 +72,9 @@ def grammar_text(c: Constraint) -> str:
             json.dumps(c.schema)
         except (TypeError, ValueError) as e:
             raise SpecllamaError(f"the JSON schema is not JSON: {e}") from None
+        why = schema_problem(c.schema)
+        if why:
+            raise SpecllamaError(f"the JSON schema {why}")
         options = dict(JSON_LAYOUT, lenient=not c.strict)
         try:
             return LLMatcher.grammar_from_json_schema(c.schema, overrides=options)
@@ -82,10 +87,32 @@ def grammar_text(c: Constraint) -> str:
     return LLMatcher.grammar_from_regex(c.grammar)
 
 
+def schema_problem(schema: dict) -> str | None:
+    """Why no answer could meet this schema (it has no finite instance), or None."""
+    ref = unsatisfiable_ref(schema)
+    if ref is None:
+        return None
+    if not ref:
+        return "has no instance: a required property or item can never be valid (its schema is false)"
+    return (f"has no finite instance: every value of '{ref}' must contain another one (through required properties "
+            "or minItems), so no answer could ever be complete")
+
+
 def _label(c: Constraint) -> str:
     return {"json_object": "the JSON object format", "json_schema": "the JSON schema",
             "lark": "the Lark grammar", "regex": "the regex"}.get(c.kind, "the constraint")
 
 
 def _first_line(message: str) -> str:
-    return message.strip().splitlines()[0] if message.strip() else "unknown error"
+    """An llguidance error's one line. A regex error spans lines ("regex parse error:", the
+    pattern, a caret, "error: unclosed group"): its first line alone said nothing (issue 41), so
+    it is the reason and the pattern. An error inside a Lark grammar's %json starts with its place
+    in the grammar ("at 2(7): "), which is ours, not the client's: dropped."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if not lines:
+        return "unknown error"
+    if lines[0].endswith("regex parse error:") and len(lines) > 1:
+        reasons = [line.removeprefix("error:").strip() for line in lines if line.startswith("error:")]
+        head = lines[0].removesuffix("regex parse error:")
+        return f"{head}regex parse error: {reasons[-1] if reasons else 'invalid'} in {lines[1]!r}"
+    return re.sub(r"^at \d+\(\d+\): ", "", lines[0])

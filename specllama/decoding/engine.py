@@ -29,7 +29,9 @@ Every request carries its own cancel handle (cancel.py): stopping one never touc
 
 from __future__ import annotations
 
+import sys
 import time
+import traceback
 from typing import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -40,14 +42,14 @@ from specllama.decoding.cost.model import choose_parallel
 from specllama.decoding.cost.online import StepCosts
 from specllama.decoding.drafters import Drafter, DraftRequest, Proposal
 from specllama.decoding.events import DoneEvent, Event, FailedEvent, Generation, StepEvent, Summary, TokenEvent
-from specllama.decoding.grammar import guide_drafts, guide_for
+from specllama.decoding.grammar import GrammarFault, guide_drafts, guide_for
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.planner import Planner
 from specllama.decoding.policy import Ask, DraftPolicy, EngineRecord, PolicyKit, policy_for
 from specllama.decoding.request import AUTO, GenerationConfig, Request
 from specllama.decoding.request_queue import CLOSED, RequestQueue
 from specllama.decoding.sampling import LazyProbabilities
-from specllama.decoding.slot import Slot
+from specllama.decoding.slot import FAILED, Slot, fault_message
 from specllama.decoding.stop import StopMatcher
 from specllama.decoding.target import DecodeTarget
 from specllama.decoding.verifiers import VERIFIERS, exact_rows
@@ -118,7 +120,10 @@ class Engine:
                 f"the prompt is {len(request.prompt)} tokens but the context holds {self.target.n_ctx} "
                 f"(raise --ctx, at most the model's {self.target.model.n_ctx_train}, or shorten the prompt)")
         self.policy_for(request.config)
-        guide_for(request.config.constraint, self.target.model, request.config.drafts)  # refuses what cannot be enforced
+        try:  # refuses what cannot be enforced, or what breaks the grammar engine's limits at its first steps
+            guide_for(request.config.constraint, self.target.model, request.config.drafts)
+        except SpecllamaError as e:
+            raise e if isinstance(e, GrammarFault) else GrammarFault(str(e)) from None
         VERIFIERS[request.config.verify].check(self.target)
 
     def generate(self, prompt: Sequence[int], config: GenerationConfig, cancel: CancelHandle | None = None) -> Generation:
@@ -161,28 +166,36 @@ class Engine:
                 try:
                     self.check(request)
                     active.append(self._admit(request, free))
-                except SpecllamaError as e:
+                except Exception as e:  # a bug in one request's admission is that request's alone
                     if not isolate:
                         raise
-                    yield request.tag, FailedEvent(str(e))
+                    yield request.tag, FailedEvent(fault_message(e))
             if not active:
                 if pending:
                     continue
                 return
             try:
                 yield from self._step(active)
-            except SpecllamaError as e:
+            except Exception as e:
                 if not isolate:
                     raise
-                # A failed decode leaves every active sequence's cache out of step: they all fail
-                # (and are retried by a rerun); the slots start clean for the next prompts.
+                # A failed decode (or a bug no slot can be blamed for) leaves every active
+                # sequence's cache out of step: they all fail (and are retried by a rerun); the
+                # slots start clean for the next prompts, and the engine goes on serving.
+                message = str(e) if isinstance(e, SpecllamaError) else shared_fault(e)
                 for slot in active:
-                    yield slot.tag, FailedEvent(str(e))
-                    self._release(slot, free, clean=True)
+                    yield slot.tag, FailedEvent(message)
+                    self._release_safely(slot, free)
                 active = []
                 continue
             for slot in [s for s in active if s.finish]:
                 active.remove(slot)
+                if slot.finish == FAILED:  # this request's own fault (its grammar, a bug in its slot): it alone ends
+                    if not isolate:
+                        raise SpecllamaError(slot.fault)
+                    yield slot.tag, FailedEvent(slot.fault)
+                    self._release_safely(slot, free)
+                    continue
                 yield slot.tag, slot.done()
                 self._release(slot, free, clean=False)
 
@@ -213,7 +226,7 @@ class Engine:
                 # The policy lets its drafters digest the prompt now, or leaves it to their first
                 # proposal (a draft model under -k auto that may not draft at all).
                 policy.start(index, prompt)
-        except SpecllamaError:
+        except BaseException:
             target.clear(index)
             raise
         free.remove(index)
@@ -230,6 +243,16 @@ class Engine:
             for drafter in slot.policy.drafters:
                 drafter.rollback(slot.index, 0)
         free.append(slot.index)
+
+    def _release_safely(self, slot: Slot, free: list[int]) -> None:
+        """A failed slot's release: its caches cleared; if even that fails, the slot is given back
+        anyway (the next prompt's prefix match finds nothing usable in a cleared or stale cache)."""
+        try:
+            self._release(slot, free, clean=True)
+        except Exception:
+            if slot.index not in free:
+                free.append(slot.index)
+            self.target.clear(slot.index)
 
     def _step(self, active: list[Slot]) -> Iterator[tuple[Hashable, Event]]:
         target, clock = self.target, self.clock
@@ -266,8 +289,12 @@ class Engine:
         verdicts: list[Verdict] = []
         for slot in running:
             proposal = proposals[slot.index]
-            scored = logits[slot.index] if slot.guide is None else slot.guide.mask(proposal.tokens, logits[slot.index],
-                                                                                   slot.config.sampling.greedy)
+            scored = logits[slot.index]
+            if slot.guide is not None and not slot.fault:
+                try:
+                    scored = slot.guide.mask(proposal.tokens, scored, slot.config.sampling.greedy)
+                except Exception as e:  # this request's grammar failed (a limit of llguidance's): it alone fails
+                    slot.fail(e)
             verdict = _judge(proposal, scored, slot.config, slot.rng)
             slot.verifier.commit(target, slot.index, n_past[slot.index], slot.committed[-1], proposal.tokens,
                                  verdict.n_accepted)
@@ -287,7 +314,7 @@ class Engine:
         emitted = []
         for slot, verdict in zip(running, verdicts):
             proposal = proposals[slot.index]
-            emitted.append(slot.emit(proposal, verdict, target.model, logits[slot.index]))
+            emitted.append(slot.emit_guarded(proposal, verdict, target.model, logits[slot.index]))
         outcomes = [StepOutcome(ask.k, proposals[s.index], v.n_accepted, v.odds, t_step, t1, alone,
                                 tuple(e.id for e in events), "".join(e.text for e in events))
                     for s, ask, v, events in zip(running, asks, verdicts, emitted)]
@@ -307,10 +334,13 @@ class Engine:
         itself on it; each request's policy updates its acceptance and realised speed."""
         self.record.drafted = self.record.drafted or any(o.drafted for o in outcomes)
         for slot, outcome in zip(running, outcomes):
-            drafter = self.drafters.get(outcome.source)
-            if drafter is not None:
-                drafter.observe(slot.index, outcome)
-            slot.policy.observe(outcome)
+            try:
+                drafter = self.drafters.get(outcome.source)
+                if drafter is not None:
+                    drafter.observe(slot.index, outcome)
+                slot.policy.observe(outcome)
+            except Exception as e:  # one request's policy or calibration failed: that request ends, not the engine
+                slot.fail(e)
 
     def _draft(self, running: list[Slot], asks: list[Ask]) -> dict[int, Proposal]:
         """Each drafter proposes once for all the sequences that asked it (in rounds: a policy may
@@ -333,6 +363,14 @@ class Engine:
                     if follow is not None and follow.drafts:
                         waiting.append((slot, follow))
         return proposals
+
+
+def shared_fault(error: BaseException) -> str:
+    """A step's failure as every request in it is told: the error's type only, since its text may
+    quote one request's content (a grammar, a prompt) and goes to all of them. The traceback goes
+    to stderr (the server's log) for whoever debugs it."""
+    traceback.print_exception(error, file=sys.stderr)
+    return f"a decoding step failed (internal error: {type(error).__name__}); this answer was abandoned"
 
 
 def _next_request(requests, idle: bool):

@@ -86,6 +86,7 @@ class Summary(AcceptanceRates):
     tokens: int = 0
     text: str = ""
     finish_reason: str = ""  # stop (end of generation), stop_string, length, context, cancelled
+    stop_string: str = ""  # under finish stop_string: which of the request's stop strings matched
     drafter: str = "none"  # the drafter the request named
     t_prompt: float = 0.0
     t_generate: float = 0.0

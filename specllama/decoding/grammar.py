@@ -22,8 +22,11 @@ that contains the trigger is checked (and its rows masked) from the token that c
 
 from __future__ import annotations
 
+import threading
+import time
 import warnings
 import weakref
+from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -33,8 +36,32 @@ from specllama.decoding.drafters import Proposal
 from specllama.errors import SpecllamaError
 
 GRAMMAR = "grammar"  # the source name of forced drafts (--stats, the chat's colours, drafted_by)
+PROBE_TOKENS = 16  # a new grammar is walked this far before it is accepted (its limits show early)
+PROBE_SECONDS = 2.0  # ... or for this long at most: the check is bounded in time as well as in steps
+COMPILED_KEEP = 16  # compiled grammars kept, so the engine thread copies one instead of compiling it again
 
 _tokenizers: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+# (tokenizer id, grammar) -> a fresh, probed matcher, or the GrammarFault that refused it
+_compiled: "OrderedDict[tuple[int, str], Any]" = OrderedDict()
+_compiled_lock = threading.Lock()
+
+
+class GrammarFault(SpecllamaError):
+    """A request's grammar cannot go on: it broke one of llguidance's limits (too many Earley items
+    in a step, too many alternatives in a row) or refused a token. That request fails; others go on."""
+
+
+def _limits():
+    """llguidance's default limits, with short errors: a verbose error spells out the whole
+    grammar (255 KB for one schema), which then reached logs and, through /health, other clients."""
+    from llguidance import LLParserLimits  # noqa: PLC0415
+
+    return LLParserLimits(verbose_errors=False)
+
+
+def _error_line(text: str) -> str:
+    lines = [line for line in (text or "").strip().splitlines() if line.strip() and line.strip() != "<non-verbose/>"]
+    return lines[0] if lines else "unknown error"
 
 
 def grammar_tokenizer(model) -> Any:
@@ -59,10 +86,7 @@ class Guide:
                  drafts: bool = True):
         from llguidance import LLMatcher  # noqa: PLC0415
 
-        check_constraint(constraint, tokenizer)
-        self.matcher = LLMatcher(tokenizer, grammar_text(constraint), log_level=0)
-        if self.matcher.is_error():
-            raise SpecllamaError(f"the constraint cannot be enforced: {self.matcher.get_error()}")
+        self.matcher = _matcher(constraint, tokenizer, LLMatcher)
         self.n_vocab = n_vocab
         self.piece = piece
         self.drafts = drafts  # append forced tokens as drafts (not under plain decoding)
@@ -86,7 +110,7 @@ class Guide:
         if not self.drafts or n >= room:
             return
         if not m.consume_tokens(draft[start:n]):
-            raise RuntimeError(f"grammar refused a validated draft: {m.get_error()}")
+            raise GrammarFault(f"the grammar engine stopped this answer: {_error_line(m.get_error())}")
         forced = [] if m.is_stopped() else m.compute_ff_tokens()[:room - n]
         m.rollback(n - start)
         if forced:
@@ -124,7 +148,7 @@ class Guide:
             self.active = self._tail.endswith(self.trigger)
             return
         if not self.matcher.consume_token(token):
-            raise RuntimeError(f"the grammar refused an emitted token {token}: {self.matcher.get_error()}")
+            raise GrammarFault(f"the grammar engine stopped this answer: {_error_line(self.matcher.get_error())}")
         self.complete = self.matcher.is_stopped()
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -143,10 +167,70 @@ class Guide:
 
     def _allowed(self) -> np.ndarray:
         bits = np.frombuffer(self.matcher.compute_bitmask(), dtype=np.uint8)
+        if self.matcher.is_error():  # a limit hit while computing the mask: nothing may be sampled from it
+            raise GrammarFault(f"the grammar engine stopped this answer: {_error_line(self.matcher.get_error())}")
         allowed = np.unpackbits(bits, bitorder="little").astype(bool)
         if len(allowed) < self.n_vocab:
             allowed = np.concatenate([allowed, np.zeros(self.n_vocab - len(allowed), dtype=bool)])
         return allowed[:self.n_vocab]
+
+
+def _matcher(constraint: Constraint, tokenizer: Any, matcher_type) -> Any:
+    """A fresh matcher for the constraint: compiled and probed once (on the thread that checks a
+    request, off the engine's), then copied for each request that uses it; a SpecllamaError naming
+    what cannot be enforced or which of llguidance's limits the grammar breaks."""
+    text = grammar_text(constraint)
+    key = (id(tokenizer), text)
+    with _compiled_lock:
+        fresh = _compiled.get(key)
+        if fresh is not None:
+            _compiled.move_to_end(key)
+            if isinstance(fresh, GrammarFault):  # refused before: a client repeating it costs no second compile
+                raise GrammarFault(str(fresh))
+            return fresh.deep_copy()
+    check_constraint(constraint, tokenizer)
+    try:
+        fresh = matcher_type(tokenizer, text, log_level=0, limits=_limits())
+        if fresh.is_error():
+            raise GrammarFault(f"the constraint cannot be enforced: {_error_line(fresh.get_error())}")
+        _probe(fresh.deep_copy(), tokenizer)
+    except GrammarFault as e:
+        _keep_compiled(key, e)
+        raise
+    _keep_compiled(key, fresh)
+    with _compiled_lock:
+        return fresh.deep_copy()
+
+
+def _keep_compiled(key: tuple[int, str], value: Any) -> None:
+    with _compiled_lock:
+        _compiled[key] = value
+        while len(_compiled) > COMPILED_KEEP:
+            _compiled.popitem(last=False)
+
+
+def _probe(m: Any, tokenizer: Any) -> None:
+    """Walk a copy of a new grammar a few tokens (its forced tokens, else its lowest allowed one),
+    so a grammar that breaks a limit of llguidance's at its first steps (a schema whose every
+    instance is infinite, a row of more than 2,000 alternatives) is refused before decoding,
+    not found by the engine mid-answer. Bounded in steps and in time."""
+    deadline = time.monotonic() + PROBE_SECONDS
+    eos = set(getattr(tokenizer, "eos_tokens", ()) or ())
+    for _ in range(PROBE_TOKENS):
+        if m.is_stopped() or time.monotonic() > deadline:
+            return
+        forced = m.compute_ff_tokens()
+        if not m.is_error() and not forced:
+            bits = np.unpackbits(np.frombuffer(m.compute_bitmask(), dtype=np.uint8), bitorder="little")
+            ids = np.flatnonzero(bits)
+            allowed = [t for t in ids[:64].tolist() if t not in eos]
+            if not m.is_error() and not allowed:
+                if len(ids):
+                    return  # only the end may follow: the grammar is satisfied
+                raise GrammarFault("the constraint admits no answer: no token can begin or continue it")
+            forced = allowed[:1]
+        if m.is_error() or not m.consume_tokens(forced):
+            raise GrammarFault(f"the constraint breaks a limit of the grammar engine: {_error_line(m.get_error())}")
 
 
 def guide_for(constraint: Constraint | None, model, drafts: bool) -> Guide | None:
@@ -172,7 +256,14 @@ def guide_drafts(running: Sequence[Any], proposals: dict[int, Proposal], target,
             room = min(room, slot.config.k)
         if spare is not None:
             room = min(room, before + max(spare, 0))
-        slot.guide.shape(proposal, max(room, 0))
+        if slot.fault:
+            _keep(proposal, 0)
+            continue
+        try:
+            slot.guide.shape(proposal, max(room, 0))
+        except Exception as e:  # this request's grammar failed: it alone ends (engine.py), with no draft now
+            slot.fail(e)
+            _keep(proposal, 0)
         if spare is not None:
             spare -= len(proposal.tokens) - before
 

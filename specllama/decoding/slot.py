@@ -11,7 +11,9 @@ slot (a chat's next turn) reuses them.
 
 from __future__ import annotations
 
+import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Hashable
 
@@ -25,7 +27,11 @@ from specllama.decoding.request import GenerationConfig, Request
 from specllama.decoding.stop import StopMatcher
 from specllama.decoding.verifiers import Verifier
 from specllama.decoding.verify import Verdict
+from specllama.errors import SpecllamaError
 from specllama.llama.model import StreamDecoder
+
+FAILED = "failed"  # a slot's finish when its own request failed mid-generation (slot.fault says why)
+FAULT_CHARS = 300  # an unexpected error's text in a client's answer is cut here: the reason, not a dump
 
 
 @dataclass
@@ -43,6 +49,7 @@ class Slot:
     pieces: list[str] = field(default_factory=list)
     finish: str = ""
     guide: Guide | None = None  # the request's grammar (grammar.py), when it has a constraint
+    fault: str = ""  # why this request failed mid-generation (finish FAILED): its client's error message
 
     @property
     def tag(self) -> Hashable:
@@ -59,6 +66,27 @@ class Slot:
         out of llama.cpp and a second pass over them."""
         return self.config.sampling.greedy and self.guide is None and self.config.logprobs is None
 
+    def fail(self, error: BaseException) -> None:
+        """This request alone has failed (its grammar hit a limit, a bug in its own state): it
+        ends with an error after this step; the other slots go on."""
+        if not self.fault:
+            self.fault = fault_message(error)
+            if not isinstance(error, SpecllamaError):  # a bug: its traceback for the log, its first line for the client
+                traceback.print_exception(error, file=sys.stderr)
+        self.finish = FAILED
+
+    def emit_guarded(self, sent: Proposal, verdict: Verdict, model, rows: np.ndarray | None = None) -> list[TokenEvent]:
+        """emit(), unless the request has failed; a failure while emitting fails it (its events
+        of this step are dropped: the client gets the error, not a token its grammar never allowed)."""
+        if self.fault:
+            self.finish = FAILED
+            return []
+        try:
+            return self.emit(sent, verdict, model, rows)
+        except Exception as e:
+            self.fail(e)
+            return []
+
     def emit(self, sent: Proposal, verdict: Verdict, model, rows: np.ndarray | None = None) -> list[TokenEvent]:
         """Commit the step's new tokens (accepted drafts, then the target's own) as text events,
         stopping at the end of generation, a stop string, a completed grammar or the length limit.
@@ -74,7 +102,11 @@ class Slot:
                 break
             self.committed.append(token)
             summary.tokens += 1
-            text, hit = self.stops.feed(self.decoder.feed(token))
+            piece = self.decoder.feed(token)
+            # Stop strings apply outside what a grammar holds: a stop inside a JSON answer would cut
+            # it into invalid JSON (issue 41: `stop: ["\""]` gave `{`); the grammar ends that part.
+            held = self.guide is not None and self.guide.active and not self.guide.complete
+            text, hit = (self.stops.pass_through(piece), False) if held else self.stops.feed(piece)
             self.pieces.append(text)
             logprobs = token_logprobs(rows[i], token, self.config.logprobs) if rows is not None and \
                 self.config.logprobs is not None else None
@@ -83,6 +115,7 @@ class Slot:
                 self.guide.advance(token)
             if hit:
                 self.finish = "stop_string"
+                summary.stop_string = self.stops.matched
             elif self.guide is not None and self.guide.complete:
                 self.finish = "stop"  # the grammar admits nothing more: the answer is whole
             elif summary.tokens >= self.config.max_tokens:
@@ -101,6 +134,17 @@ class Slot:
         summary.finish_reason = self.finish
         summary.text = "".join(self.pieces)
         return DoneEvent(tail, summary)
+
+
+def fault_message(error: BaseException) -> str:
+    """What the failed request's client is told: a SpecllamaError's own line; for anything else
+    (a bug, a library's RuntimeError) its type and first line, cut short."""
+    if isinstance(error, SpecllamaError):
+        return str(error)
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    text = "internal error while generating this answer (" + text + ")"
+    return text if len(text) <= FAULT_CHARS else text[:FAULT_CHARS - 1] + "…"
 
 
 def token_logprobs(row: np.ndarray, token: int, top: int) -> TokenLogprobs:

@@ -13,6 +13,7 @@ each call and passes them on, so a changed environment is honoured.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tempfile
@@ -65,6 +66,13 @@ def _cache_dir() -> str | None:
     return None
 
 
+def _quiet() -> None:
+    """huggingface_hub logs each retry ("'...' thrown while requesting GET ...", "Retrying in 1s
+    [Retry 1/5].") as warnings on stderr, between our own lines (issue 41); the one line a failure
+    ends with (_hub_error) says what went wrong. Called after the import, which sets its level."""
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+
+
 def _hub_error(what: str, error: Exception) -> DownloadError:
     """huggingface_hub's and the network's exceptions as one line."""
     name = type(error).__name__
@@ -85,6 +93,7 @@ def _hub_error(what: str, error: Exception) -> DownloadError:
 def repo_files(ref: HubRef) -> list[str]:
     from huggingface_hub import HfApi
 
+    _quiet()
     try:
         return HfApi(endpoint=_endpoint()).list_repo_files(ref.repo, revision=ref.revision)
     except Exception as e:  # huggingface_hub's errors and the network's: none is a bug of ours
@@ -118,6 +127,7 @@ def download(repo: str, filename: str, revision: str = "main") -> Path:
     """One file into the hub cache (resumed if a partial one is there), its path returned."""
     from huggingface_hub import hf_hub_download
 
+    _quiet()
     try:
         return Path(hf_hub_download(repo, filename, revision=revision, cache_dir=_cache_dir(), endpoint=_endpoint()))
     except Exception as e:  # huggingface_hub's errors and the network's
@@ -128,6 +138,7 @@ def cached(repo: str, filename: str, revision: str = "main") -> Path | None:
     """The file's path in the hub cache, or None; never touches the network."""
     from huggingface_hub import try_to_load_from_cache
 
+    _quiet()
     found = try_to_load_from_cache(repo, filename, cache_dir=_cache_dir(), revision=revision)
     return Path(found) if isinstance(found, str) and Path(found).is_file() else None
 
@@ -153,6 +164,7 @@ def header_copy(repo: str, filename: str, revision: str, into: Path) -> Path:
     from huggingface_hub import hf_hub_url
     from huggingface_hub.utils import build_hf_headers
 
+    _quiet()
     from specllama.errors import ModelFileError
     from specllama.llama.gguf_header import read_header
 

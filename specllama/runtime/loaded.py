@@ -224,12 +224,13 @@ class Runtime:
         return self.target_model.prompt_tokens(prompt, system, max_tokens=self.target_ctx.n_ctx)
 
     def chat_tokens(self, messages: list[dict], stop: Callable[[], bool] | None = None, tools: list[dict] | None = None,
-                    continue_last: bool = False) -> list[int]:
-        """The conversation templated and tokenized, bounded like prompt_tokens; `stop()` abandons
+                    continue_last: bool = False, bounded: bool = True) -> list[int]:
+        """The conversation templated and tokenized, bounded like prompt_tokens (unless `bounded`
+        is False: a server counting tokens, whose body size bounds the work); `stop()` abandons
         a long one between pieces (a server's client that left); `tools` go to the template;
         `continue_last` continues a last assistant message (prefill) instead of closing it."""
-        return self.target_model.chat_tokens(messages, max_tokens=self.target_ctx.n_ctx, stop=stop, tools=tools,
-                                             continue_last=continue_last)
+        return self.target_model.chat_tokens(messages, max_tokens=self.target_ctx.n_ctx if bounded else None, stop=stop,
+                                             tools=tools, continue_last=continue_last)
 
     def tool_call_format(self) -> str | None:
         return self.target_model.tool_call_format

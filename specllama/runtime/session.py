@@ -82,7 +82,8 @@ class Session(Protocol):
 
     def prompt_tokens(self, prompt: str, system: str | None = None) -> list[int]: ...  # one user turn, templated
 
-    def chat_tokens(self, messages: list[dict], stop=None, tools=None, continue_last: bool = False) -> list[int]: ...
+    def chat_tokens(self, messages: list[dict], stop=None, tools=None, continue_last: bool = False,
+                    bounded: bool = True) -> list[int]: ...
     # a conversation, templated (with OpenAI-style `tools`; `continue_last`: the last message is an
     # assistant prefill to continue); stop() abandons it
 

@@ -20,7 +20,7 @@ from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.server.api_errors import APIError, invalid
 from specllama.server.schema import Job
 from specllama.server.tool_calls import ToolCall
-from specllama.server.writer import AnswerParts, sse
+from specllama.server.writer import AnswerParts, cut_short, sse
 
 BILLING_LINE = "x-anthropic-billing-header:"
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
@@ -48,6 +48,8 @@ def chat_request(body: object) -> dict:
         out["max_tokens"] = body["max_tokens"]
     if body.get("stop_sequences") is not None:
         out["stop"] = body["stop_sequences"]
+    if body.get("tools") is not None and not isinstance(body["tools"], list):
+        raise invalid("'tools' must be an array of {\"name\": ..., \"input_schema\": {...}}", "tools")
     tools = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(body.get("tools") or [])]
     tools = [t for t in tools if t is not None]
     if tools:
@@ -63,7 +65,8 @@ def _system_text(system: object) -> str:
         return ""
     if isinstance(system, str):
         texts = [system]
-    elif isinstance(system, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in system):
+    elif isinstance(system, list) and all(isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text", ""), str)
+                                          for b in system):
         texts = [b.get("text") or "" for b in system]
     else:
         raise invalid("'system' must be a string or an array of text blocks", "system")
@@ -86,12 +89,16 @@ def _turn(turn: object, where: str) -> list[dict]:
         here = f"{where}.content[{j}]"
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text":
-            texts.append(block.get("text") or "")
+            texts.append(_string(block, "text", here))
         elif kind == "tool_use" and role == "assistant":
-            calls.append({"id": block.get("id") or "", "type": "function",
-                          "function": {"name": block.get("name"), "arguments": json.dumps(block.get("input") or {})}})
+            if not isinstance(block.get("name"), str) or not block["name"]:
+                raise invalid(f"{here}.name must be a non-empty string", f"{here}.name")
+            if block.get("input") is not None and not isinstance(block.get("input"), dict):
+                raise invalid(f"{here}.input must be an object", f"{here}.input")
+            calls.append({"id": _string(block, "id", here), "type": "function",
+                          "function": {"name": block["name"], "arguments": json.dumps(block.get("input") or {})}})
         elif kind == "tool_result" and role == "user":
-            out.append({"role": "tool", "tool_call_id": block.get("tool_use_id") or "",
+            out.append({"role": "tool", "tool_call_id": _string(block, "tool_use_id", here),
                         "content": _result_text(block.get("content"), here)})
         elif kind in ("thinking", "redacted_thinking"):
             continue  # a reasoning trace of another model: not for this one's template
@@ -108,12 +115,23 @@ def _turn(turn: object, where: str) -> list[dict]:
     return out
 
 
+def _string(block: dict, name: str, where: str) -> str:
+    """A block's string field ("" when absent or null); another type is a 400 naming it."""
+    value = block.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise invalid(f"{where}.{name} must be a string", f"{where}.{name}")
+    return value
+
+
 def _result_text(content: object, where: str) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in content):
+    if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text" and
+                                         isinstance(b.get("text", ""), str) for b in content):
         return "".join(b.get("text") or "" for b in content)
     raise invalid(f"{where}.content must be a string or text blocks (images are not supported)", f"{where}.content")
 
@@ -123,8 +141,14 @@ def _tool(tool: object, where: str) -> dict | None:
         raise invalid(f"{where} must be {{\"name\": ..., \"input_schema\": {{...}}}}", where)
     if tool.get("type") not in (None, "custom"):
         return None  # a server tool (web search, code execution ...) that only Anthropic runs
-    return {"type": "function", "function": {"name": tool["name"], "description": tool.get("description") or "",
-                                             "parameters": tool.get("input_schema") or {"type": "object"}}}
+    schema = tool.get("input_schema")
+    if schema is not None and not isinstance(schema, dict):
+        raise invalid(f"{where}.input_schema must be a JSON schema object", f"{where}.input_schema")
+    description = tool.get("description")
+    if description is not None and not isinstance(description, str):
+        raise invalid(f"{where}.description must be a string", f"{where}.description")
+    return {"type": "function", "function": {"name": tool["name"], "description": description or "",
+                                             "parameters": schema or {"type": "object"}}}
 
 
 def _tool_choice(choice: object) -> tuple[object, bool]:
@@ -162,16 +186,16 @@ class AnthropicWriter:
         self.calls = 0
 
     def _stop(self, summary: Summary, calls: int) -> tuple[str, str | None]:
+        if cut_short(summary):  # before calls: a budget that cut the answer may have cut a call
+            return "max_tokens", None
         if calls:
             return "tool_use", None
-        if summary.finish_reason in ("length", "context"):
-            return "max_tokens", None
         if summary.finish_reason == "stop_string":
-            return "stop_sequence", self.stops[0] if len(self.stops) == 1 else None
+            return "stop_sequence", summary.stop_string or (self.stops[0] if len(self.stops) == 1 else None)
         return "end_turn", None
 
     def whole(self, summary: Summary, tokens: list[TokenEvent]) -> dict:
-        text, calls = self.parts.whole(summary.text)
+        text, calls = self.parts.whole(summary)
         content = [{"type": "text", "text": text}] if text else []
         content += [_tool_use(call) for call in calls]
         reason, sequence = self._stop(summary, len(calls))
@@ -190,7 +214,7 @@ class AnthropicWriter:
 
     def done(self, event: DoneEvent) -> list[str]:
         summary = event.summary
-        out = self._parts(self.parts.end(event.text))
+        out = self._parts(self.parts.end(event.text, summary))
         if summary.finish_reason == "cancelled":
             return out + self.failed(APIError(503, "the server is shutting down: the answer is incomplete"))
         out += self._close()

@@ -26,19 +26,22 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from specllama.decoding.constraint import Constraint, check_constraint
 from specllama.decoding.engine import DoneEvent, TokenEvent
 from specllama.decoding.engine import Request as EngineRequest
+from specllama.decoding.grammar import GrammarFault
 from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.server import anthropic, openai_responses
 from specllama.server.anthropic import AnthropicWriter
 from specllama.server.api_errors import APIError, invalid
+from specllama.server.browser_guard import BrowserGuard, allowed_hosts
 from specllama.server.metrics import Metrics
 from specllama.server.openai_responses import ResponsesWriter
 from specllama.server.prepare import ClientGone, Preparer, ServerStopping, disconnected
 from specllama.server.request_body import body_json
 from specllama.server.request_log import log_request
 from specllama.server.responses import Answer
-from specllama.server.schema import Job, ServedModel, parse_chat, parse_completion
+from specllama.server.schema import Job, ServedModel, chat_prompt_tokens, parse_chat, parse_completion
 from specllama.server.stopping import Stopping, unless_stopping
 from specllama.server.worker import EngineWorker, QueueFull, Refused, ShuttingDown
 from specllama.server.writer import OpenAIWriter, Writer
@@ -63,9 +66,11 @@ class ServerState:
     stopping: Stopping = field(default_factory=Stopping)
 
 
-def create_app(state: ServerState, api_key: str | None = None, cors: tuple[str, ...] = ()) -> Starlette:
+def create_app(state: ServerState, api_key: str | None = None, cors: tuple[str, ...] = (),
+               hosts: frozenset[str] | None = allowed_hosts("127.0.0.1")) -> Starlette:
     """The routes; the key check (when a key is set) inside CORS, so a browser's preflight, which
-    carries no key, is answered."""
+    carries no key, is answered; outside both, the Origin and Host checks (browser_guard.py;
+    `hosts`: the Host names answered, None for any)."""
     routes = [
         Route("/v1/chat/completions", _handler(state, chat=True), methods=["POST"]),
         Route("/v1/completions", _handler(state, chat=False), methods=["POST"]),
@@ -90,6 +95,7 @@ def create_app(state: ServerState, api_key: str | None = None, cors: tuple[str, 
     # A browser UI on this machine (any port) may call the API; --cors names more origins ("*": any).
     app.add_middleware(CORSMiddleware, allow_origins=list(cors), allow_origin_regex=LOCAL_ORIGINS, allow_methods=["*"],
                        allow_headers=["*"], expose_headers=["Retry-After"], max_age=600)
+    app.add_middleware(BrowserGuard, hosts=hosts, origins=tuple(cors), local_origins=LOCAL_ORIGINS)
     return app
 
 
@@ -136,11 +142,23 @@ def _messages_handler(state: ServerState):
                 raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
             job, stops = await prepare_request(state, request, lambda body, stop: _parse_messages(state, body, stop))
             return await answer(state, request, job, AnthropicWriter(job, state.served.name, stops))
-        except APIError as e:
-            retry = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else None
-            return JSONResponse(anthropic.error_body(e), status_code=e.status, headers=retry)
+        except Exception as e:
+            return _anthropic_error(request, e)
 
     return handle
+
+
+def _anthropic_error(request: Request, e: Exception) -> Response:
+    """An Anthropic route's error in Anthropic's shape, a bug's 500 included (issue 41: they came
+    in OpenAI's); a client that left or a server stopping are answered as on every route."""
+    if isinstance(e, (ClientGone, ServerStopping)):
+        raise e
+    if not isinstance(e, APIError):
+        traceback.print_exception(e, file=sys.stderr)
+        e = APIError(500, f"internal server error ({type(e).__name__})")
+    e = renamed(e, ANTHROPIC_NAMES)
+    retry = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else None
+    return JSONResponse(anthropic.error_body(e), status_code=e.status, headers=retry)
 
 
 def _parse_messages(state: ServerState, body: object, stop: Callable[[], bool]) -> tuple[Job, tuple[str, ...]]:
@@ -154,10 +172,11 @@ def _count_tokens_handler(state: ServerState):
     """POST /v1/messages/count_tokens: the prompt's tokens, as Claude Code asks before sending."""
     async def handle(request: Request) -> Response:
         try:
-            job, _ = await prepare_request(state, request, lambda body, stop: _parse_messages(state, body, stop))
-            return JSONResponse({"input_tokens": len(job.prompt)})
-        except APIError as e:
-            return JSONResponse(anthropic.error_body(e), status_code=e.status)
+            count = await prepare_request(state, request, lambda body, stop: chat_prompt_tokens(
+                anthropic.chat_request(body), state.served, SessionTemplate(state.runtime, stop, bounded=False)))
+            return JSONResponse({"input_tokens": count})
+        except Exception as e:
+            return _anthropic_error(request, e)
 
     return handle
 
@@ -167,9 +186,12 @@ def _responses_handler(state: ServerState):
     async def handle(request: Request) -> Response:
         if state.draining:
             raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
-        job = await prepare_request(state, request, lambda body, stop: checked(
-            state, lambda: parse_chat(openai_responses.chat_request(body), state.served, SessionTemplate(state.runtime, stop)),
-            "input"))
+        try:
+            job = await prepare_request(state, request, lambda body, stop: checked(
+                state, lambda: parse_chat(openai_responses.chat_request(body), state.served,
+                                          SessionTemplate(state.runtime, stop)), "input"))
+        except APIError as e:
+            raise renamed(e, RESPONSES_NAMES) from None
         return await answer(state, request, job, ResponsesWriter(job, state.served.name))
 
     return handle
@@ -198,19 +220,58 @@ def checked(state: ServerState, parse: Callable[[], Job], prompt_param: str) -> 
         state.runtime.check(EngineRequest(job.prompt, job.config))
     except ContextOverflowError as e:
         raise invalid(str(e), prompt_param, code="context_length_exceeded") from None
+    except GrammarFault as e:  # the request's grammar: its tools' or its response_format's
+        if job.tools is not None and job.config.constraint and job.config.constraint.kind == "lark":
+            raise _tool_fault(job, e) from None
+        raise invalid(str(e), "response_format") from None
     except SpecllamaError as e:  # a chat template that fails to render, a drafter that needs a cost curve
         raise invalid(str(e)) from None
     return job
 
 
+def _tool_fault(job: Job, error: GrammarFault) -> APIError:
+    """A tools grammar that cannot be enforced, told as the tool whose schema is at fault (the
+    grammar's own error points at a line of the Lark text this server wrote, issue 41)."""
+    for i, tool in enumerate(job.tools.tools):
+        function = tool["function"]
+        schema = Constraint("json_schema", schema=function.get("parameters") or {"type": "object"},
+                            strict=bool(function.get("strict")))
+        try:
+            check_constraint(schema)
+        except SpecllamaError as e:
+            return invalid(f"tools[{i}].function.parameters: {e}", f"tools[{i}].function.parameters")
+    return invalid(str(error), "tools")
+
+
+def renamed(error: APIError, names: dict[str, str]) -> APIError:
+    """An error of the chat request a route was translated into, told in the route's own field
+    names (Responses: max_output_tokens, input; Anthropic: stop_sequences), issue 41."""
+    param, message = error.param, error.message
+    for ours, theirs in names.items():
+        if param is not None and (param == ours or param.startswith(ours + ".")):  # not [i]: items are counted apart
+            param = theirs + param[len(ours):]
+        message = message.replace(f"'{ours}'", f"'{theirs}'")
+    if (param, message) == (error.param, error.message):
+        return error
+    return APIError(error.status, message, param=param, code=error.code, retry_after=error.retry_after)
+
+
+RESPONSES_NAMES = {"max_tokens": "max_output_tokens", "messages": "input"}
+ANTHROPIC_NAMES = {"stop": "stop_sequences"}
+
+
 class SessionTemplate:
     """The Session's chat template as parse_chat asks for it (schema.ChatTemplate)."""
 
-    def __init__(self, runtime, stop: Callable[[], bool]):
+    def __init__(self, runtime, stop: Callable[[], bool], bounded: bool = True):
         self.runtime = runtime
         self.stop = stop
+        self.bounded = bounded  # False: any length is tokenized (counting; the body's size is bounded)
 
     def tokens(self, messages: list[dict], tools: list[dict] | None, continue_last: bool) -> list[int]:
+        if not self.bounded:
+            return self.runtime.chat_tokens(messages, stop=self.stop, tools=tools, continue_last=continue_last,
+                                            bounded=False)
         return self.runtime.chat_tokens(messages, stop=self.stop, tools=tools, continue_last=continue_last)
 
     def tool_call_format(self) -> str | None:
@@ -383,12 +444,16 @@ def _props(state: ServerState) -> dict:
 
 
 def _health(state: ServerState) -> Response:
+    """Answered without a key, so it says the server's state and counts, never an error's text (a
+    dead engine's error once carried a client's whole grammar here, issue 41): "ok" (llama-server's
+    word; `specllama ps` and load balancers read it), "busy" (every slot taken: a request waits), or
+    "stopping" (503: draining, or the engine died and the process is exiting)."""
+    if not state.worker.alive or state.draining:
+        return JSONResponse({"status": "stopping"}, 503)
     active, queued = state.worker.counts()
-    if not state.worker.alive:
-        return JSONResponse({"status": "error", "error": state.worker.failure or "the engine has stopped"}, 503)
-    if state.draining:
-        return JSONResponse({"status": "shutting down"}, 503)
-    return JSONResponse({"status": "ok", "slots": state.runtime.parallelism, "active": active, "queued": queued})
+    slots = state.runtime.parallelism
+    status = "busy" if active >= slots or queued else "ok"
+    return JSONResponse({"status": status, "slots": slots, "active": active, "queued": queued})
 
 
 def _metrics(state: ServerState) -> Response:

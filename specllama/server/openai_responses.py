@@ -46,6 +46,8 @@ def chat_request(body: object) -> dict:
             out[name] = body[name]
     if body.get("max_output_tokens") is not None:
         out["max_tokens"] = body["max_output_tokens"]
+    if body.get("tools") is not None and not isinstance(body["tools"], list):
+        raise invalid("'tools' must be an array of function tools", "tools")
     tools = [_tool(t, f"tools[{i}]") for i, t in enumerate(body.get("tools") or [])]
     if tools:
         out["tools"] = tools
@@ -64,6 +66,9 @@ def _item(item: object, messages: list[dict], where: str) -> None:
             raise invalid(f"{where}.role must be one of {', '.join(ROLES)}", f"{where}.role")
         messages.append({"role": item["role"], "content": _text(item.get("content"), f"{where}.content")})
     elif kind == "function_call":
+        for name in ("call_id", "arguments"):
+            if item.get(name) is not None and not isinstance(item.get(name), str):
+                raise invalid(f"{where}.{name} must be a string", f"{where}.{name}")
         call = {"id": item.get("call_id") or "", "type": "function",
                 "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"}}
         if messages and messages[-1]["role"] == "assistant":
@@ -83,7 +88,7 @@ def _text(content: object, where: str) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text")
-                                         for p in content):
+                                         and isinstance(p.get("text", ""), str) for p in content):
         return "".join(p.get("text") or "" for p in content)
     raise invalid(f"{where} must be a string or text parts (input_text, output_text)", where)
 
@@ -92,6 +97,10 @@ def _tool(tool: object, where: str) -> dict:
     if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("name"), str):
         raise invalid(f"{where} must be {{\"type\": \"function\", \"name\": ..., \"parameters\": {{...}}}} "
                       "(only function tools are supported)", where)
+    for name, kind in (("parameters", dict), ("description", str)):
+        if tool.get(name) is not None and not isinstance(tool.get(name), kind):
+            raise invalid(f"{where}.{name} must be {'a JSON schema object' if kind is dict else 'a string'}",
+                          f"{where}.{name}")
     function = {"name": tool["name"], "description": tool.get("description") or "",
                 "parameters": tool.get("parameters") or {"type": "object"}}
     if tool.get("strict"):
@@ -138,7 +147,7 @@ class ResponsesWriter:
         return out
 
     def whole(self, summary: Summary, tokens: list[TokenEvent]) -> dict:
-        text, calls = self.parts.whole(summary.text)
+        text, calls = self.parts.whole(summary)
         output = [_message(text, "completed")] if text else []
         output += [_function_call(call, "completed") for call in calls]
         return self._response("completed", output, summary)
@@ -156,7 +165,7 @@ class ResponsesWriter:
         return self._parts(self.parts.feed(event.text))
 
     def done(self, event: DoneEvent) -> list[str]:
-        out = self._parts(self.parts.end(event.text)) + self._close_message()
+        out = self._parts(self.parts.end(event.text, event.summary)) + self._close_message()
         if event.summary.finish_reason == "cancelled":
             return out + self.failed(APIError(503, "the server is shutting down: the answer is incomplete"))
         response = self._response("completed", self.output, event.summary)

@@ -34,6 +34,7 @@ from specllama.server.protocol import guarded_protocol
 ANSWER_SECONDS = 2  # after the signal, the longest a handler waits for the engine's last event
 GRACE_SECONDS = 5  # uvicorn's own wait for connections; every handler has answered well before
 STOP_SECONDS = 8  # after the signal, the longest to wait for threads inside llama.cpp
+ENGINE_DIED = 3  # the exit status when the engine thread died: not a clean stop, so a supervisor restarts it
 
 
 class DrainingServer(uvicorn.Server):
@@ -79,12 +80,21 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(app, state: ServerState, sock: socket.socket, limits: ConnectionLimits = ConnectionLimits()) -> None:
-    """Run until SIGTERM / Ctrl-C; returns once no thread uses the models (the caller frees them),
-    or ends the process when one still does after STOP_SECONDS."""
+def serve(app, state: ServerState, sock: socket.socket, limits: ConnectionLimits = ConnectionLimits()) -> int:
+    """Run until SIGTERM / Ctrl-C, or until the engine thread dies; returns the exit status (0 for
+    a requested stop, ENGINE_DIED when the engine died: a supervisor should restart the server)
+    once no thread uses the models (the caller frees them), or ends the process when one still
+    does after STOP_SECONDS."""
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=GRACE_SECONDS,
                             lifespan="off", access_log=False, http=guarded_protocol(limits))
     server = DrainingServer(config, state)
+    status = [0]
+
+    def engine_died() -> None:  # on the engine thread: uvicorn's loop sees should_exit within 0.1 s
+        status[0] = ENGINE_DIED
+        server.should_exit = True
+
+    state.worker.on_death = engine_died
     state.preparer.start()
     state.worker.start()
     try:
@@ -102,4 +112,5 @@ def serve(app, state: ServerState, sock: socket.socket, limits: ConnectionLimits
             print(f"specllama serve: a request was still inside llama.cpp {STOP_SECONDS} s after the stop; exiting "
                   "without freeing the models", file=sys.stderr, flush=True)
             sys.stdout.flush()
-            os._exit(0)
+            os._exit(status[0])
+    return status[0]

@@ -98,6 +98,24 @@ def parse_chat(body: object, served: ServedModel, template: ChatTemplate) -> Job
     """POST /v1/chat/completions: the messages through the model's chat template, with the
     request's tools (tools.py); a last assistant message is continued (prefill), as llama-server does."""
     body = _object(body)
+    tools, prompt, forced = _chat_prompt(body, served, template)
+    job = _job(body, served, prompt, "messages", chat=True)
+    config = job.config
+    if tools is not None:  # the response_format (config.constraint) is kept for an answer that is not a call
+        constraint = tool_constraint(tools, template.grammar_token("<tool_call>"), template.grammar_token("</tool_call>"),
+                                     answer=config.constraint)
+        config = replace(config, stop=config.stop + tools.stops, constraint=constraint)
+    return replace(job, config=config, tools=tools, forced=forced)
+
+
+def chat_prompt_tokens(body: object, served: ServedModel, template: ChatTemplate) -> int:
+    """How many tokens the chat's prompt is, whatever its size (Anthropic's count_tokens: a client
+    asks before sending, so a prompt longer than the context is counted, not refused)."""
+    return len(_chat_prompt(_object(body), served, template)[1])
+
+
+def _chat_prompt(body: dict, served: ServedModel, template: ChatTemplate) -> tuple[ToolUse | None, list[int], str]:
+    """(the request's tools, its prompt's tokens, the forced start of its answer)."""
     served.check_model(body)
     tools = parse_tools(body)
     messages = _messages(body.get("messages"))
@@ -112,13 +130,7 @@ def parse_chat(body: object, served: ServedModel, template: ChatTemplate) -> Job
             messages.append({"role": "assistant", "content": forced})
             continue_last = True
     prompt = template.tokens(messages, tools.template_tools if tools else None, continue_last)
-    job = _job(body, served, prompt, "messages", chat=True)
-    constraint = tool_constraint(tools, template.grammar_token("<tool_call>"), template.grammar_token("</tool_call>")) \
-        if tools is not None else None
-    config = job.config
-    if tools is not None:
-        config = replace(config, stop=config.stop + tools.stops, constraint=constraint)
-    return replace(job, config=config, tools=tools, forced=forced)
+    return tools, prompt, forced
 
 
 def _check_tool_template(tool_format: str | None) -> None:
@@ -288,7 +300,8 @@ def _messages(messages: object) -> list[dict]:
         where = f"messages[{i}]"
         if not isinstance(message, dict):
             raise invalid(f"{where} must be an object", where)
-        role = ROLES.get(message.get("role"))
+        role = message.get("role")
+        role = ROLES.get(role) if isinstance(role, str) else None  # a list or object is no role (and unhashable)
         if role is None:
             raise invalid(f"{where}.role must be one of {', '.join(ROLES)}, got {message.get('role')!r}", f"{where}.role")
         content = _content(message.get("content"), role, f"{where}.content")

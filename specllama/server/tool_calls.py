@@ -123,9 +123,10 @@ class ToolCallParser:
             self.pending = self.pending[len(safe):]
         return out
 
-    def end(self) -> list:
+    def end(self, cut: bool = False) -> list:
         """The text is complete: an unclosed call is a call if its JSON is whole (a stop string
-        or the model's end may cut the closing), and held-back text is content."""
+        or the model's end may cut the closing), and held-back text is content. `cut`: max_tokens
+        ended the answer, so an unclosed call is a half call: neither a call nor content."""
         out: list = []
         if self.bare:
             calls = bare_calls(self.pending, self.names)
@@ -136,7 +137,7 @@ class ToolCallParser:
             self.bare = False
             out += self.feed("")  # the tags' way after all
         if self.inside:
-            out += self._call(self.pending, closed=False)
+            out += [] if cut else self._call(self.pending, closed=False)
         elif self.pending:
             text = self.pending.rstrip() if self.calls else self.pending
             if text:
@@ -180,9 +181,10 @@ def _partial_open(text: str) -> int:
     return 0
 
 
-def split_calls(text: str, forced: str = "", names: frozenset[str] = frozenset()) -> tuple[str | None, list[ToolCall]]:
-    """A whole answer: (its content, None when empty; its calls)."""
+def split_calls(text: str, forced: str = "", names: frozenset[str] = frozenset(),
+                cut: bool = False) -> tuple[str | None, list[ToolCall]]:
+    """A whole answer: (its content, None when empty; its calls); `cut` as in ToolCallParser.end."""
     parser = ToolCallParser(forced, names=names)
-    parts = parser.first() + parser.feed(text) + parser.end()
+    parts = parser.first() + parser.feed(text) + parser.end(cut)
     content = "".join(p for p in parts if isinstance(p, str))
     return (content or None), [p for p in parts if isinstance(p, ToolCall)]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from specllama.decoding.constraint import JSON_LAYOUT, Constraint
+from specllama.decoding.constraint import JSON_LAYOUT, Constraint, schema_problem
 from specllama.server.api_errors import invalid
 from specllama.server.tool_calls import CLOSE, OPEN
 
@@ -68,6 +68,9 @@ def parse_tools(body: dict) -> ToolUse | None:
                       "functions")
     tools = body.get("tools")
     if not tools:
+        choice = body.get("tool_choice")
+        if choice is not None and choice not in ("auto", "none"):  # a call that cannot be made: refused, not ignored
+            raise invalid("'tool_choice' asks for a tool call but the request has no 'tools'", "tool_choice")
         return None
     if not isinstance(tools, list):
         raise invalid("'tools' must be an array of {\"type\": \"function\", \"function\": {...}}", "tools")
@@ -83,6 +86,9 @@ def parse_tools(body: dict) -> ToolUse | None:
         parameters = function.get("parameters")
         if parameters is not None and not isinstance(parameters, dict):
             raise invalid(f"{where}.function.parameters must be a JSON schema object", f"{where}.function.parameters")
+        why = schema_problem(parameters) if parameters else None
+        if why:
+            raise invalid(f"{where}.function.parameters: the schema {why}", f"{where}.function.parameters")
         names.append(function["name"])
     if len(set(names)) != len(names):
         raise invalid("two tools have the same name", "tools")
@@ -138,7 +144,11 @@ def _template_call(call: object, where: str) -> dict:
     if not isinstance(function, dict) or not isinstance(function.get("name"), str):
         raise invalid(f"{where} must be {{\"id\": ..., \"type\": \"function\", \"function\": {{\"name\": ..., "
                       "\"arguments\": ...}}}}", where)
+    if call.get("id") is not None and not isinstance(call.get("id"), str):
+        raise invalid(f"{where}.id must be a string", f"{where}.id")
     arguments = function.get("arguments")
+    if arguments is not None and not isinstance(arguments, (str, dict)):
+        raise invalid(f"{where}.function.arguments must be a JSON string or an object", f"{where}.function.arguments")
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
@@ -152,13 +162,18 @@ def has_tool_turns(messages: list[dict]) -> bool:
     return any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
 
 
-def tool_constraint(use: ToolUse, open_token: str, close_token: str) -> Constraint | None:
+def tool_constraint(use: ToolUse, open_token: str, close_token: str, answer: Constraint | None = None) -> Constraint | None:
     """The grammar a call follows (llguidance's Lark, %json for each function's arguments), from
     where the answer's forced start leaves off. `open_token` / `close_token`: how the grammar names
     <tool_call> and </tool_call> (`<[id]>` where each is one special token of the vocabulary, whose
-    text a plain string in the grammar would not match)."""
+    text a plain string in the grammar would not match). `answer`: the request's response_format,
+    which an answer that is not a call must follow (issue 41: it was silently dropped): under
+    "none" it is the whole constraint; under "auto" the answer is either calls or that JSON (a
+    grammar from the first token, no longer lazy); a forced call's answer is the call alone."""
     if not use.parses:
-        return None
+        return answer
+    if answer is not None and use.choice == "auto":
+        return _calls_or_answer(use, open_token, close_token, answer)
     lines = []
     if use.choice == "function":
         lines.append(f'start: args_0 "}}" "\\n" {close_token}')
@@ -174,6 +189,17 @@ def tool_constraint(use: ToolUse, open_token: str, close_token: str) -> Constrai
         lines.append(f'call_{i}: {head} args_{i} "}}"')
         lines.append(f"args_{i}: %json " + _schema_text(use, name))
     return Constraint(kind="lark", grammar="\n".join(lines), trigger=OPEN if use.choice == "auto" else None)
+
+
+def _calls_or_answer(use: ToolUse, open_token: str, close_token: str, answer: Constraint) -> Constraint:
+    lazy = tool_constraint(use, open_token, close_token)
+    calls = [line for line in lazy.grammar.splitlines() if not line.startswith("start:")]
+    schema = answer.schema if answer.kind == "json_schema" else {"type": "object"}
+    options = {**JSON_LAYOUT, "lenient": not answer.strict}
+    more = f' ("\\n" {open_token} "\\n" call "\\n" {close_token})*' if use.parallel else ""
+    start = f'start: answer | {open_token} "\\n" call "\\n" {close_token}{more}'
+    body = json.dumps({**schema, "x-guidance": options}, ensure_ascii=False)
+    return Constraint(kind="lark", grammar="\n".join([start, "answer: %json " + body, *calls]))
 
 
 def _schema_text(use: ToolUse, name: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
+import traceback
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -33,6 +34,7 @@ class Refused:
     message: str
 
 
+FAILURE_LOG_CHARS = 500  # the dead engine's error in the server's log: its reason, not a grammar's dump
 Sink = Callable[[object], None]  # TokenEvent, DoneEvent, FailedEvent or Refused, from the engine thread
 
 
@@ -56,7 +58,10 @@ class EngineWorker:
         self._lock = threading.Lock()
         self._tags = itertools.count()  # tags are never reused: the engine remembers cancelled ones
         self._closed = False
-        self.failure: str | None = None  # set when the engine thread died (a bug): /health says so
+        self.failure: str | None = None  # set when the engine thread died (a bug): for the server's log only
+        # Called (from the engine thread) once it has died: the server then exits non-zero so that a
+        # supervisor restarts it, rather than answering 503 for ever with the process up (issue 41).
+        self.on_death: Callable[[], None] | None = None
         self._thread = threading.Thread(target=self._run, name="specllama-engine", daemon=True)
 
     def start(self) -> None:
@@ -135,18 +140,21 @@ class EngineWorker:
         try:
             for tag, event in self.runtime.run_many(self.queue):
                 self._route(tag, event)
-        except BaseException as e:  # a bug in the engine: every waiting client gets a 500, not silence
-            self.failure = f"{type(e).__name__}: {e}"
-            print(f"specllama serve: the engine stopped: {self.failure}", file=sys.stderr)
+        except BaseException as e:  # a bug in the engine loop itself (one request's failure never gets here)
+            self.failure = f"{type(e).__name__}: {str(e)[:FAILURE_LOG_CHARS]}"
+            print(f"specllama serve: the engine stopped: {self.failure}; exiting so that a supervisor restarts the "
+                  "server", file=sys.stderr, flush=True)
+            traceback.print_exception(e, file=sys.stderr)
             with self._lock:
                 self._closed = True
                 sinks = list(self._sinks.values())
                 self._sinks.clear()
                 self._unfinished.clear()
                 self._handles.clear()
-            for sink in sinks:
-                sink(Refused(500, f"the engine stopped: {self.failure}"))
-            raise
+            for sink in sinks:  # the reason is the server's (its log has it), never another request's text
+                sink(Refused(500, "the engine stopped; the server is exiting"))
+            if self.on_death is not None:
+                self.on_death()
 
     def _route(self, tag: int, event) -> None:
         if isinstance(event, StepEvent):

@@ -65,17 +65,24 @@ class AnswerParts:
             return [text] if text else []
         return self.parser.feed(text)
 
-    def end(self, text: str) -> list:
-        """The last text (held back until now), and whatever the parser still holds."""
+    def end(self, text: str, summary: Summary) -> list:
+        """The last text (held back until now), and whatever the parser still holds (a call that
+        max_tokens cut is dropped: issue 41)."""
         if self.parser is None:
             return [text] if text else []
-        return self.parser.feed(text) + self.parser.end()
+        return self.parser.feed(text) + self.parser.end(cut_short(summary))
 
-    def whole(self, text: str) -> tuple[str | None, list[ToolCall]]:
+    def whole(self, summary: Summary) -> tuple[str | None, list[ToolCall]]:
         """A whole answer's (content, calls); without tools, the text itself and no call."""
         if self.parser is None:
-            return text, []
-        return split_calls(text, self.job.forced, self.job.tool_names)
+            return summary.text, []
+        return split_calls(summary.text, self.job.forced, self.job.tool_names, cut_short(summary))
+
+
+def cut_short(summary: Summary) -> bool:
+    """Whether the token budget (max_tokens, or the context) ended the answer: its finish reason is
+    then `length` / `max_tokens` even when calls were made (a last call may be half written)."""
+    return summary.finish_reason in ("length", "context")
 
 
 class OpenAIWriter:
@@ -95,11 +102,12 @@ class OpenAIWriter:
         if self.job.top_logprobs is not None:
             choice["logprobs"] = self._logprobs([e for e in tokens if e.logprobs is not None])
         if self.parts.parses:
-            content, calls = self.parts.whole(summary.text)
+            content, calls = self.parts.whole(summary)
             choice["message"]["content"] = content
             if calls:
                 choice["message"]["tool_calls"] = [call.openai() for call in calls]
-                choice["finish_reason"] = "tool_calls"
+                if not cut_short(summary):
+                    choice["finish_reason"] = "tool_calls"
         return out
 
     # --- stream -----------------------------------------------------------------------------
@@ -114,12 +122,12 @@ class OpenAIWriter:
 
     def done(self, event: DoneEvent) -> list[str]:
         summary = event.summary
-        out = self._parts(self.parts.end(event.text))
+        out = self._parts(self.parts.end(event.text, summary))
         if summary.finish_reason == "cancelled":
             return out + [sse(APIError(503, "the server is shutting down: the answer is incomplete").body()),
                           "data: [DONE]\n\n"]
         last = self.answer.last_chunk(summary)
-        if self.calls and self.answer.chat:
+        if self.calls and self.answer.chat and not cut_short(summary):
             last["choices"][0]["finish_reason"] = "tool_calls"
         if self.waiting_logprobs:
             last["choices"][0]["logprobs"] = self._logprobs(self._take_logprobs())
