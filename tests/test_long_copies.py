@@ -3,7 +3,7 @@ K_AUTO_MAX up to K_COPY_MAX; anything else stays within K_AUTO_MAX (policy/free_
 
 from __future__ import annotations
 
-from specllama.decoding.policy.free_drafts import cut_free, long_enough
+from specllama.decoding.policy.free_drafts import CopyRun, cut_free, long_enough
 from specllama.decoding.proposal import Proposal
 from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
 
@@ -16,9 +16,9 @@ def copy(n: int, odds: float, certain: int) -> Proposal:
     return Proposal(list(range(100, 100 + n)), confidence=[odds] * n, source="suffix", certain=certain)
 
 
-def sent(proposal: Proposal, ratio) -> int:
+def sent(proposal: Proposal, ratio, reach: int = K_AUTO_MAX) -> int:
     long_enough(proposal)
-    cut_free(proposal, ratio)
+    cut_free(proposal, ratio, reach=reach)
     return len(proposal.tokens)
 
 
@@ -59,3 +59,25 @@ def test_a_prompt_bounds_what_rows_past_the_largest_batch_timed_cost():
     assert abs(bounded - (7.0 + VERIFY_ROW_FACTOR / 3 * 56)) < 0.5
     costs.record_prefill(8, 8 * 0.001)  # a short chunk says nothing of big batches
     assert abs(costs.ratio(65) - bounded) < 1e-9
+
+
+def test_a_copy_accepted_whole_doubles_its_reach_and_one_rejection_resets_it():
+    run = CopyRun()
+    assert run.reach == K_AUTO_MAX
+    run.observe(copy(8, 0.95, 8), n_accepted=8)
+    assert run.reach == 16
+    run.observe(copy(16, 0.95, 16), n_accepted=16)
+    run.observe(copy(32, 0.95, 32), n_accepted=32)
+    run.observe(copy(64, 0.95, 64), n_accepted=64)
+    assert run.reach == K_COPY_MAX
+    run.observe(copy(8, 0.6, 0), n_accepted=8)  # an uncertain draft accepted: no evidence of a copy
+    assert run.reach == K_COPY_MAX
+    run.observe(copy(64, 0.95, 64), n_accepted=40)
+    assert run.reach == K_AUTO_MAX
+
+
+def test_the_reach_sends_a_certain_lead_the_costs_alone_would_cut():
+    dear = slope(0.3)
+    assert sent(copy(K_COPY_MAX, 0.95, K_COPY_MAX), dear) < 2 * K_AUTO_MAX
+    assert sent(copy(K_COPY_MAX, 0.95, K_COPY_MAX), dear, reach=32) == 32
+    assert sent(copy(20, 0.95, 20), dear, reach=32) == 20  # never past what matched

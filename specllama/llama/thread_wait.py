@@ -36,10 +36,11 @@ from specllama.errors import UsageError
 LEVELS = ("auto", "spin", "sleep")
 DEFAULT_LEVEL = "auto"
 ENV = "SPECLLAMA_THREAD_WAIT"
-# libgomp counts about 100,000 spins a millisecond; its own default (no OMP_WAIT_POLICY) is
-# 300,000 and OMP_WAIT_POLICY=ACTIVE 30 billion. Measured here, 30,000 and 300,000 decode alike;
-# the shorter one gives a core back sooner to the UI and to a neighbour.
-SPIN_COUNT = 30_000
+# GOMP_SPINCOUNT counts PAUSE instructions (~60 ns each on this AMD EPYC; libgomp's own default is
+# 300,000, OMP_WAIT_POLICY=ACTIVE 30 billion). Measured here (bench/measured/vm-20261125-thread-wait,
+# -busy): 1,000 and 30,000 decode alike on idle cores (23.2 tok/s), and beside one other busy
+# process 1,000 kept 10.5 tok/s where 30,000 fell to 1-3: the shorter spin gives a core back sooner.
+SPIN_COUNT = 1_000
 _USER_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 # Set beside the variables this module wrote, so a child process (a server a test starts, a batch
 # worker) can tell its parent's level from the user's own variables and choose its own.

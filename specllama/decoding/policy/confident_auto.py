@@ -13,7 +13,7 @@ from specllama.decoding.acceptance import TextFit
 from specllama.decoding.drafters import Drafter, Proposal
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.policy.base import NO_DRAFT, Ask, PolicyBase, PolicyKit
-from specllama.decoding.policy.free_drafts import cut_free, fully_known, long_enough
+from specllama.decoding.policy.free_drafts import CopyRun, cut_free, fully_known, long_enough
 from specllama.decoding.proposal import still_certain
 from specllama.decoding.realised import RealisedSpeed
 from specllama.decoding.request import K_COPY_MAX
@@ -28,6 +28,7 @@ class ConfidentAuto(PolicyBase):
         self.drafters = (drafter,)
         self.fit = TextFit()  # this text's drafts against their calibrated confidence
         self.realised = RealisedSpeed()
+        self.copy_run = CopyRun()
 
     def ask(self, room: int, alone: bool) -> Ask:
         if self.drafter.name in self.realised.avoid():
@@ -43,12 +44,13 @@ class ConfidentAuto(PolicyBase):
 
     def cut(self, proposal: Proposal) -> bool:
         if proposal.tokens:
-            cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens)
+            cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens, self.copy_run.reach)
         return fully_known(proposal)
 
     def observe(self, outcome: StepOutcome) -> None:
         if outcome.drafted:
             self.fit.observe(outcome.sent.confidence or [], outcome.drafted, outcome.n_accepted, outcome.odds)
+            self.copy_run.observe(outcome.sent, outcome.n_accepted)
         else:
             self.fit.idle()
         self.realised.tick()

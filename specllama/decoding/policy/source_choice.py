@@ -18,7 +18,7 @@ from specllama.decoding.cost.model import Ratio
 from specllama.decoding.drafters import Drafter, Proposal
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.policy.base import Ask, PolicyBase, PolicyKit
-from specllama.decoding.policy.free_drafts import cut_free, free_rate, fully_known, long_enough
+from specllama.decoding.policy.free_drafts import CopyRun, cut_free, free_rate, fully_known, long_enough
 from specllama.decoding.proposal import still_certain
 from specllama.decoding.realised import RealisedSpeed
 from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
@@ -52,6 +52,7 @@ class SourceChoice(PolicyBase):
         self.acceptance = kit.record(model.name) if model is not None and model.name in kit.records else None
         self.fit = TextFit()
         self.realised = RealisedSpeed()
+        self.copy_run = CopyRun()
         self._cap = 0
 
     def start(self, slot: int, prompt: Sequence[int]) -> None:
@@ -83,13 +84,14 @@ class SourceChoice(PolicyBase):
 
     def cut(self, proposal: Proposal) -> bool:
         if proposal.tokens and proposal.source == self.suffix.name:
-            cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens)
+            cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens, self.copy_run.reach)
         return fully_known(proposal)
 
     def observe(self, outcome: StepOutcome) -> None:
         by_model = self.model is not None and outcome.source == self.model.name
         if outcome.drafted and not by_model:
             self.fit.observe(outcome.sent.confidence or [], outcome.drafted, outcome.n_accepted, outcome.odds)
+            self.copy_run.observe(outcome.sent, outcome.n_accepted)
         else:
             self.fit.idle()
         if self.acceptance is not None:
