@@ -44,7 +44,7 @@ def run_side(args) -> float:
     cmd = [sys.executable, "-m", "specllama", "run", args.prompt, "--stats", "-k", str(args.k),
            "--max-tokens", str(args.max_tokens), "--drafter", args.drafter]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=True, stdin=subprocess.DEVNULL)
-    match = re.search(r"generated \d+ tokens in [\d.]+ s: ([\d.]+) tokens/s", done.stderr)
+    match = re.search(r"\d+ tokens in [\d.]+ s · ([\d.]+) tok/s", done.stderr)
     if not match:
         raise SystemExit(f"no tokens/s in `specllama run` output:\n{done.stderr}")
     return float(match.group(1))
