@@ -108,3 +108,4 @@ def test_reports_and_cost_keys_name_the_level():
     key = cache.key_for(Path(__file__), None, threads=2, threads_batch=2, gpu_layers=0, exact=False, max_n=16)
     assert key["thread_wait"] == before
 
+

@@ -8,7 +8,7 @@ batch (tests/test_real_exact.py checks the texts at any --parallel), so the note
 
 from __future__ import annotations
 
-NOTE = ("specllama: note: {n} prompts share each decode, so greedy text can differ from --parallel 1 where two "
+NOTE = ("note: {n} prompts share each decode, so greedy text can differ from --parallel 1 where two "
         "tokens nearly tie (batched sums round differently); --exact gives the same text at any --parallel")
 
 
