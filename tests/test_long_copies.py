@@ -61,7 +61,7 @@ def test_a_prompt_bounds_what_rows_past_the_largest_batch_timed_cost():
     assert abs(costs.ratio(65) - bounded) < 1e-9
 
 
-def test_a_copy_accepted_whole_doubles_its_reach_and_one_rejection_resets_it():
+def test_a_copy_accepted_whole_doubles_its_reach_and_a_rejection_halves_it():
     run = CopyRun()
     assert run.reach == K_AUTO_MAX
     run.observe(copy(8, 0.95, 8), n_accepted=8)
@@ -73,6 +73,9 @@ def test_a_copy_accepted_whole_doubles_its_reach_and_one_rejection_resets_it():
     run.observe(copy(8, 0.6, 0), n_accepted=8)  # an uncertain draft accepted: no evidence of a copy
     assert run.reach == K_COPY_MAX
     run.observe(copy(64, 0.95, 64), n_accepted=40)
+    assert run.reach == K_COPY_MAX // 2
+    for _ in range(4):
+        run.observe(copy(8, 0.95, 8), n_accepted=2)
     assert run.reach == K_AUTO_MAX
 
 

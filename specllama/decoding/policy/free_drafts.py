@@ -43,8 +43,8 @@ def cut_free(proposal: Proposal, ratio: Ratio, rows: Rows = causal_rows, reach: 
 
 class CopyRun:
     """How far a near-certain copy's lead is sent whatever the cost estimate: K_AUTO_MAX, doubled
-    after each certain draft the target accepted whole (to K_COPY_MAX), back to K_AUTO_MAX at the
-    first rejected token.
+    after each certain draft the target accepted whole (to K_COPY_MAX), halved (to no less than
+    K_AUTO_MAX) by a draft with a rejected token.
 
     Why not the cost model alone: acceptance inside a copy comes in bursts (a file returned with
     one change is accepted for hundreds of tokens, then diverges once at the change), while the
@@ -61,7 +61,9 @@ class CopyRun:
         if not sent.tokens:
             return
         if n_accepted < len(sent.tokens):
-            self.reach = K_AUTO_MAX
+            # One divergence (the edit in a file returned whole) says little of the copy around it:
+            # half the reach, not all of it.
+            self.reach = max(K_AUTO_MAX, self.reach // 2)
         elif sent.certain:
             self.reach = min(K_COPY_MAX, max(self.reach, 2 * len(sent.tokens)))
 
