@@ -121,6 +121,15 @@ def parse_chat(body: object, served: ServedModel, template: ChatTemplate) -> Job
     return replace(job, config=config, tools=tools, forced=forced)
 
 
+def context_message(prompt_tokens: int, n_ctx: int) -> str:
+    """A prompt over the context, said with both numbers and the option that fixes it. It begins as
+    Anthropic's own does ("prompt is too long: N tokens > M maximum"), which Claude Code recognises
+    (it offers /compact); the -c suggested leaves room for an answer."""
+    room = 1 << max(prompt_tokens + 1024, 1).bit_length()
+    return (f"prompt is too long: {prompt_tokens} tokens > {n_ctx} maximum (the context this server was started "
+            f"with): start `specllama serve` with a larger context, e.g. -c {room} (--ctx), or shorten the prompt")
+
+
 def _check_tool_template(tool_format: str | None) -> None:
     if tool_format is None:
         raise invalid("this model's chat template has no tool support (it does not put a tool list into the prompt): "
@@ -158,8 +167,7 @@ def parse_completion(body: object, served: ServedModel, tokenize_text) -> Job:
 
 def _job(body: dict, served: ServedModel, prompt: list[int], prompt_param: str, chat: bool) -> Job:
     if len(prompt) + 1 > served.n_ctx:
-        raise invalid(f"the prompt is {len(prompt)} tokens but the context holds {served.n_ctx}: shorten it, "
-                      "or start the server with a larger --ctx", prompt_param, code="context_length_exceeded")
+        raise invalid(context_message(len(prompt), served.n_ctx), prompt_param, code="context_length_exceeded")
     n = body.get("n", 1)
     if n is not None and n != 1:
         raise invalid("only n = 1 is supported", "n")
@@ -308,7 +316,7 @@ def _content(content: object, role: str, where: str) -> str:
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
                 raise invalid(f"{where}: only text parts are supported ({{\"type\": \"text\", \"text\": ...}})", where)
             texts.append(part["text"])
-        return "".join(texts)
+        return "\n".join(texts)  # as llama.cpp joins text parts: Qwen Code's <system-reminder> parts stay apart
     raise invalid(f"{where} must be a string or an array of text parts", where)
 
 
