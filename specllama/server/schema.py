@@ -25,11 +25,23 @@ from specllama.decoding.request import AUTO, DRAFTERS, K_MAX, GenerationConfig, 
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.server.api_errors import APIError, invalid
+from specllama.server.ignored import note
 from specllama.server.tools import ToolUse, has_tool_turns, parse_tools, template_message, tool_constraint
 
 MAX_STOPS = 16
 MAX_TOP_LOGPROBS = 20  # OpenAI's own limit
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+# Fields agent clients send that tune OpenAI's hosted service: ignored like every unused field, and
+# said once at `serve -v` (ignored.py), so a user wondering why one has no effect finds out.
+HOSTED_FIELDS = {
+    "reasoning_effort": "no reasoning effort here: the model's chat template decides whether it reasons",
+    "prompt_cache_key": "the server reuses a cached prompt prefix by itself, whatever the key",
+    "store": "this server keeps no completions",
+    "metadata": "only OpenAI's own records use it",
+    "service_tier": "one tier here",
+    "verbosity": "the model answers at its own length",
+    "web_search_options": "no web search here: the model answers from the prompt alone",
+}
 
 
 class ChatTemplate(Protocol):
@@ -99,6 +111,9 @@ def parse_chat(body: object, served: ServedModel, template: ChatTemplate) -> Job
     request's tools (tools.py); a last assistant message is continued (prefill), as llama-server does."""
     body = _object(body)
     served.check_model(body)
+    for name, why in HOSTED_FIELDS.items():
+        if body.get(name) is not None:
+            note("/v1/chat/completions", f"'{name}' ignored", why)
     tools = parse_tools(body)
     messages = _messages(body.get("messages"))
     if tools is not None or has_tool_turns(messages):
