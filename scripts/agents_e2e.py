@@ -3,9 +3,9 @@
 pinned version into a scratch folder, pointed at one `serve` of the real pair, given the same small
 edit in a scratch git repository; one row per client:
 
-    client | version | finished | edit applied | seconds | requests (non-200) | prompt (cached) | drafted (accepted) | verdict
+    client | version | finished | edit applied | seconds | requests (failed, left) | prompt (cached) | drafted (accepted) | verdict
 
-The verdict tells "the server failed" (a request answered other than 200, a client error naming an
+The verdict tells "the server failed" (a request answered other than 200 or 499, a client error naming an
 HTTP status or an unreadable answer, serve's log holding a traceback) from "the model answered
 badly" (every request answered 200, yet no correct edit), with the evidence: serve's log lines for
 that client and the tail of the client's own output, all kept under the scratch folder.
@@ -57,6 +57,7 @@ class Row:
     seconds: float = 0.0
     requests: int = 0
     failed_requests: int = 0
+    abandoned: int = 0  # 499: the client gave up waiting (and retried) before the answer came
     prompt_tokens: int = 0
     cached_tokens: int = 0
     drafted: int = 0
@@ -136,7 +137,7 @@ def scratch_repo(folder: Path) -> Path:
     return folder
 
 
-def client_command(client: str, scratch: Path, repo: Path, url: str) -> tuple[list[str], dict]:
+def client_command(client: str, args, scratch: Path, repo: Path, url: str) -> tuple[list[str], dict]:
     """The command and environment that point `client` at the server (the settings docs/serve.md gives)."""
     home = scratch / f"home-{client}"
     home.mkdir(parents=True, exist_ok=True)
@@ -144,15 +145,18 @@ def client_command(client: str, scratch: Path, repo: Path, url: str) -> tuple[li
     env = {**os.environ, "HOME": str(home), "PWD": str(repo), "NO_COLOR": "1"}
     exe = _bin(scratch, client)
     if client == "claude":
+        # API_TIMEOUT_MS: a first prompt's prefill on a small CPU can outlast Claude Code's 600 s per request
         env.update(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="local", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-                   DISABLE_AUTOUPDATER="1")
+                   DISABLE_AUTOUPDATER="1", API_TIMEOUT_MS=str(args.timeout * 1000))
         return [exe, "-p", TASK, "--permission-mode", "acceptEdits", "--allowedTools", "Read,Edit,Write"], env
     if client == "codex":
         codex_home = home / ".codex"
         codex_home.mkdir(exist_ok=True)
         (codex_home / "config.toml").write_text(
             'model = "qwen2.5-coder"\nmodel_provider = "specllama"\n\n[model_providers.specllama]\n'
-            f'name = "specllama"\nbase_url = "{url}/v1"\nwire_api = "responses"\nenv_key = "SPECLLAMA_KEY"\n')
+            f'name = "specllama"\nbase_url = "{url}/v1"\nwire_api = "responses"\nenv_key = "SPECLLAMA_KEY"\n'
+            # no event comes while a long prompt is prefilled: Codex's 300 s idle limit would cut it
+            f"stream_idle_timeout_ms = {args.timeout * 1000}\n")
         env.update(CODEX_HOME=str(codex_home), SPECLLAMA_KEY="local")
         return [exe, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", TASK], env
     if client == "opencode":
@@ -186,7 +190,7 @@ def run_client(client: str, args, scratch: Path, url: str, serve_log: Path) -> R
     version = NPM.get(client, PIP.get(client, ("", "")))[1]
     row = Row(client, version)
     repo = scratch_repo(scratch / f"repo-{client}")
-    cmd, env = client_command(client, scratch, repo, url)
+    cmd, env = client_command(client, args, scratch, repo, url)
     out_path = scratch / f"{client}.out"
     start_at = serve_log.stat().st_size
     print(f"[e2e] {client}: {' '.join(cmd[:2])} ... (timeout {args.timeout} s)", file=sys.stderr, flush=True)
@@ -215,7 +219,9 @@ def run_client(client: str, args, scratch: Path, url: str, serve_log: Path) -> R
         if not match:
             continue
         row.requests += 1
-        if match.group(2) != "200":
+        if match.group(2) == "499":  # the client left first: its own timeout (a long prefill), then a retry
+            row.abandoned += 1
+        elif match.group(2) != "200":
             row.failed_requests += 1
             row.evidence.append("serve: " + line.strip())
         if match.group(3):
@@ -244,14 +250,16 @@ def run_client(client: str, args, scratch: Path, url: str, serve_log: Path) -> R
         row.evidence.append("client: " + client_out.strip()[-400:].replace("\n", "\\n"))
     if not row.finished and rc != 0:
         row.evidence.append(f"client exit: {rc}")
+    if row.abandoned:
+        row.evidence.append(f"serve: {row.abandoned} request(s) left by the client before the answer (its timeout)")
     return row
 
 
 def table(rows: list[Row]) -> str:
-    head = ("| client | version | finished | edit applied | seconds | requests (non-200) | prompt tokens (cached) "
+    head = ("| client | version | finished | edit applied | seconds | requests (failed, left) | prompt tokens (cached) "
             "| drafted (accepted) | verdict |\n|---|---|---|---|---|---|---|---|---|")
     lines = [f"| {r.client} | {r.version} | {'yes' if r.finished else 'no'} | {'yes' if r.edit_applied else 'no'} | "
-             f"{r.seconds:.0f} | {r.requests} ({r.failed_requests}) | {r.prompt_tokens} ({r.cached_tokens}) | "
+             f"{r.seconds:.0f} | {r.requests} ({r.failed_requests}, {r.abandoned}) | {r.prompt_tokens} ({r.cached_tokens}) | "
              f"{r.drafted} ({r.accepted}) | {r.verdict} |" for r in rows]
     return "\n".join([head, *lines])
 
