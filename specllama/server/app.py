@@ -187,14 +187,17 @@ def _responses_handler(state: ServerState):
         if state.draining:
             raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
         try:
-            job = await prepare_request(state, request, lambda body, stop: checked(
-                state, lambda: parse_chat(openai_responses.chat_request(body), state.served,
-                                          SessionTemplate(state.runtime, stop)), "input"))
+            job, names = await prepare_request(state, request, lambda body, stop: _parse_responses(state, body, stop))
         except APIError as e:
             raise renamed(e, RESPONSES_NAMES) from None
-        return await answer(state, request, job, ResponsesWriter(job, state.served.name))
+        return await answer(state, request, job, ResponsesWriter(job, state.served.name, names))
 
     return handle
+
+
+def _parse_responses(state: ServerState, body: object, stop: Callable[[], bool]) -> tuple[Job, openai_responses.Names]:
+    chat, names = openai_responses.parse(body)
+    return checked(state, lambda: parse_chat(chat, state.served, SessionTemplate(state.runtime, stop)), "input"), names
 
 
 async def prepare_request(state: ServerState, request: Request, parse: Callable[[object, Callable[[], bool]], T]) -> T:

@@ -25,11 +25,23 @@ from specllama.decoding.request import AUTO, DRAFTERS, K_MAX, GenerationConfig, 
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.server.api_errors import APIError, invalid
+from specllama.server.ignored import note
 from specllama.server.tools import ToolUse, has_tool_turns, parse_tools, template_message, tool_constraint
 
 MAX_STOPS = 16
 MAX_TOP_LOGPROBS = 20  # OpenAI's own limit
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+# Fields agent clients send that tune OpenAI's hosted service: ignored like every unused field, and
+# said once at `serve -v` (ignored.py), so a user wondering why one has no effect finds out.
+HOSTED_FIELDS = {
+    "reasoning_effort": "no reasoning effort here: the model's chat template decides whether it reasons",
+    "prompt_cache_key": "the server reuses a cached prompt prefix by itself, whatever the key",
+    "store": "this server keeps no completions",
+    "metadata": "only OpenAI's own records use it",
+    "service_tier": "one tier here",
+    "verbosity": "the model answers at its own length",
+    "web_search_options": "no web search here: the model answers from the prompt alone",
+}
 
 
 class ChatTemplate(Protocol):
@@ -117,6 +129,9 @@ def chat_prompt_tokens(body: object, served: ServedModel, template: ChatTemplate
 def _chat_prompt(body: dict, served: ServedModel, template: ChatTemplate) -> tuple[ToolUse | None, list[int], str]:
     """(the request's tools, its prompt's tokens, the forced start of its answer)."""
     served.check_model(body)
+    for name, why in HOSTED_FIELDS.items():
+        if body.get(name) is not None:
+            note("/v1/chat/completions", f"'{name}' ignored", why)
     tools = parse_tools(body)
     messages = _messages(body.get("messages"))
     if tools is not None or has_tool_turns(messages):
@@ -131,6 +146,15 @@ def _chat_prompt(body: dict, served: ServedModel, template: ChatTemplate) -> tup
             continue_last = True
     prompt = template.tokens(messages, tools.template_tools if tools else None, continue_last)
     return tools, prompt, forced
+
+
+def context_message(prompt_tokens: int, n_ctx: int) -> str:
+    """A prompt over the context, said with both numbers and the option that fixes it. It begins as
+    Anthropic's own does ("prompt is too long: N tokens > M maximum"), which Claude Code recognises
+    (it offers /compact); the -c suggested leaves room for an answer."""
+    room = 1 << max(prompt_tokens + 1024, 1).bit_length()
+    return (f"prompt is too long: {prompt_tokens} tokens > {n_ctx} maximum (the context this server was started "
+            f"with): start `specllama serve` with a larger context, e.g. -c {room} (--ctx), or shorten the prompt")
 
 
 def _check_tool_template(tool_format: str | None) -> None:
@@ -170,8 +194,7 @@ def parse_completion(body: object, served: ServedModel, tokenize_text) -> Job:
 
 def _job(body: dict, served: ServedModel, prompt: list[int], prompt_param: str, chat: bool) -> Job:
     if len(prompt) + 1 > served.n_ctx:
-        raise invalid(f"the prompt is {len(prompt)} tokens but the context holds {served.n_ctx}: shorten it, "
-                      "or start the server with a larger --ctx", prompt_param, code="context_length_exceeded")
+        raise invalid(context_message(len(prompt), served.n_ctx), prompt_param, code="context_length_exceeded")
     n = body.get("n", 1)
     if n is not None and n != 1:
         raise invalid("only n = 1 is supported", "n")
@@ -321,7 +344,7 @@ def _content(content: object, role: str, where: str) -> str:
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
                 raise invalid(f"{where}: only text parts are supported ({{\"type\": \"text\", \"text\": ...}})", where)
             texts.append(part["text"])
-        return "".join(texts)
+        return "\n".join(texts)  # as llama.cpp joins text parts: Qwen Code's <system-reminder> parts stay apart
     raise invalid(f"{where} must be a string or an array of text parts", where)
 
 
