@@ -207,6 +207,9 @@ class Engine:
                     break
                 target.decode(rest[start:start + chunk], logits="none", seq=index)
             if not request.cancel.cancelled:
+                # A recurrent cache's way back to this prompt, for the next turn of a conversation
+                # that changes this one's tail (nothing for an attention cache).
+                target.checkpoint(index)
                 # The policy lets its drafters digest the prompt now, or leaves it to their first
                 # proposal (a draft model under -k auto that may not draft at all).
                 policy.start(index, prompt)
