@@ -82,18 +82,20 @@ def _qwen35() -> ToySpec:
 
 
 def _lfm2() -> ToySpec:
-    # Per-layer arrays, as real LFM2 files have: a head count of 0 marks a convolution layer.
-    kv_heads = [0, 1, 0, 1]
+    # Per-layer arrays, as LFM2 files have (and llama.cpp's own test models of it): a head count of
+    # 0 marks a short-convolution layer.
     keys = _common(4)
     keys.update({
-        "attention.head_count_kv": (kv_heads, U32),
+        "attention.head_count": ([N_HEAD] * 4, U32),
+        "attention.head_count_kv": ([0, 1, 0, 1], U32),
+        "feed_forward_length": ([N_FF] * 4, U32),
         "shortconv.l_cache": (3, U32),
     })
     return ToySpec("lfm2", 4, keys)
 
 
 def _mamba() -> ToySpec:
-    keys = _common(2)
+    keys = _common(2, head_count=0, head_count_kv=0)  # no attention: as llama.cpp's converter writes Mamba
     keys.update({
         "ssm.conv_kernel": (4, U32),
         "ssm.inner_size": (2 * N_EMBD, U32),
