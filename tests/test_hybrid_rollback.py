@@ -16,6 +16,7 @@ from specllama.decoding.suffix_drafter import SuffixDrafter
 from specllama.llama.context import DecodeContext
 from specllama.llama.model import GGUFModel
 from specllama.llama.rollback import CELLS, CHECKPOINTS, SNAPSHOT_DEPTH, SNAPSHOTS, rollback_table
+from tests.fake_llm import FakeClock, FakeContext, counting_rule
 
 METHOD = {"qwen35": SNAPSHOTS, "lfm2": SNAPSHOTS, "mamba": CHECKPOINTS, "llama": CELLS}
 ARCHS = list(METHOD)
@@ -166,3 +167,48 @@ def test_a_prompt_whose_tail_differs_from_the_cache_reuses_what_it_can(models, a
     fresh, _ = greedy(Engine(context(model)), second, "none", max_tokens=16)
     assert again == fresh
     assert summary.reused_tokens >= len(first) + 5
+
+
+class ReplayingContext(FakeContext):
+    """A fake backend whose rollback costs what a checkpoint model's does: a replay decode of the
+    tokens since its checkpoint (here: every dropped token costs 10 ms of virtual time)."""
+
+    rollback_method = "checkpoints"
+
+    def rollback(self, n_past: int, seq: int = 0) -> None:
+        self.clock.now += 0.010 * (self.past(seq) - n_past)
+        super().rollback(n_past, seq)
+
+
+class RecordingOracle(OracleDrafter):
+    def __init__(self, reference, prompt_len):
+        super().__init__(reference, prompt_len)
+        self.outcomes = []
+
+    def observe(self, seq, outcome):
+        self.outcomes.append(outcome)
+
+
+def test_what_each_rollback_costs_reaches_the_cost_model_and_the_steps_record():
+    clock = FakeClock()
+    ctx = ReplayingContext(counting_rule(), clock=clock, cost=lambda rows: 0.050 + 0.005 * rows)
+    prompt = [1, 2, 3]
+    plain, _ = greedy(Engine(FakeContext(counting_rule())), prompt, "none", max_tokens=40)
+    drafter = RecordingOracle(plain, len(prompt))
+    engine = Engine(ctx, {"suffix": drafter}, clock=clock)
+    engine.generate(prompt, GenerationConfig(drafter="suffix", k=4, max_tokens=40)).drain()
+    rejected = [o for o in drafter.outcomes if o.n_accepted < o.drafted]
+    assert rejected and all(o.t_rollback == pytest.approx(0.010 * (o.drafted - o.n_accepted)) for o in rejected)
+    assert all(o.t_rollback == 0 for o in drafter.outcomes if o.n_accepted == o.drafted)
+    assert engine.costs.rollback_seconds_per_token() == pytest.approx(0.010)
+    assert engine.costs.rollback_ratio() > 0
+
+
+@pytest.mark.parametrize("arch", ["mamba", "llama"])
+def test_real_rollbacks_are_timed(models, arch):
+    model = models(arch)
+    prompt = model.tokenize(PROMPT)
+    plain, _ = greedy(Engine(context(model)), prompt, "none")
+    engine = Engine(context(model), {"suffix": OracleDrafter(plain, len(prompt))})
+    greedy(engine, prompt, "suffix", k=3)
+    assert len(engine.costs.rollback) > 0 and engine.costs.rollback_seconds_per_token() > 0

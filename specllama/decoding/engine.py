@@ -264,13 +264,19 @@ class Engine:
         t_decode = clock() - t_decode_start
         # --- judge and commit: both caches keep what was accepted ------------------------------
         verdicts: list[Verdict] = []
+        t_rollback: dict[int, float] = {}
         for slot in running:
             proposal = proposals[slot.index]
             scored = logits[slot.index] if slot.guide is None else slot.guide.mask(proposal.tokens, logits[slot.index],
                                                                                    slot.config.sampling.greedy)
             verdict = _judge(proposal, scored, slot.config, slot.rng)
+            t_commit = clock()
             slot.verifier.commit(target, slot.index, n_past[slot.index], slot.committed[-1], proposal.tokens,
                                  verdict.n_accepted)
+            rejected = len(proposal.tokens) - verdict.n_accepted
+            if rejected:  # what dropping them cost: learnt per rollback (cost/online.py)
+                t_rollback[slot.index] = clock() - t_commit
+                self.costs.record_rollback(rejected, t_rollback[slot.index])
             if proposal.tokens:
                 for drafter in slot.policy.drafters:
                     drafter.rollback(slot.index, len(slot.committed) + verdict.n_accepted)
@@ -289,7 +295,7 @@ class Engine:
             proposal = proposals[slot.index]
             emitted.append(slot.emit(proposal, verdict, target.model, logits[slot.index]))
         outcomes = [StepOutcome(ask.k, proposals[s.index], v.n_accepted, v.odds, t_step, t1, alone,
-                                tuple(e.id for e in events), "".join(e.text for e in events))
+                                tuple(e.id for e in events), "".join(e.text for e in events), t_rollback.get(s.index, 0.0))
                     for s, ask, v, events in zip(running, asks, verdicts, emitted)]
         self._learn(running, outcomes)
         t_python = t_step - t_draft - t_decode
