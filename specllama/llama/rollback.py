@@ -117,3 +117,24 @@ class Checkpoints:
 
     def bytes(self) -> int:
         return sum(len(c.data) for cs in self.by_seq.values() for c in cs)
+
+
+WAYS_BACK = {
+    CELLS: "drops the tail's cache cells in place: free",
+    SNAPSHOTS: f"state snapshots of the last decode's tokens (up to {SNAPSHOT_DEPTH}): a rejected draft is "
+               "dropped in place; further back (a conversation's changed tail), as checkpoints",
+    CHECKPOINTS: "a copy of the recurrent state before each verification and after each prompt; going back "
+                 "restores one and decodes the tokens since again",
+}
+
+
+def rollback_markdown(table: dict[str, str] | None = None) -> str:
+    """The table of docs/models.md: each way back, what it costs, and the architectures taking it
+    (attention-only ones counted, not named: most of llama.cpp's list)."""
+    table = rollback_table() if table is None else table
+    lines = ["| way back | what going back costs | architectures |", "|---|---|---|"]
+    for method in (SNAPSHOTS, CHECKPOINTS, CELLS):
+        names = sorted(name for name, m in table.items() if m == method)
+        shown = ", ".join(f"`{n}`" for n in names) if method != CELLS else f"every other one ({len(names)})"
+        lines.append(f"| {method} | {WAYS_BACK[method]} | {shown} |")
+    return "\n".join(lines)
