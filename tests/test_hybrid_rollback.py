@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specllama.decoding.drafters import DrafterBase
+from specllama.decoding.drafters import DrafterBase, ModelDrafter
 from specllama.decoding.engine import Engine, GenerationConfig
 from specllama.decoding.proposal import Proposal
 from specllama.decoding.request import K_MAX
@@ -212,3 +212,17 @@ def test_real_rollbacks_are_timed(models, arch):
     engine = Engine(context(model), {"suffix": OracleDrafter(plain, len(prompt))})
     greedy(engine, prompt, "suffix", k=3)
     assert len(engine.costs.rollback) > 0 and engine.costs.rollback_seconds_per_token() > 0
+
+
+@pytest.mark.parametrize("draft_arch", ["mamba", "qwen35"])
+def test_a_recurrent_or_hybrid_draft_model_takes_its_rejected_drafts_back(models, draft_arch):
+    """The draft model decodes its drafts one at a time, so no snapshot reaches back over them:
+    it returns to the checkpoint taken before drafting and decodes only the accepted ones again,
+    never the whole conversation."""
+    target, draft = models("llama"), models(draft_arch)
+    prompt = target.tokenize(PROMPT)
+    plain, _ = greedy(Engine(context(target)), prompt, "none")
+    draft_ctx = context(draft)
+    got, summary = greedy(Engine(context(target), {"model": ModelDrafter(draft_ctx)}), prompt, "model", k=3)
+    assert got == plain and summary.drafted > summary.accepted
+    assert draft_ctx.rollbacks > 0 and draft_ctx.replayed_tokens <= summary.accepted  # accepted drafts, never the prompt
