@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 
 from specllama.decoding.drafters import DrafterBase, ModelDrafter
-from specllama.decoding.engine import Engine, GenerationConfig
+from specllama.decoding.engine import Engine, GenerationConfig, TokenEvent
 from specllama.decoding.proposal import Proposal
 from specllama.decoding.request import K_MAX
 from specllama.decoding.suffix_drafter import SuffixDrafter
+from specllama.decoding.verifiers import VERIFIERS
+from specllama.errors import SpecllamaError
 from specllama.llama.context import DecodeContext
 from specllama.llama.model import GGUFModel
 from specllama.llama.rollback import CELLS, CHECKPOINTS, SNAPSHOT_DEPTH, SNAPSHOTS, rollback_table
@@ -226,3 +228,28 @@ def test_a_recurrent_or_hybrid_draft_model_takes_its_rejected_drafts_back(models
     got, summary = greedy(Engine(context(target), {"model": ModelDrafter(draft_ctx)}), prompt, "model", k=3)
     assert got == plain and summary.drafted > summary.accepted
     assert draft_ctx.rollbacks > 0 and draft_ctx.replayed_tokens <= summary.accepted  # accepted drafts, never the prompt
+
+
+def test_stairs_verification_is_refused_on_a_hybrid_model_with_a_clear_error(models):
+    ctx = DecodeContext(models("qwen35"), n_ctx=256, n_threads=1, n_seq_max=4, unified=True)
+    with pytest.raises(SpecllamaError, match="recurrent or hybrid .* use --verify causal"):
+        VERIFIERS["stairs"].check(ctx)
+
+
+@pytest.mark.parametrize("arch", ["qwen35", "mamba"])
+def test_several_conversations_in_one_decode_give_each_ones_own_answer(models, arch):
+    """A batch or a server decodes several sequences together; a recurrent cache keeps a state per
+    sequence, and each one's rollbacks touch only its own."""
+    from specllama.decoding.request import Request
+
+    model = models(arch)
+    prompts = [model.tokenize(f"{PROMPT} number {i}, {PROMPT}") for i in range(3)]
+    config = GenerationConfig(drafter="suffix", k=3, max_tokens=24)
+    alone = [greedy(Engine(context(model), {"suffix": SuffixDrafter()}), p, "suffix", k=3, max_tokens=24)[0]
+             for p in prompts]
+    engine = Engine(context(model, n_seq_max=3), {"suffix": SuffixDrafter()})
+    answers: dict[int, list[int]] = {i: [] for i in range(3)}
+    for tag, event in engine.run_many([Request(p, config, tag=i) for i, p in enumerate(prompts)], parallel=3):
+        if isinstance(event, TokenEvent):
+            answers[tag].append(event.id)
+    assert [answers[i] for i in range(3)] == alone
