@@ -92,3 +92,18 @@ def test_run_with_the_suffix_drafter_on_a_hybrid_or_recurrent_model(toy_models, 
     assert "Traceback" not in err
     assert spec["text"] == plain["text"]
     assert 0 < spec["accepted"] < spec["drafted"]
+
+
+@pytest.mark.parametrize("arch,said,depth", [("qwen35", False, 6), ("mamba", True, 0), ("llama", None, 0)])
+def test_loading_says_how_a_model_takes_drafts_back(toy_models, arch, said, depth):
+    """One line where drafts cost more than usual (checkpoints); a verbose one for snapshots, which
+    exact mode sizes to the longest draft it verifies (7 rows: 6 drafts); nothing for attention."""
+    notices = []
+    with Runtime(LoadOptions(target=str(toy_models[arch]), load_draft=False, n_ctx=256, exact=True, threads=1),
+                 status=notices.append) as rt:
+        assert rt.target_ctx.snapshot_depth == depth
+    rollback = [n for n in notices if n.fact == "rollback"]
+    if said is None:
+        assert not rollback
+    else:
+        assert len(rollback) == 1 and rollback[0].verbose_only is not said and arch in rollback[0].text
