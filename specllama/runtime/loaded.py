@@ -40,6 +40,7 @@ from specllama.runtime.drafter_note import drafter_note
 from specllama.runtime.notices import Notice
 from specllama.runtime.options import LoadOptions
 from specllama.runtime.plan import LoadPlan, plan_load, survey
+from specllama.runtime.rollback_note import rollback_notice, snapshot_depth
 from specllama.runtime.session import ModelInfo, SessionInfo
 from specllama.runtime.slot_budget import plan_slots
 
@@ -114,7 +115,10 @@ class Runtime:
         n_seq_max = plan.n_seq_max if opts.stairs else self.slots
         self.target_ctx = DecodeContext(self.target_model, n_ctx=n_ctx, n_threads=plan.threads,
                                         n_threads_batch=plan.threads_batch, exact=opts.exact,
-                                        n_seq_max=n_seq_max, unified=opts.stairs)
+                                        n_seq_max=n_seq_max, unified=opts.stairs,
+                                        snapshot_depth=snapshot_depth(self.target_model, opts.exact))
+        if (notice := rollback_notice(self.target_ctx)) is not None:
+            self._say(notice)
         if opts.exact and self.target_model.exact_max_batch < 2:
             self._say(Notice("exact", f"exact mode: {self.target_path.name} has float weight matrices, whose batched "
                                       "sums differ from one token's, so it verifies one token at a time: this is "
@@ -133,8 +137,10 @@ class Runtime:
         drafters: dict[str, Drafter] = {}
         if self.draft_path is not None:
             self.draft_model = GGUFModel(self.draft_path, n_gpu_layers=plan.gpu_layers)
+            # No snapshots: it drafts one token a decode, so they would never reach back over its
+            # drafts; a recurrent draft model goes back to the checkpoint it takes before drafting.
             self.draft_ctx = DecodeContext(self.draft_model, n_ctx=n_ctx, n_threads=plan.threads,
-                                           n_threads_batch=plan.threads_batch, n_seq_max=self.slots)
+                                           n_threads_batch=plan.threads_batch, n_seq_max=self.slots, snapshot_depth=0)
             drafters["model"] = ModelDrafter(self.draft_ctx, one_token_decodes=opts.draft_one_token_decodes)
         # The suffix drafter costs microseconds of Python per step, no decode; a request's policy
         # cuts its drafts on the live costs (auto's choice is priced on them too).
