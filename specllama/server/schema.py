@@ -25,7 +25,9 @@ from specllama.decoding.request import AUTO, DRAFTERS, K_MAX, GenerationConfig, 
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.server.api_errors import APIError, invalid
-from specllama.server.tools import ToolUse, has_tool_turns, parse_tools, template_message, tool_constraint
+from specllama.server.dialects import BY_NAME, Dialect
+from specllama.server.thinking import template_kwargs as thinking_kwargs
+from specllama.server.tools import ToolUse, call_constraint, has_tool_turns, parse_tools, template_message
 
 MAX_STOPS = 16
 MAX_TOP_LOGPROBS = 20  # OpenAI's own limit
@@ -35,9 +37,16 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
 class ChatTemplate(Protocol):
     """What parse_chat needs of the served model's chat template (app.py binds the Session)."""
 
-    def tokens(self, messages: list[dict], tools: list[dict] | None, continue_last: bool) -> list[int]: ...
+    def tokens(self, messages: list[dict], tools: list[dict] | None, continue_last: bool,
+               template_kwargs: dict | None = None) -> list[int]: ...
 
-    def tool_call_format(self) -> str | None: ...  # None, "hermes" or "other" (Session.tool_call_format)
+    def tool_call_format(self) -> str | None: ...  # None (no tools in the prompt), else the dialect's name or "other"
+
+    def dialect(self) -> Dialect | None: ...  # how the model writes thinking and calls (dialects/)
+
+    def thinks(self) -> bool: ...  # the template has reasoning markers: the answer's thinking is parsed
+
+    def opens_thinking(self, messages: list[dict], tools: list[dict] | None, template_kwargs: dict | None) -> bool: ...
 
     def grammar_token(self, text: str) -> str: ...  # how a grammar names this text: <[id]> or a literal
 
@@ -54,6 +63,9 @@ class Job:
     forced: str = ""  # the answer's start, written into the prompt (a forced tool call's opening)
     requested_max_tokens: int | None = None  # what the client asked for, when --max-tokens capped it
     top_logprobs: int | None = None  # None: no logprobs; else how many alternatives per token (0-20)
+    dialect: Dialect | None = None  # how the model writes thinking and calls: the answer is parsed by it
+    reasons: bool = False  # the template thinks: its reasoning markers are parsed out of the answer
+    thinking: bool = False  # the prompt opened the thinking: the answer begins inside it
 
     @property
     def parses_tools(self) -> bool:
@@ -101,33 +113,40 @@ def parse_chat(body: object, served: ServedModel, template: ChatTemplate) -> Job
     served.check_model(body)
     tools = parse_tools(body)
     messages = _messages(body.get("messages"))
+    kwargs = thinking_kwargs(body)
+    dialect = template.dialect()
     if tools is not None or has_tool_turns(messages):
-        _check_tool_template(template.tool_call_format())
+        dialect = _check_tool_template(template.tool_call_format())
+    reasons = dialect is not None and dialect.think is not None and template.thinks()
     continue_last = messages[-1]["role"] == "assistant" and not messages[-1].get("tool_calls")
-    forced = tools.forced if tools is not None else ""
+    template_tools = tools.template_tools if tools else None
+    thinking = reasons and not continue_last and template.opens_thinking(messages, template_tools, kwargs)
+    forced = tools.opening(dialect) if tools is not None else ""
     if forced:  # the forced call's opening follows whatever the client prefilled
+        if thinking:  # a call is certain: the thinking the prompt opened is closed first
+            forced, thinking = dialect.think[1] + "\n\n" + forced, False
         if continue_last:
             messages[-1] = {**messages[-1], "content": messages[-1]["content"] + forced}
         else:
             messages.append({"role": "assistant", "content": forced})
             continue_last = True
-    prompt = template.tokens(messages, tools.template_tools if tools else None, continue_last)
+    prompt = template.tokens(messages, template_tools, continue_last, kwargs)
     job = _job(body, served, prompt, "messages", chat=True)
-    constraint = tool_constraint(tools, template.grammar_token("<tool_call>"), template.grammar_token("</tool_call>")) \
-        if tools is not None else None
+    constraint = call_constraint(tools, dialect, template.grammar_token) if tools is not None else None
     config = job.config
     if tools is not None:
-        config = replace(config, stop=config.stop + tools.stops, constraint=constraint)
-    return replace(job, config=config, tools=tools, forced=forced)
+        config = replace(config, stop=config.stop + tools.stops(dialect), constraint=constraint or config.constraint)
+    return replace(job, config=config, tools=tools, forced=forced, dialect=dialect, reasons=reasons, thinking=thinking)
 
 
-def _check_tool_template(tool_format: str | None) -> None:
+def _check_tool_template(tool_format: str | None) -> Dialect:
     if tool_format is None:
         raise invalid("this model's chat template has no tool support (it does not put a tool list into the prompt): "
                       "serve a model whose template does (Qwen2.5, Qwen3, Hermes), or send no tools", "tools")
-    if tool_format != "hermes":
-        raise invalid("this model's chat template writes tool calls in a format this server does not parse "
-                      "(only <tool_call> JSON, as Qwen2.5, Qwen3 and Hermes templates ask for)", "tools")
+    if tool_format not in BY_NAME:
+        raise invalid("this model's chat template writes tool calls in a format this server does not parse (it parses "
+                      f"{', '.join(BY_NAME)}: see docs/serve.md)", "tools")
+    return BY_NAME[tool_format]
 
 
 def parse_completion(body: object, served: ServedModel, tokenize_text) -> Job:

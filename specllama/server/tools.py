@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from specllama.decoding.constraint import JSON_LAYOUT, Constraint
 from specllama.server.api_errors import invalid
-from specllama.server.tool_calls import CLOSE, OPEN
+from specllama.server.dialects import HERMES, Dialect
+from specllama.server.tool_calls import OPEN
 
 CHOICES = ("auto", "none", "required")
 
@@ -43,16 +44,20 @@ class ToolUse:
 
     @property
     def forced(self) -> str:
-        """The answer's start, written into the prompt: what makes a call certain."""
-        if self.choice == "required":
-            return OPEN + "\n"
-        if self.choice == "function":
-            return OPEN + "\n" + '{"name": ' + json.dumps(self.name, ensure_ascii=False) + ', "arguments": '
-        return ""
+        """The answer's start for the Hermes dialect (see opening)."""
+        return self.opening(HERMES)
 
-    @property
-    def stops(self) -> tuple[str, ...]:
-        return () if self.parallel or not self.parses else (CLOSE,)
+    def opening(self, dialect: Dialect | None) -> str:
+        """The answer's start, written into the prompt: what makes a call certain, in the
+        dialect's own opening (a named function's opening names it)."""
+        if dialect is None or dialect.forced is None or self.choice not in ("required", "function"):
+            return ""
+        return dialect.forced(self.name if self.choice == "function" else None)
+
+    def stops(self, dialect: Dialect | None = None) -> tuple[str, ...]:
+        """parallel_tool_calls false: the answer ends where the dialect's first call does."""
+        dialect = dialect or HERMES
+        return () if self.parallel or not self.parses else dialect.stops
 
     def schema(self, name: str) -> dict:
         for tool in self.tools:
@@ -152,9 +157,19 @@ def has_tool_turns(messages: list[dict]) -> bool:
     return any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
 
 
+def call_constraint(use: ToolUse, dialect: Dialect | None, grammar_token) -> Constraint | None:
+    """The grammar a call follows in the model's dialect (grammars.py), from where the answer's
+    forced start leaves off; None where the dialect has none (the call is still parsed)."""
+    if not use.parses or dialect is None:
+        return None
+    from specllama.server.dialects.grammars import dialect_constraint
+
+    return dialect_constraint(use, dialect, grammar_token)
+
+
 def tool_constraint(use: ToolUse, open_token: str, close_token: str) -> Constraint | None:
-    """The grammar a call follows (llguidance's Lark, %json for each function's arguments), from
-    where the answer's forced start leaves off. `open_token` / `close_token`: how the grammar names
+    """The Hermes grammar (llguidance's Lark, %json for each function's arguments), from where the
+    answer's forced start leaves off. `open_token` / `close_token`: how the grammar names
     <tool_call> and </tool_call> (`<[id]>` where each is one special token of the vocabulary, whose
     text a plain string in the grammar would not match)."""
     if not use.parses:

@@ -13,9 +13,11 @@ from typing import Callable, Protocol
 
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.server.api_errors import APIError
+from specllama.server.dialects import Reasoning, ToolSet
+from specllama.server.dialects.answer import AnswerParser, split_answer
 from specllama.server.responses import Answer, usage
 from specllama.server.schema import Job
-from specllama.server.tool_calls import ToolCall, ToolCallParser, split_calls
+from specllama.server.tool_calls import ToolCall
 
 
 class Writer(Protocol):
@@ -45,12 +47,17 @@ def capped_usage(summary: Summary, job: Job) -> dict:
 
 class AnswerParts:
     """An answer's text as the parts a writer hands on: the text as it comes (str), or, where the
-    request's tools are parsed, content (str) and whole calls (ToolCall) from one ToolCallParser per
-    answer, fed the same text streamed or whole. Every API's writer takes its parts from one."""
+    request's tools are parsed or the model thinks, content (str), thinking (Reasoning) and whole
+    calls (ToolCall) from one parser of the model's dialect per answer (dialects/), fed the same
+    text streamed or whole. Every API's writer takes its parts from one."""
 
     def __init__(self, job: Job):
         self.job = job
-        self.parser = ToolCallParser(job.forced, names=job.tool_names) if job.parses_tools else None
+        self.parser = None
+        if job.dialect is not None and (job.parses_tools or job.reasons):
+            tools = ToolSet.of(job.tools.tools if job.tools is not None else ())
+            self.parser = AnswerParser(job.dialect, tools, job.forced, thinking=job.thinking,
+                                       parses_tools=job.parses_tools, reasons=job.reasons)
 
     @property
     def parses(self) -> bool:
@@ -65,17 +72,26 @@ class AnswerParts:
             return [text] if text else []
         return self.parser.feed(text)
 
-    def end(self, text: str) -> list:
-        """The last text (held back until now), and whatever the parser still holds."""
+    def end(self, text: str, cut: bool = False) -> list:
+        """The last text (held back until now), and whatever the parser still holds. `cut`: the
+        answer ended at max_tokens or the context (an unfinished call is then not a call)."""
         if self.parser is None:
             return [text] if text else []
-        return self.parser.feed(text) + self.parser.end()
+        return self.parser.feed(text) + self.parser.end(cut)
 
-    def whole(self, text: str) -> tuple[str | None, list[ToolCall]]:
-        """A whole answer's (content, calls); without tools, the text itself and no call."""
+    def whole(self, text: str, cut: bool = False) -> tuple[str | None, list[ToolCall]]:
+        """A whole answer's (content, calls); without a parser, the text itself and no call.
+        Its thinking is in `self.reasoning` afterwards."""
+        self.reasoning: str | None = None
         if self.parser is None:
             return text, []
-        return split_calls(text, self.job.forced, self.job.tool_names)
+        content, self.reasoning, calls = split_answer(self.parser, text, cut)
+        return content, calls
+
+
+def _cut(summary: Summary) -> bool:
+    """The answer ended because it ran out of tokens, not because the model finished."""
+    return summary.finish_reason in ("length", "context")
 
 
 class OpenAIWriter:
@@ -95,8 +111,10 @@ class OpenAIWriter:
         if self.job.top_logprobs is not None:
             choice["logprobs"] = self._logprobs([e for e in tokens if e.logprobs is not None])
         if self.parts.parses:
-            content, calls = self.parts.whole(summary.text)
+            content, calls = self.parts.whole(summary.text, cut=_cut(summary))
             choice["message"]["content"] = content
+            if self.parts.reasoning is not None:
+                choice["message"]["reasoning_content"] = self.parts.reasoning
             if calls:
                 choice["message"]["tool_calls"] = [call.openai() for call in calls]
                 choice["finish_reason"] = "tool_calls"
@@ -114,7 +132,7 @@ class OpenAIWriter:
 
     def done(self, event: DoneEvent) -> list[str]:
         summary = event.summary
-        out = self._parts(self.parts.end(event.text))
+        out = self._parts(self.parts.end(event.text, cut=_cut(summary)))
         if summary.finish_reason == "cancelled":
             return out + [sse(APIError(503, "the server is shutting down: the answer is incomplete").body()),
                           "data: [DONE]\n\n"]
@@ -144,6 +162,10 @@ class OpenAIWriter:
         for part in parts:
             if isinstance(part, str):
                 out.append(self._text(part))
+            elif isinstance(part, Reasoning):
+                chunk = self.answer.text_chunk("")
+                chunk["choices"][0]["delta"] = {"reasoning_content": part.text}
+                out.append(sse(chunk))
             else:
                 out += [sse(self._call_chunk(part, first=True)), sse(self._call_chunk(part, first=False))]
                 self.calls += 1

@@ -10,8 +10,8 @@ from specllama.server.tool_calls import ToolCall
 
 class AnswerParser:
     def __init__(self, dialect: Dialect, tools: ToolSet, forced: str = "", thinking: bool = False,
-                 parses_tools: bool = True):
-        self.parser = dialect.parser(tools, thinking=thinking, parses_tools=parses_tools)
+                 parses_tools: bool = True, reasons: bool = True):
+        self.parser = dialect.parser(tools, thinking=thinking, parses_tools=parses_tools, reasons=reasons)
         self._first = self.parser.feed(forced) if forced else []
 
     def first(self) -> list:

@@ -55,11 +55,13 @@ class Dialect:
     drop_after: tuple[str, ...] = ()  # a closing some models repeat after a call: not content
     parser_class: type | None = None  # a parser of its own (harmony), else scanner.Scanner
 
-    def parser(self, tools: ToolSet, thinking: bool = False, parses_tools: bool = True):
+    def parser(self, tools: ToolSet, thinking: bool = False, parses_tools: bool = True, reasons: bool = True):
+        """A new answer's parser. `thinking`: the prompt opened the thinking; `reasons`: the
+        template thinks at all (a Qwen2.5 template holds no <think>: one there is plain text)."""
         from specllama.server.dialects.scanner import Scanner
 
         cls = self.parser_class or Scanner
-        return cls(self, tools, thinking=thinking, parses_tools=parses_tools)
+        return cls(self, tools, thinking=thinking, parses_tools=parses_tools, reasons=reasons)
 
     def starts_thinking(self, prompt_text: str) -> bool:
         """Whether the template's generation prompt opened the thinking (Qwen3-Thinking, GLM-4.7 and

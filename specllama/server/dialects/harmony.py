@@ -23,7 +23,8 @@ CHANNEL = re.compile(r"<\|channel\|>\s*(\w+)")
 
 
 class HarmonyParser:
-    def __init__(self, dialect: Dialect, tools: ToolSet, thinking: bool = False, parses_tools: bool = True):
+    def __init__(self, dialect: Dialect, tools: ToolSet, thinking: bool = False, parses_tools: bool = True,
+                 reasons: bool = True):
         self.tools = tools
         self.parses_tools = parses_tools
         self.pending = ""

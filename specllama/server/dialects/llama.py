@@ -81,6 +81,7 @@ def forced(name: str | None) -> str:
     return '{"name": ' + (json.dumps(name, ensure_ascii=False) + ', "parameters": ' if name is not None else "")
 
 
+
 LLAMA3 = Dialect(
     name="llama3",
     detect=lambda t: TAG in t or ("<|start_header_id|>" in t and '"parameters"' in t)

@@ -37,11 +37,13 @@ def partial_tail(text: str, markers) -> int:
 class Scanner:
     """feed(text) -> parts, end(cut) -> parts; a part is content (str), Reasoning or a ToolCall."""
 
-    def __init__(self, dialect: Dialect, tools: ToolSet, thinking: bool = False, parses_tools: bool = True):
+    def __init__(self, dialect: Dialect, tools: ToolSet, thinking: bool = False, parses_tools: bool = True,
+                 reasons: bool = True):
         self.d = dialect
         self.tools = tools
         self.parses_tools = parses_tools and bool(dialect.regions)
-        self.state = REASONING if thinking and dialect.think else CONTENT
+        self.think = dialect.think if reasons else None
+        self.state = REASONING if thinking and self.think else CONTENT
         self.pending = ""
         self.lead = True  # at a segment's start: its leading whitespace is the template's
         self.said = False  # content or a call was handed on (a <think> after that is plain text)
@@ -53,8 +55,8 @@ class Scanner:
     # --- the markers looked for in each state ------------------------------------------------
     def _openers(self) -> list[str]:
         out = [open_ for open_, _ in self.d.regions] if self.parses_tools else []
-        if self.d.think and not self.said:
-            out.append(self.d.think[0])
+        if self.think and not self.said:
+            out.append(self.think[0])
         return out
 
     def feed(self, text: str) -> list:
@@ -87,7 +89,7 @@ class Scanner:
                 if not self.pending:
                     return out
             if self.state == REASONING:
-                close = self.d.think[1]
+                close = self.think[1]
                 at = self.pending.find(close)
                 if at < 0:
                     return out + self._safe(Reasoning, [close])
@@ -107,7 +109,7 @@ class Scanner:
                 out.append(before)
                 self.said = True
             self.lead = True
-            if self.d.think and marker == self.d.think[0] and not self.said:
+            if self.think and marker == self.think[0] and not self.said:
                 self.state = REASONING
             else:
                 self.region = next(r for r in self.d.regions if r[0] == marker)
@@ -170,8 +172,8 @@ class Scanner:
         # An unclosed region that was not cut is decoded as it is: a stop string (parallel_tool_calls
         # false) or the model's end-of-turn may stand where its closing would be.
         calls = self.d.decode(open_, body, self.tools, complete)
-        if calls is None or (not calls and complete):
-            self.lead = False  # not a call after all: the text around it is the model's own
+        if not calls:  # not a call after all (or one cut short): the model's text, as it wrote it
+            self.lead = False
             return [self.gap + open_ + body + (close if closed and close else "")]
         self.lead = True
         self.calls += len(calls)

@@ -1,0 +1,68 @@
+"""The grammar a call follows, per dialect (llguidance's Lark, each function's arguments held to its
+schema by %json), from where the answer's forced start (ToolUse.opening) leaves off; under
+tool_choice "auto" a lazy grammar that starts at the dialect's opening marker.
+
+Written for the dialects whose arguments are JSON after a fixed head: Hermes (tools.py), Mistral
+and Llama 3. The XML-like dialects (Qwen3-Coder, GLM, DeepSeek DSML) write values as raw text a
+JSON schema does not describe, and Llama 3's bare JSON has no marker to trigger on under "auto":
+there the call is made certain by the forced opening alone and parsed as written (no grammar)."""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from specllama.decoding.constraint import Constraint
+from specllama.server.dialects.dialect import Dialect
+from specllama.server.tools import ToolUse, _schema_text, tool_constraint
+
+Namer = Callable[[str], str]  # text -> how a grammar names it (<[id]> for one special token)
+
+
+def dialect_constraint(use: ToolUse, dialect: Dialect, grammar_token: Namer) -> Constraint | None:
+    maker = GRAMMARS.get(dialect.name)
+    return maker(use, grammar_token) if maker is not None else None
+
+
+def _hermes(use: ToolUse, token: Namer) -> Constraint | None:
+    return tool_constraint(use, token("<tool_call>"), token("</tool_call>"))
+
+
+def _names(use: ToolUse) -> list[str]:
+    return [tool["function"]["name"] for tool in use.tools]
+
+
+def _mistral(use: ToolUse, token: Namer) -> Constraint | None:
+    """[TOOL_CALLS]NAME[ARGS]{...}, repeated for parallel calls."""
+    opener, args = token("[TOOL_CALLS]"), token("[ARGS]")
+    lines = []
+    if use.choice == "function":
+        lines += ["start: args_0", "args_0: %json " + _schema_text(use, use.name)]
+        return Constraint(kind="lark", grammar="\n".join(lines))
+    more = f" ({opener} call)*" if use.parallel else ""
+    lines.append(f"start: call{more}" if use.choice == "required" else f"start: {opener} call{more}")
+    names = _names(use)
+    lines.append("call: " + " | ".join(f"call_{i}" for i in range(len(names))))
+    for i, name in enumerate(names):
+        lines.append(f"call_{i}: {json.dumps(name, ensure_ascii=False)} {args} args_{i}")
+        lines.append(f"args_{i}: %json " + _schema_text(use, name))
+    return Constraint(kind="lark", grammar="\n".join(lines), trigger="[TOOL_CALLS]" if use.choice == "auto" else None)
+
+
+def _llama3(use: ToolUse, token: Namer) -> Constraint | None:
+    """{"name": NAME, "parameters": {...}}: only where the opening was forced (no marker to trigger on)."""
+    if use.choice == "function":
+        return Constraint(kind="lark", grammar=f'start: args_0 "}}"\nargs_0: %json {_schema_text(use, use.name)}')
+    if use.choice != "required":
+        return None
+    names = _names(use)
+    lines = ["start: " + " | ".join(f"call_{i}" for i in range(len(names)))]
+    for i, name in enumerate(names):
+        head = json.dumps(json.dumps(name, ensure_ascii=False) + ', "parameters": ', ensure_ascii=False)
+        lines.append(f'call_{i}: {head} args_{i} "}}"')
+        lines.append(f"args_{i}: %json " + _schema_text(use, name))
+    return Constraint(kind="lark", grammar="\n".join(lines))
+
+
+GRAMMARS: dict[str, Callable[[ToolUse, Namer], Constraint | None]] = {
+    "hermes": _hermes, "mistral": _mistral, "llama3": _llama3}
