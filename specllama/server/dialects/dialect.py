@@ -52,6 +52,7 @@ class Dialect:
     markers: tuple[str, ...] = ()  # every control text the model writes (rendered, never leaked)
     forced: Callable[[str | None], str] | None = None  # a call's opening (required: None; named: NAME)
     stops: tuple[str, ...] = ()  # parallel_tool_calls false: the text after a first call's end
+    calls_end_thinking: bool = False  # a call's opening inside the thinking ends it (Qwen3.5 forgets </think>)
     drop_after: tuple[str, ...] = ()  # a closing some models repeat after a call: not content
     parser_class: type | None = None  # a parser of its own (harmony), else scanner.Scanner
 

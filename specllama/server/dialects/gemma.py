@@ -11,7 +11,7 @@ from specllama.server.dialects.dialect import Dialect, ToolSet, call
 
 OPEN, CLOSE, QUOTE = "<|tool_call>", "<tool_call|>", '<|"|>'
 STRING = re.compile(re.escape(QUOTE) + r"(.*?)" + re.escape(QUOTE), re.S)
-KEY = re.compile(r"([{,]\s*)([^\s{}\[\],:\"]+)\s*:")
+KEY = re.compile(r"([{,]\s*)([^{}\[\],:\"\x00]+?)\s*:")  # bare keys, spaces allowed ("key with space")
 HEAD = re.compile(r"\s*call:([^{\s]+)\s*(\{.*\})\s*$", re.S)
 
 

@@ -46,7 +46,7 @@ class HarmonyParser:
                 self._begin(self.header + self.pending[:at])
                 self.pending = self.pending[at + len(MESSAGE):]
                 continue
-            found = min(((self.pending.find(e), e) for e in ENDS if e in self.pending), default=None)
+            found = self._terminator()
             if found is None:
                 if self.kind in ("reasoning", "content"):
                     out += self._safe()
@@ -55,6 +55,21 @@ class HarmonyParser:
             out += self._finish(self.pending[:at], complete=True)
             self.pending = self.pending[at + len(end):]
             self.header = ""
+
+    def _terminator(self) -> tuple[int, str] | None:
+        """The body's end: its first terminator, except in a call, whose JSON may hold one in a string:
+        there the first at which the JSON is whole (or, failing that, the first)."""
+        found = sorted((at, e) for e in ENDS if (at := self.pending.find(e)) >= 0)
+        if self.kind != "call" or not found:
+            return found[0] if found else None
+        for end in ENDS:
+            at = self.pending.find(end)
+            while at >= 0:
+                whole = json_prefix(self.pending[:at])
+                if whole is not None and not whole[1].strip():
+                    return at, end
+                at = self.pending.find(end, at + 1)
+        return None
 
     def end(self, cut: bool = False) -> list:
         if self.header is not None:  # a header never finished: nothing the client should see
@@ -87,10 +102,10 @@ class HarmonyParser:
             return []
         self.pending = self.pending[len(head):]
         self.lead = False
-        return [self._part(head)]
+        return [self._part(head, self.kind)]
 
-    def _part(self, text: str):
-        if self.kind == "reasoning":
+    def _part(self, text: str, kind: str):
+        if kind == "reasoning":
             return Reasoning(text)
         self.said = True
         return text
@@ -109,7 +124,7 @@ class HarmonyParser:
             if self.lead:
                 body = body.lstrip()
             body = body.rstrip()
-            return [self._part(body)] if body else []
+            return [self._part(body, kind)] if body else []
         return []
 
 

@@ -9,22 +9,24 @@ import re
 from specllama.server.dialects.dialect import Dialect, ToolSet, call
 from specllama.server.dialects.values import convert, param_schema
 
-FUNCTION = re.compile(r"<function=([^>\n]*)>(.*?)(?:</function>|$)", re.S)
-PARAMETER = re.compile(r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.S)
+FUNCTION = re.compile(r"<function=([^>\n]*)>(.*?)</function>", re.S)
+# A value ends at its </parameter> (on a line of its own when the value holds more lines), or where
+# the next parameter or the function's end begins (a model may forget the closing).
+PARAMETER = re.compile(r"<parameter=([^>\n]*)>\n?(.*?)(\n</parameter>|</parameter>(?=\s*(?:<parameter=|$))|(?=\n<parameter=)|$)",
+                       re.S)
 
 
-def _value(text: str) -> str:
-    if text.startswith("\n"):
-        text = text[1:]
-    if text.endswith("\n"):
-        text = text[:-1]
-    return text
+def _value(match: re.Match) -> str:
+    """The value between the newline after its opening and the one before its closing (those two
+    are the format's); a value cut off by the function's end keeps all but a last newline."""
+    text = match.group(2)
+    return text[:-1] if not match.group(3) and text.endswith("\n") else text
 
 
 def decode(open_: str, body: str, tools: ToolSet, complete: bool):
-    text = (open_ if open_ != "<tool_call>" else "") + body
     if not complete:
         return []
+    text = body if open_ == "<tool_call>" else open_ + body + "</function>"  # a bare <function=...> region
     calls = []
     rest = text
     for match in FUNCTION.finditer(text):
@@ -32,7 +34,7 @@ def decode(open_: str, body: str, tools: ToolSet, complete: bool):
         arguments = {}
         for param in PARAMETER.finditer(match.group(2)):
             key = param.group(1).strip()
-            arguments[key] = convert(_value(param.group(2)), param_schema(tools.schemas, name, key))
+            arguments[key] = convert(_value(param), param_schema(tools.schemas, name, key))
         one = call(name, arguments)
         if one is None:
             return None
@@ -56,6 +58,7 @@ QWEN_XML = Dialect(
     markers=("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>",
              "<think>", "</think>"),
     forced=forced,
+    calls_end_thinking=True,
     drop_after=("</tool_call>",),
     stops=("</tool_call>",),
 )

@@ -49,6 +49,7 @@ class Scanner:
         self.said = False  # content or a call was handed on (a <think> after that is plain text)
         self.region: tuple[str, str | None] | None = None
         self.gap = ""  # the whitespace before a region's opening
+        self.tried = 0  # where in the open region the closings not yet tried begin
         self.bare: bool | None = None if self.parses_tools and dialect.bare is not None else False
         self.calls = 0
 
@@ -71,15 +72,15 @@ class Scanner:
             return out  # decided at the end
         while True:
             if self.state == CALL:
-                close = self.region[1]
-                at = self.pending.find(close) if close is not None else -1
-                if at < 0:
+                found = self._closing()
+                if found is None:
                     return out
-                body, self.pending = self.pending[:at], self.pending[at + len(close):]
-                out += self._region(body, closed=True, complete=True)
+                at, calls = found
+                body, self.pending = self.pending[:at], self.pending[at + len(self.region[1]):]
+                out += self._region(body, closed=True, complete=True, calls=calls)
                 continue
             if self.lead:
-                self.pending = self.pending.lstrip()
+                self.pending = self._lstrip(self.pending)
                 if self.calls and self.d.drop_after:  # a stray closing after a call (Qwen3-Coder's bare <function=)
                     for stray in self.d.drop_after:
                         if self.pending.startswith(stray):
@@ -90,21 +91,27 @@ class Scanner:
                     return out
             if self.state == REASONING:
                 close = self.think[1]
-                at = self.pending.find(close)
-                if at < 0:
-                    return out + self._safe(Reasoning, [close])
-                thought, self.pending = self.pending[:at].rstrip(), self.pending[at + len(close):]
+                ends = [close] + ([o for o, _ in self.d.regions] if self.d.calls_end_thinking and self.parses_tools else [])
+                found = self._earliest(ends)
+                if found is None:
+                    return out + self._safe(Reasoning, ends)
+                at, marker = found
+                thought = self.pending[:at].rstrip()
+                self.pending = self.pending[at + len(close):] if marker == close else self.pending[at:]
                 if thought:
                     out.append(Reasoning(thought))
-                self.state, self.lead = CONTENT, True
+                self.state, self.lead, self.said = CONTENT, True, marker != close
                 continue
             found = self._earliest(self._openers())
             if found is None:
                 return out + self._safe(str, self._openers())
             at, marker = found
             before, self.pending = self.pending[:at], self.pending[at + len(marker):]
-            self.gap = before[len(before.rstrip()):]  # given back if no call follows
-            before = before.rstrip()
+            # The template's line break before a marker is not content (given back if no call follows);
+            # the spaces of "text <call>" are.
+            space = before[len(before.rstrip()):]
+            self.gap = space if "\n" in space or (self.think and marker == self.think[0]) else ""
+            before = before[:len(before) - len(self.gap)]
             if before:
                 out.append(before)
                 self.said = True
@@ -128,6 +135,12 @@ class Scanner:
             self.bare = False
             out += self.feed("")
         if self.state == CALL:
+            close = self.region[1]
+            at = self.pending.find(close) if close is not None else -1
+            if at >= 0:  # closings, none of which ended a call: the first one ends this text, and on
+                body, self.pending = self.pending[:at], self.pending[at + len(close):]
+                out += self._region(body, closed=True, complete=True, calls=None) + self.feed("")
+                return out + self.end(cut)
             out += self._region(self.pending, closed=False, complete=not cut)
         elif self.state == REASONING:
             thought = self.pending.rstrip()
@@ -142,6 +155,18 @@ class Scanner:
         return out
 
     # --- helpers -------------------------------------------------------------------------------
+    def _lstrip(self, text: str) -> str:
+        """A segment's leading whitespace: after a call, only a line break is the template's (the
+        spaces of "text <call> more" are the text's); at the answer's or the thinking's start, all."""
+        stripped = text.lstrip()
+        if self.lead == "newline":
+            if "\n" not in text[:len(text) - len(stripped)]:
+                if stripped:
+                    self.lead = False
+                return text
+            self.lead = True  # the line break came: what whitespace follows it is the template's too
+        return stripped
+
     def _earliest(self, markers: list[str]) -> tuple[int, str] | None:
         best = None
         for marker in markers:
@@ -163,18 +188,34 @@ class Scanner:
             return [head]
         return [Reasoning(head)]
 
-    def _region(self, body: str, closed: bool, complete: bool) -> list:
+    def _closing(self) -> tuple[int, list] | None:
+        """Where the open region ends: the first closing at which its text decodes to calls (a
+        closing inside an argument's string is the argument's text); None while none does."""
+        close = self.region[1]
+        if close is None:
+            return None
+        at = self.pending.find(close, self.tried)
+        while at >= 0:
+            calls = self.d.decode(self.region[0], self.pending[:at], self.tools, True)
+            if calls is not None:
+                self.tried = 0
+                return at, calls
+            self.tried = at + 1
+            at = self.pending.find(close, self.tried)
+        return None
+
+    def _region(self, body: str, closed: bool, complete: bool, calls: list | None | bool = False) -> list:
+        """The region's parts. `calls`: already decoded (None: it is not calls); False: decode it."""
         open_, close = self.region
         self.pending = "" if not closed else self.pending
-        self.state, self.said = CONTENT, True
-        if close is None:
-            closed = True  # such a region runs to the answer's end: its end is its close
-        # An unclosed region that was not cut is decoded as it is: a stop string (parallel_tool_calls
-        # false) or the model's end-of-turn may stand where its closing would be.
-        calls = self.d.decode(open_, body, self.tools, complete)
-        if not calls:  # not a call after all (or one cut short): the model's text, as it wrote it
+        self.state, self.said, self.tried = CONTENT, True, 0
+        if calls is False:
+            # An unclosed region that was not cut is decoded as it is: a stop string (parallel_tool_calls
+            # false) or the model's end-of-turn may stand where its closing would be.
+            calls = self.d.decode(open_, body, self.tools, complete) if body.strip() else []
+        if calls is None:  # not a call after all: the model's text, as it wrote it
             self.lead = False
             return [self.gap + open_ + body + (close if closed and close else "")]
-        self.lead = True
+        self.lead = "newline"  # calls, or nothing (an empty region, or one cut short): no text of it is content
         self.calls += len(calls)
         return list(calls)

@@ -45,7 +45,14 @@ def convert(text: str, schema: dict | None) -> object:
     try:
         return json.loads(text)
     except ValueError:
-        return text
+        pass
+    literal = PYTHON_LITERALS.get(text.strip())  # Qwen3-Coder writes Python's True / False / None at times
+    if literal is not None and literal[0] in types | {"null"} - {"string"}:
+        return literal[1]
+    return text
+
+
+PYTHON_LITERALS = {"True": ("boolean", True), "False": ("boolean", False), "None": ("null", None)}
 
 
 def _looks_json(text: str, types: set[str]) -> bool:
