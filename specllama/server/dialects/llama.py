@@ -11,6 +11,7 @@ import json
 from specllama.server.dialects.dialect import Dialect, ToolSet, call, json_call, json_prefix
 
 TAG = "<|python_tag|>"
+START, END = "<|python_start|>", "<|python_end|>"
 
 
 def json_calls(text: str) -> list | None:
@@ -74,6 +75,8 @@ def bare(text: str, tools: ToolSet):
 def decode(open_: str, body: str, tools: ToolSet, complete: bool):
     if not complete:
         return []
+    if open_ == START:  # Llama 4: <|python_start|>[f(a=1)]<|python_end|>
+        return python_calls(body) or json_calls(body)
     return json_calls(body)
 
 
@@ -86,7 +89,7 @@ LLAMA3 = Dialect(
     name="llama3",
     detect=lambda t: TAG in t or ("<|start_header_id|>" in t and '"parameters"' in t)
     or ("<|header_start|>" in t and "tool" in t),
-    regions=((TAG, None),),
+    regions=((TAG, None), (START, END)),
     decode=decode,
     bare=bare,
     bare_starts=("{", "["),

@@ -12,30 +12,36 @@ OPEN = "[TOOL_CALLS]"
 NAMED = re.compile(r"\s*([^\[\]\s{]+)\s*(?:\[CALL_ID\]\s*[^\[\s]*\s*)?\[ARGS\]", re.S)
 
 
-def _segment(text: str) -> list | None:
+def _one(text: str) -> tuple[list, str] | None:
+    """The calls one [TOOL_CALLS] begins, and the text after them; None if it begins none."""
     named = NAMED.match(text)
     found = json_prefix(text[named.end():] if named else text)
-    if found is None or found[1].strip():
+    if found is None:
         return None
+    value, rest = found
     if named:
-        one = call(named.group(1), found[0])
-        return None if one is None else [one]
-    items = found[0] if isinstance(found[0], list) else [found[0]]
-    calls = [json_call(item) for item in items]
-    return None if not calls or any(c is None for c in calls) else calls
+        one = call(named.group(1), value)
+        return None if one is None else ([one], rest)
+    calls = [json_call(item) for item in (value if isinstance(value, list) else [value])]
+    return None if not calls or any(c is None for c in calls) else (calls, rest)
 
 
 def decode(open_: str, body: str, tools: ToolSet, complete: bool):
-    segments = body.split(OPEN)
-    if not complete:
-        segments = segments[:-1]  # the last one was cut: only those before it are whole
-    calls = []
-    for segment in segments:
-        found = _segment(segment)
+    """Calls one after another, each JSON read whole before the next [TOOL_CALLS] is looked for
+    (an argument may hold that text). Cut short, the calls read whole before the cut are kept."""
+    calls, rest = [], body
+    while True:
+        found = _one(rest)
         if found is None:
             return None if complete else calls
-        calls += found
-    return calls
+        more, rest = found
+        rest = rest.lstrip()
+        if not rest:
+            return calls + more if complete else calls  # the last one may have been cut where it ends
+        if not rest.startswith(OPEN):
+            return None if complete else calls
+        calls += more
+        rest = rest[len(OPEN):]
 
 
 def forced(name: str | None) -> str:
