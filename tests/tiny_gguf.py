@@ -36,10 +36,15 @@ def _writable(entry: MetadataValue) -> object:
     return entry.value
 
 
-def copy_tokenizer_keys(writer: GGUFWriter, tokenizer_from: Path) -> int:
-    """Copy every tokenizer.* key with its original GGUF type. Returns the vocab size."""
+def copy_tokenizer_keys(writer: GGUFWriter, tokenizer_from: Path, chat_template: str | None = None) -> int:
+    """Copy every tokenizer.* key with its original GGUF type (`chat_template`: another template in
+    place of the source's). Returns the vocab size."""
     n_vocab = 0
+    if chat_template is not None:
+        writer.add_chat_template(chat_template)
     for key, entry in _tokenizer_metadata(Path(tokenizer_from).resolve()):
+        if chat_template is not None and key == "tokenizer.chat_template":
+            continue
         if entry.type == GGUFValueType.ARRAY and not entry.value:
             continue  # GGUFWriter refuses empty arrays; llama.cpp treats absent the same
         writer.add_key_value(key, _writable(entry), entry.type, sub_type=entry.sub_type)
@@ -63,9 +68,11 @@ def write_tiny_model(
     seed: int = 0,
     arch: str = "llama",
     norm_value: float = 1.0,
+    chat_template: str | None = None,
 ) -> Path:
     """Write a random-weight `arch` (llama-layout) transformer using tokenizer_from's vocabulary;
-    `norm_value` fills the norms (NaN: a damaged file whose every logit is NaN)."""
+    `norm_value` fills the norms (NaN: a damaged file whose every logit is NaN); `chat_template`
+    replaces the borrowed one (a thinking model's, say)."""
     if n_embd % n_head or n_head % n_head_kv:
         raise ValueError("n_embd must divide by n_head, and n_head by n_head_kv")
     out_path = Path(out_path)
@@ -76,7 +83,7 @@ def write_tiny_model(
     writer = GGUFWriter(out_path, arch)
     writer.add_name(f"tiny-{arch}-L{n_layer}-E{n_embd}-seed{seed}")
     writer.add_file_type(LlamaFileType.MOSTLY_F16)  # matrices are F16, norms F32 (like converters)
-    n_vocab = copy_tokenizer_keys(writer, Path(tokenizer_from))
+    n_vocab = copy_tokenizer_keys(writer, Path(tokenizer_from), chat_template)
     writer.add_context_length(n_ctx)
     writer.add_embedding_length(n_embd)
     writer.add_block_count(n_layer)

@@ -274,6 +274,24 @@ class GGUFModel:
         return detect(self.chat_template)
 
     @functools.cached_property
+    def shown_controls(self) -> frozenset[int]:
+        """Control tokens the answer's text shows: its dialect's markers that are one control token
+        each (Llama's <|python_tag|>, Mistral's [TOOL_CALLS], harmony's <|channel|>), which llama.cpp
+        leaves out of a token's text unless asked, as llama-server renders its preserved tokens. The
+        parser needs them; every other control token (an end of turn) stays unseen."""
+        dialect = self.dialect
+        shown = set()
+        for marker in dialect.markers if dialect is not None else ():
+            try:
+                tokens = self.tokenize(marker, add_special=False, parse_special=True)
+            except SpecllamaError:
+                continue
+            if len(tokens) == 1 and self.piece(tokens[0]) != marker.encode() \
+                    and self.piece(tokens[0], special=True) == marker.encode():
+                shown.add(tokens[0])
+        return frozenset(shown)
+
+    @functools.cached_property
     def thinks(self) -> bool:
         """The template holds its dialect's reasoning markers (Qwen3's does, Qwen2.5's does not)."""
         dialect = self.dialect
@@ -362,9 +380,10 @@ class StreamDecoder:
     def __init__(self, model: GGUFModel):
         self._model = model
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._shown = model.shown_controls
 
     def feed(self, token: int) -> str:
-        return self._utf8.decode(self._model.piece(token))
+        return self._utf8.decode(self._model.piece(token, special=token in self._shown))
 
     def flush(self) -> str:
         """The end of the text. Bytes still held back there are a character cut short (max_tokens

@@ -18,6 +18,7 @@ import uuid
 
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.server.api_errors import APIError, invalid
+from specllama.server.dialects import Reasoning
 from specllama.server.schema import Job
 from specllama.server.tool_calls import ToolCall
 from specllama.server.writer import AnswerParts, sse
@@ -171,8 +172,9 @@ class AnthropicWriter:
         return "end_turn", None
 
     def whole(self, summary: Summary, tokens: list[TokenEvent]) -> dict:
-        text, calls = self.parts.whole(summary.text)
-        content = [{"type": "text", "text": text}] if text else []
+        text, calls = self.parts.whole(summary.text, cut=summary.finish_reason in ("length", "context"))
+        content = [_thinking(self.parts.reasoning)] if self.parts.reasoning else []
+        content += [{"type": "text", "text": text}] if text else []
         content += [_tool_use(call) for call in calls]
         reason, sequence = self._stop(summary, len(calls))
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
@@ -190,7 +192,7 @@ class AnthropicWriter:
 
     def done(self, event: DoneEvent) -> list[str]:
         summary = event.summary
-        out = self._parts(self.parts.end(event.text))
+        out = self._parts(self.parts.end(event.text, cut=summary.finish_reason in ("length", "context")))
         if summary.finish_reason == "cancelled":
             return out + self.failed(APIError(503, "the server is shutting down: the answer is incomplete"))
         out += self._close()
@@ -205,7 +207,13 @@ class AnthropicWriter:
     def _parts(self, parts: list) -> list[str]:
         out = []
         for part in parts:
-            if isinstance(part, str):
+            if isinstance(part, Reasoning):
+                if self.block_kind != "thinking":
+                    out += self._close()
+                    out += self._open(_thinking(""), "thinking")
+                out.append(sse({"type": "content_block_delta", "index": self.block,
+                                "delta": {"type": "thinking_delta", "thinking": part.text}}, "content_block_delta"))
+            elif isinstance(part, str):
                 if self.block_kind != "text":
                     out += self._close()
                     out += self._open({"type": "text", "text": ""}, "text")
@@ -232,6 +240,12 @@ class AnthropicWriter:
             return []
         self.block_kind = ""
         return [sse({"type": "content_block_stop", "index": self.block}, "content_block_stop")]
+
+
+def _thinking(text: str) -> dict:
+    """A thinking block. Its signature is empty: nothing here signs thinking (Anthropic's own check
+    of it on a later turn does not apply to this server, which takes it back as it is)."""
+    return {"type": "thinking", "thinking": text, "signature": ""}
 
 
 def _tool_use(call: ToolCall) -> dict:

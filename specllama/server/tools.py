@@ -130,6 +130,8 @@ def template_message(message: dict, role: str, content: str, where: str) -> dict
         out["tool_call_id"] = call_id or ""
         if isinstance(message.get("name"), str):
             out["name"] = message["name"]
+    if role == "assistant" and isinstance(message.get("reasoning_content"), str):
+        out["reasoning_content"] = message["reasoning_content"]  # an earlier turn's thinking: the template decides
     calls = message.get("tool_calls") if role == "assistant" else None
     if calls:
         if not isinstance(calls, list):
