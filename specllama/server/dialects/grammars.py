@@ -40,7 +40,7 @@ def _mistral(use: ToolUse, token: Namer) -> Constraint | None:
         lines += ["start: args_0", "args_0: %json " + _schema_text(use, use.name)]
         return Constraint(kind="lark", grammar="\n".join(lines))
     more = f" ({opener} call)*" if use.parallel else ""
-    lines.append(f"start: call{more}" if use.choice == "required" else f"start: {opener} call{more}")
+    lines.append(f"start: call{more}")  # after the forced [TOOL_CALLS], or after the trigger under auto
     names = _names(use)
     lines.append("call: " + " | ".join(f"call_{i}" for i in range(len(names))))
     for i, name in enumerate(names):
