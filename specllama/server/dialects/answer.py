@@ -25,6 +25,11 @@ class AnswerParser:
     def end(self, cut: bool = False) -> list:
         return self.parser.end(cut)
 
+    @property
+    def in_thinking(self) -> bool:
+        """Whether the text so far leaves the model inside its thinking."""
+        return self.parser.in_thinking
+
 
 def split_answer(parser: AnswerParser, text: str, cut: bool = False) -> tuple[str | None, str | None, list[ToolCall]]:
     """A whole answer: (content, reasoning; None when empty) and its calls."""

@@ -56,6 +56,10 @@ class HarmonyParser:
             self.pending = self.pending[at + len(end):]
             self.header = ""
 
+    @property
+    def in_thinking(self) -> bool:
+        return self.kind == "reasoning"
+
     def _terminator(self) -> tuple[int, str] | None:
         """The body's end: its first terminator, except in a call, whose JSON may hold one in a string:
         there the first at which the JSON is whole (or, failing that, the first)."""

@@ -156,6 +156,10 @@ class Scanner:
         self.pending = ""
         return out
 
+    @property
+    def in_thinking(self) -> bool:
+        return self.state == REASONING
+
     # --- helpers -------------------------------------------------------------------------------
     def _lstrip(self, text: str) -> str:
         """A segment's leading whitespace: after a call, only a line break is the template's (the
