@@ -118,9 +118,9 @@ def run(args: argparse.Namespace) -> int:
     # The runtime loads llama.cpp: imported here, so `--help` and completion never wait for it.
     from specllama.cli.options import resolved_for, status_lines
     from specllama.cli.progress import download_bar
+    from specllama.cli.thinking_split import ThinkingSplit
     from specllama.decoding.events import DoneEvent, TokenEvent
     from specllama.runtime.loaded import Runtime
-    from specllama.cli.thinking_split import ThinkingSplit
     from specllama.runtime.stats import format_summary, summary_json
 
     check_stdout()
