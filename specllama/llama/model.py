@@ -380,7 +380,7 @@ class StreamDecoder:
     def __init__(self, model: GGUFModel):
         self._model = model
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._shown = model.shown_controls
+        self._shown = getattr(model, "shown_controls", frozenset())  # tests' fake models have no vocabulary
 
     def feed(self, token: int) -> str:
         return self._utf8.decode(self._model.piece(token, special=token in self._shown))
