@@ -230,16 +230,26 @@ class Runtime:
         return self.target_model.prompt_tokens(prompt, system, max_tokens=self.target_ctx.n_ctx)
 
     def chat_tokens(self, messages: list[dict], stop: Callable[[], bool] | None = None, tools: list[dict] | None = None,
-                    continue_last: bool = False, bounded: bool = True) -> list[int]:
+                    continue_last: bool = False, bounded: bool = True, template_kwargs: dict | None = None) -> list[int]:
         """The conversation templated and tokenized, bounded like prompt_tokens (unless `bounded`
         is False: a server counting tokens, whose body size bounds the work); `stop()` abandons
         a long one between pieces (a server's client that left); `tools` go to the template;
-        `continue_last` continues a last assistant message (prefill) instead of closing it."""
+        `continue_last` continues a last assistant message (prefill) instead of closing it;
+        `template_kwargs` are extra template variables (chat_template_kwargs, enable_thinking)."""
         return self.target_model.chat_tokens(messages, max_tokens=self.target_ctx.n_ctx if bounded else None, stop=stop,
-                                             tools=tools, continue_last=continue_last)
+                                             tools=tools, continue_last=continue_last, template_kwargs=template_kwargs)
 
     def tool_call_format(self) -> str | None:
         return self.target_model.tool_call_format
+
+    def chat_dialect(self):
+        """(the template's dialect or None, whether its thinking is parsed): server/dialects."""
+        return self.target_model.dialect, self.target_model.thinks
+
+    def render_chat(self, messages: list[dict], tools: list[dict] | None = None,
+                    template_kwargs: dict | None = None) -> str:
+        """The conversation as the template writes it, generation prompt included (not tokenized)."""
+        return self.target_model.render_chat(messages, tools=tools, template_kwargs=template_kwargs)
 
     # --- generation (the engine's) -------------------------------------------------------------
 

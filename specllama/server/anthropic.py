@@ -22,6 +22,7 @@ import uuid
 
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.server.api_errors import APIError, invalid
+from specllama.server.dialects import Reasoning
 from specllama.server.ignored import note
 from specllama.server.schema import Job
 from specllama.server.tool_calls import ToolCall
@@ -184,6 +185,7 @@ def _turn(turn: object, where: str, prompt: _Prompt) -> list[dict]:
         raise invalid(f"{where}.content must be a string or an array of blocks", f"{where}.content")
     out: list[dict] = []
     texts: list[str] = []
+    thoughts: list[str] = []
     calls: list[dict] = []
     for j, block in enumerate(content):
         here = f"{where}.content[{j}]"
@@ -200,13 +202,19 @@ def _turn(turn: object, where: str, prompt: _Prompt) -> list[dict]:
         elif kind == "tool_result" and role == "user":
             out.append({"role": "tool", "tool_call_id": _string(block, "tool_use_id", here),
                         "content": _result_text(block.get("content"), here, prompt)})
+        elif kind == "thinking" and role == "assistant":
+            # an earlier turn's thinking (this server writes it as a thinking block): handed to the
+            # template as reasoning_content, which keeps or drops it as OpenAI chat's is (issue 38)
+            thoughts.append(_string(block, "thinking", here))
         elif kind in ("thinking", "redacted_thinking"):
-            continue  # a reasoning trace of another model: not for this one's template
+            continue  # encrypted (another model's), or not the assistant's: not for this one's template
         else:
             raise invalid(f"{here}: '{kind}' blocks are not supported here (text, and tool_use from the assistant "
                           "or tool_result from the user, are)", here)
     if role == "assistant":
         message = {"role": "assistant", "content": "\n".join(texts)}
+        if any(thoughts):
+            message["reasoning_content"] = "\n".join(t for t in thoughts if t)
         if calls:
             message["tool_calls"] = calls
         return [message]
@@ -306,7 +314,8 @@ class AnthropicWriter:
 
     def whole(self, summary: Summary, tokens: list[TokenEvent]) -> dict:
         text, calls = self.parts.whole(summary)
-        content = [{"type": "text", "text": text}] if text else []
+        content = [_thinking(self.parts.reasoning)] if self.parts.reasoning else []
+        content += [{"type": "text", "text": text}] if text else []
         content += [_tool_use(call) for call in calls]
         reason, sequence = self._stop(summary, len(calls))
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
@@ -339,7 +348,13 @@ class AnthropicWriter:
     def _parts(self, parts: list) -> list[str]:
         out = []
         for part in parts:
-            if isinstance(part, str):
+            if isinstance(part, Reasoning):
+                if self.block_kind != "thinking":
+                    out += self._close()
+                    out += self._open(_thinking(""), "thinking")
+                out.append(sse({"type": "content_block_delta", "index": self.block,
+                                "delta": {"type": "thinking_delta", "thinking": part.text}}, "content_block_delta"))
+            elif isinstance(part, str):
                 if self.block_kind != "text":
                     out += self._close()
                     out += self._open({"type": "text", "text": ""}, "text")
@@ -366,6 +381,12 @@ class AnthropicWriter:
             return []
         self.block_kind = ""
         return [sse({"type": "content_block_stop", "index": self.block}, "content_block_stop")]
+
+
+def _thinking(text: str) -> dict:
+    """A thinking block. Its signature is empty: nothing here signs thinking (Anthropic's own check
+    of it on a later turn does not apply to this server, which takes it back as it is)."""
+    return {"type": "thinking", "thinking": text, "signature": ""}
 
 
 def _tool_use(call: ToolCall) -> dict:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.server.api_errors import APIError, invalid
+from specllama.server.dialects import Reasoning
 from specllama.server.ignored import note
 from specllama.server.schema import Job
 from specllama.server.tool_calls import ToolCall
@@ -197,7 +198,7 @@ def _tools(tools: object) -> tuple[list[dict], Names]:
     if not isinstance(tools, list):
         raise invalid("'tools' must be an array", "tools")
     out, names = [], Names()
-    plain = {t.get("name") for t in tools if isinstance(t, dict) and t.get("type") == "function"}
+    plain = {t["name"] for t in tools if isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("name"), str)}
     for i, tool in enumerate(tools):
         where = f"tools[{i}]"
         kind = tool.get("type") if isinstance(tool, dict) else None
@@ -256,6 +257,7 @@ class ResponsesWriter:
         self.sequence = 0
         self.output: list[dict] = []  # finished items
         self.message: dict | None = None  # the message item being written
+        self.reasoning: dict | None = None  # the reasoning item being written
         self.text = ""
 
     def _response(self, status: str, output: list[dict], summary: Summary | None) -> dict:
@@ -276,7 +278,8 @@ class ResponsesWriter:
 
     def whole(self, summary: Summary, tokens: list[TokenEvent]) -> dict:
         text, calls = self.parts.whole(summary)
-        output = [_message(text, "completed")] if text else []
+        output = [_reasoning(self.parts.reasoning)] if self.parts.reasoning else []
+        output += [_message(text, "completed")] if text else []
         output += [_function_call(call, "completed", self.names) for call in calls]
         return self._response("completed", output, summary)
 
@@ -293,7 +296,7 @@ class ResponsesWriter:
         return self._parts(self.parts.feed(event.text))
 
     def done(self, event: DoneEvent) -> list[str]:
-        out = self._parts(self.parts.end(event.text, event.summary)) + self._close_message()
+        out = self._parts(self.parts.end(event.text, event.summary)) + self._close_reasoning() + self._close_message()
         if event.summary.finish_reason == "cancelled":
             return out + self.failed(APIError(503, "the server is shutting down: the answer is incomplete"))
         response = self._response("completed", self.output, event.summary)
@@ -306,6 +309,17 @@ class ResponsesWriter:
     def _parts(self, parts: list) -> list[str]:
         out = []
         for part in parts:
+            if isinstance(part, Reasoning):
+                out += self._close_message()
+                if self.reasoning is None:
+                    self.reasoning = _reasoning("")
+                    out.append(self._event("response.output_item.added", output_index=len(self.output),
+                                           item={**self.reasoning, "status": "in_progress"}))
+                self.reasoning["content"][0]["text"] += part.text
+                out.append(self._event("response.reasoning_text.delta", item_id=self.reasoning["id"],
+                                       output_index=len(self.output), content_index=0, delta=part.text))
+                continue
+            out += self._close_reasoning()
             if isinstance(part, str):
                 out += self._open_message()
                 self.text += part
@@ -324,6 +338,16 @@ class ResponsesWriter:
                 self.output.append(item)
                 out.append(self._event("response.output_item.done", output_index=index, item=item))
         return out
+
+    def _close_reasoning(self) -> list[str]:
+        if self.reasoning is None:
+            return []
+        item, self.reasoning = self.reasoning, None
+        index = len(self.output)
+        self.output.append(item)
+        return [self._event("response.reasoning_text.done", item_id=item["id"], output_index=index, content_index=0,
+                            text=item["content"][0]["text"]),
+                self._event("response.output_item.done", output_index=index, item=item)]
 
     def _open_message(self) -> list[str]:
         if self.message is not None:
@@ -354,6 +378,12 @@ class ResponsesWriter:
 def _message(text: str, status: str) -> dict:
     return {"type": "message", "id": "msg_" + uuid.uuid4().hex[:24], "status": status, "role": "assistant",
             "content": [{"type": "output_text", "text": text, "annotations": []}]}
+
+
+def _reasoning(text: str) -> dict:
+    """The answer's thinking as a Responses reasoning item (its text as reasoning_text content)."""
+    return {"type": "reasoning", "id": "rs_" + uuid.uuid4().hex[:24], "summary": [],
+            "content": [{"type": "reasoning_text", "text": text}]}
 
 
 def _function_call(call: ToolCall, status: str, names: Names) -> dict:
