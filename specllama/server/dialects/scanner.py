@@ -125,8 +125,7 @@ class Scanner:
     def end(self, cut: bool = False) -> list:
         """The text is complete. `cut`: it ended at max_tokens (or the context), so an unfinished
         call is not a call: the calls finished before the cut are kept, and the unfinished one is
-        dropped; when it is the answer's only one, its text is the content (the client sees what
-        was written, with finish_reason "length")."""
+        dropped, neither a call nor markup in the content (issue 41's rule; canitoolcall accepts it)."""
         out: list = []
         if self.bare:
             calls = self.d.bare(self.pending, self.tools) if not cut else None
@@ -219,8 +218,6 @@ class Scanner:
             # An unclosed region that was not cut is decoded as it is: a stop string (parallel_tool_calls
             # false) or the model's end-of-turn may stand where its closing would be.
             calls = self.d.decode(open_, body, self.tools, complete) if body.strip() else []
-            if not calls and not complete and not self.calls and body.strip():
-                calls = None  # the answer's only call, cut short: given back as the text it is (finish "length")
         if calls is None:  # not a call after all: the model's text, as it wrote it
             self.lead = False
             return [self.gap + open_ + body + (close if closed and close else "")]
