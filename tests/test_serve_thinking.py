@@ -102,6 +102,18 @@ def test_bad_thinking_fields_are_400s_naming_them(server, value, param):
     assert e.value.body["param"] == param
 
 
+def test_a_forced_call_closes_the_opened_thinking_first(server):
+    # tool_choice required: the prompt's <think> is closed before the call's opening; neither marker
+    # is the answer's text (a tiny model's arguments may run to max_tokens: then the half call is dropped)
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    reply = server.client().chat.completions.create(model="m", messages=ASK, tools=[weather], tool_choice="required",
+                                                    max_tokens=16)
+    message = reply.choices[0].message
+    assert "</think>" not in (message.content or "") and not message.model_extra.get("reasoning_content")
+    assert message.tool_calls or reply.choices[0].finish_reason == "length"  # a half call is dropped
+
+
 def test_anthropic_thinking_blocks_whole_and_streamed(server):
     client = anthropic.Anthropic(base_url=server.url, api_key="x")
     whole = client.messages.create(model="m", max_tokens=16, messages=ASK)

@@ -164,8 +164,8 @@ def _chat_prompt(body: dict, served: ServedModel, template: ChatTemplate) -> Cha
     thinking = reasons and not continue_last and template.opens_thinking(messages, template_tools, kwargs)
     forced = tools.opening(dialect) if tools is not None else ""
     if forced:  # the forced call's opening follows whatever the client prefilled
-        if thinking:  # a call is certain: the thinking the prompt opened is closed first
-            forced, thinking = dialect.think[1] + "\n\n" + forced, False
+        if thinking:  # a call is certain: the thinking the prompt opened is closed first (by the forced text)
+            forced = dialect.think[1] + "\n\n" + forced
         if continue_last:
             messages[-1] = {**messages[-1], "content": messages[-1]["content"] + forced}
         else:

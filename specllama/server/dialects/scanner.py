@@ -125,7 +125,8 @@ class Scanner:
     def end(self, cut: bool = False) -> list:
         """The text is complete. `cut`: it ended at max_tokens (or the context), so an unfinished
         call is not a call: the calls finished before the cut are kept, and the unfinished one is
-        dropped, neither a call nor content (the writers' finish reason says "length": issue 41)."""
+        dropped, neither a call nor markup in the content (issue 41's rule: the writers' cut_short
+        makes the finish reason "length"; canitoolcall accepts it)."""
         out: list = []
         if self.bare:
             calls = self.d.bare(self.pending, self.tools) if not cut else None
