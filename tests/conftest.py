@@ -21,6 +21,7 @@ import pytest
 from specllama.models import store
 from specllama.models.registry import load_registry
 from tests.tiny_gguf import write_tiny_model
+from tests.toy_models import write_toy_model
 
 QWEN_TARGET = "qwen2.5-coder-1.5b"
 QWEN_DRAFT = "qwen2.5-coder-0.5b"
@@ -68,3 +69,23 @@ def tiny_models(tmp_path_factory, tokenizer_sources) -> dict[str, Path]:
         "b": write_tiny_model(out / "b.gguf", tokenizer_sources["qwen"], seed=1, **TINY_B_SIZES),
         "other": write_tiny_model(out / "other.gguf", tokenizer_sources["smollm"], seed=2),
     }
+
+
+class _Toys(dict):
+    """arch -> path of its toy model (tests/toy_models.py), written on first use."""
+
+    def __init__(self, folder: Path, tokenizer_from: Path):
+        super().__init__()
+        self.folder, self.tokenizer_from = folder, tokenizer_from
+
+    def __missing__(self, arch: str) -> Path:
+        self[arch] = write_toy_model(self.folder / f"toy-{arch}.gguf", arch, self.tokenizer_from)
+        return self[arch]
+
+
+@pytest.fixture(scope="session")
+def toy_models(tmp_path_factory, tokenizer_sources) -> dict[str, Path]:
+    """Toy models of today's architectures with Qwen's tokenizer: "qwen35" (hybrid, snapshot
+    rollback, an MTP layer), "lfm2" (hybrid, per-layer arrays), "mamba" (recurrent, checkpoint
+    rollback), "llama" (attention only); each written when a test first asks for it."""
+    return _Toys(tmp_path_factory.mktemp("toy_models"), tokenizer_sources["qwen"])

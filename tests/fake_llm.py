@@ -45,6 +45,7 @@ class FakeContext:
     unified = False
     exact = False
     llama_seconds = 0.0  # no llama.cpp inside
+    rollback_method = "cells"  # any tail is dropped in place, for free
 
     def __init__(self, rule: Callable[[Sequence[int]], np.ndarray], n_ctx: int = 4096, n_seq_max: int = 1,
                  clock: FakeClock | None = None, cost: Callable[[int], float] | None = None):
@@ -106,6 +107,12 @@ class FakeContext:
     def rollback(self, n_past: int, seq: int = 0) -> None:
         assert n_past <= self.past(seq)
         del self.held[seq][n_past:]
+
+    def prepare_rollback(self, seq: int, n_tokens: int) -> None:
+        pass
+
+    def checkpoint(self, seq: int = 0, *, keep: bool = True) -> None:
+        pass
 
     def common_prefix(self, tokens, seq: int = 0) -> int:
         common = 0

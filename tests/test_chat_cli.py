@@ -115,3 +115,24 @@ def test_nothing_to_continue_or_an_unknown_id_is_one_clear_error(tmp_path):
     saved(path, "one", None)
     with pytest.raises(SpecllamaError, match="no saved conversation #99"):
         saved_conversation(chat_args("--conversation", "99"), path)
+
+
+def test_chat_policy_reaches_every_answers_config(monkeypatch, tmp_path):
+    # `chat --policy NAME` was parsed, checked, and then dropped: ChatSettings had no policy.
+    from specllama.cli.cmd_chat import chat_settings
+    from specllama.cli.main import build_parser
+    from specllama.cli.options import resolved_for
+    from specllama.decoding.policy import POLICIES
+    from specllama.tui import ChatSettings, user_defaults
+
+    monkeypatch.setitem(POLICIES, "demo-policy", object())
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+
+    def settings(*argv):
+        args = build_parser().parse_args(["chat", *argv])
+        return chat_settings(args, resolved_for(args))
+
+    assert settings("--policy", "demo-policy").generation_config().policy == "demo-policy"
+    user_defaults.save(ChatSettings(temperature=0.5))  # with saved defaults too (another path)
+    assert settings("--policy", "demo-policy").generation_config().policy == "demo-policy"
+    assert settings().generation_config().policy == ""

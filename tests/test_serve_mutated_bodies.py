@@ -26,12 +26,14 @@ BODIES = {
                      {"role": "tool", "tool_call_id": "c1", "content": "r"}],
         "tools": [{"type": "function", "function": {"name": "f", "description": "d", "parameters": TOOL_SCHEMA}}],
         "tool_choice": "auto", "parallel_tool_calls": True, "logprobs": False, "stream_options": None,
+        "chat_template_kwargs": {"enable_thinking": False}, "reasoning_effort": "low",  # issue 38's fields
         "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}},
     "/v1/completions": {"model": "a", "prompt": "hi", "max_tokens": 2, "temperature": 0, "stop": "x", "logprobs": None},
     "/v1/messages": {
         "model": "a", "max_tokens": 2, "temperature": 0, "stop_sequences": ["x"], "system": [{"type": "text", "text": "s"}],
         "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
-                     {"role": "assistant", "content": [{"type": "text", "text": "ok"},
+                     {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": ""},
+                                                       {"type": "text", "text": "ok"},
                                                        {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": "b"}}]},
                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
                                                    "content": [{"type": "text", "text": "r"}]}]}],
@@ -121,6 +123,7 @@ def test_the_well_formed_bodies_are_answered(server):
     ("/v1/messages", {"model": "a", "max_tokens": "2", "messages": [{"role": "user", "content": "hi"}]}),
     ("/v1/messages", {"model": "a", "max_tokens": 2, "tools": 5, "messages": [{"role": "user", "content": "hi"}]}),
     ("/v1/responses", {"model": "a", "input": "hi", "tools": [{"type": "function", "name": "f", "parameters": []}]}),
+    ("/v1/responses", {"model": "a", "input": "hi", "tools": [{"type": "function", "name": [], "parameters": {}}]}),
     ("/v1/chat/completions", {"model": "a", "messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"}),
 ])
 def test_the_known_cases_are_400s_in_their_apis_shape(server, route, body):

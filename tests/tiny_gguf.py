@@ -36,10 +36,24 @@ def _writable(entry: MetadataValue) -> object:
     return entry.value
 
 
-def copy_tokenizer_keys(writer: GGUFWriter, tokenizer_from: Path) -> int:
-    """Copy every tokenizer.* key with its original GGUF type. Returns the vocab size."""
+def copy_tokenizer_keys(writer: GGUFWriter, tokenizer_from: Path, chat_template: str | None = None,
+                        control: tuple[str, ...] = ()) -> int:
+    """Copy every tokenizer.* key with its original GGUF type (`chat_template`: another template in
+    place of the source's; `control`: token texts made control tokens, as another family's markers
+    are). Returns the vocab size."""
     n_vocab = 0
-    for key, entry in _tokenizer_metadata(Path(tokenizer_from).resolve()):
+    metadata = _tokenizer_metadata(Path(tokenizer_from).resolve())
+    tokens = dict(metadata)["tokenizer.ggml.tokens"].value
+    control_ids = {i for i, text in enumerate(tokens) if text in control}
+    if chat_template is not None:
+        writer.add_chat_template(chat_template)
+    for key, entry in metadata:
+        if chat_template is not None and key == "tokenizer.chat_template":
+            continue
+        if key == "tokenizer.ggml.token_type" and control_ids:
+            types = [3 if i in control_ids else t for i, t in enumerate(entry.value)]  # 3: LLAMA_TOKEN_TYPE_CONTROL
+            writer.add_key_value(key, types, entry.type, sub_type=entry.sub_type)
+            continue
         if entry.type == GGUFValueType.ARRAY and not entry.value:
             continue  # GGUFWriter refuses empty arrays; llama.cpp treats absent the same
         writer.add_key_value(key, _writable(entry), entry.type, sub_type=entry.sub_type)
@@ -63,9 +77,12 @@ def write_tiny_model(
     seed: int = 0,
     arch: str = "llama",
     norm_value: float = 1.0,
+    chat_template: str | None = None,
+    control: tuple[str, ...] = (),
 ) -> Path:
     """Write a random-weight `arch` (llama-layout) transformer using tokenizer_from's vocabulary;
-    `norm_value` fills the norms (NaN: a damaged file whose every logit is NaN)."""
+    `norm_value` fills the norms (NaN: a damaged file whose every logit is NaN); `chat_template`
+    replaces the borrowed one (a thinking model's, say); `control`: token texts made control tokens."""
     if n_embd % n_head or n_head % n_head_kv:
         raise ValueError("n_embd must divide by n_head, and n_head by n_head_kv")
     out_path = Path(out_path)
@@ -76,7 +93,7 @@ def write_tiny_model(
     writer = GGUFWriter(out_path, arch)
     writer.add_name(f"tiny-{arch}-L{n_layer}-E{n_embd}-seed{seed}")
     writer.add_file_type(LlamaFileType.MOSTLY_F16)  # matrices are F16, norms F32 (like converters)
-    n_vocab = copy_tokenizer_keys(writer, Path(tokenizer_from))
+    n_vocab = copy_tokenizer_keys(writer, Path(tokenizer_from), chat_template, control)
     writer.add_context_length(n_ctx)
     writer.add_embedding_length(n_embd)
     writer.add_block_count(n_layer)

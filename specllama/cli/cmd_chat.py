@@ -48,7 +48,7 @@ def settings_from(resolved: Resolved, system: str | None = None):
     s = resolved.sampling
     return ChatSettings(drafter=resolved.drafter, k=resolved.k, temperature=s.temperature, p_min=resolved.p_min,
                         top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed, max_tokens=resolved.max_tokens,
-                        stop=resolved.stop, verify=resolved.verify, system=system)
+                        stop=resolved.stop, verify=resolved.verify, system=system, policy=resolved.policy)
 
 
 def pinned_fields(args: argparse.Namespace) -> frozenset[str]:
@@ -64,7 +64,7 @@ def chat_settings(args: argparse.Namespace, resolved: Resolved):
     saved = user_defaults.load()
     if not saved:
         return given
-    base = user_defaults.apply(saved, ChatSettings())
+    base = user_defaults.apply(saved, ChatSettings(policy=given.policy))
     pinned = pinned_fields(args)
     return ChatSettings.from_dict({name: value for name, value in given.as_dict().items() if name in pinned}, base)
 

@@ -46,6 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stats=full", action="store_const", const="full", dest="stats",
                    help="the same, then the detail: acceptance by position and source, where the time went, what "
                         "steps cost here (default: off)")
+    p.add_argument("--show-thinking", action="store_true",
+                   help="a thinking model's thinking (between its template's reasoning markers) to stderr as it comes "
+                        "(default: off: only the answer, on stdout)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout when done: the text and the statistics (default: off, "
                         "the text is streamed)")
@@ -115,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     # The runtime loads llama.cpp: imported here, so `--help` and completion never wait for it.
     from specllama.cli.options import resolved_for, status_lines
     from specllama.cli.progress import download_bar
+    from specllama.cli.thinking_split import ThinkingSplit
     from specllama.decoding.events import DoneEvent, TokenEvent
     from specllama.runtime.loaded import Runtime
     from specllama.runtime.stats import format_summary, summary_json
@@ -134,20 +138,29 @@ def run(args: argparse.Namespace) -> int:
         session = Runtime(resolved.load, progress=progress, status=status)
     with session:
         generation = session.generate(session.prompt_tokens(prompt_text, args.system), config)
+        answer = ThinkingSplit.of(session, prompt_text, args.system, show=args.show_thinking and not args.json)
         pieces: list[str] = []
         for event in generation:
-            if isinstance(event, (TokenEvent, DoneEvent)) and event.text:
+            if isinstance(event, (TokenEvent, DoneEvent)):
+                text = answer.feed(event.text, token=isinstance(event, TokenEvent),
+                                   last=isinstance(event, DoneEvent) and (event.summary.finish_reason or "stop"))
+                if not text:
+                    continue
                 if args.json:
-                    pieces.append(event.text)  # one object at the end: a script parses it whole
+                    pieces.append(text)  # one object at the end: a script parses it whole
                 else:
-                    emit(event.text)
+                    emit(text)
         if args.json:
             document = {"text": "".join(pieces), **summary_json(generation.summary, session, config)}
+            if answer.thinking:
+                document["thinking"], document["thinking_tokens"] = answer.thinking, answer.thinking_tokens
             emit(json.dumps(document, ensure_ascii=False) + "\n")
         else:
             emit("\n")
         if args.stats:
             print(format_summary(generation.summary, session, config, full=args.stats == "full"), file=sys.stderr)
+            if answer.thinking_tokens:
+                print(f"thinking: {answer.thinking_tokens} of the {generation.summary.tokens} tokens", file=sys.stderr)
             if resolved.seed_was_random:
                 print(f"seed {config.sampling.seed} (random, from --seed -1)", file=sys.stderr)
         elif (note := session.drafter_note(generation.summary)) is not None:

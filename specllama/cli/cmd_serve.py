@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     from specllama.cli.options import resolved_for, status_lines
     from specllama.cli.progress import download_bar
     from specllama.runtime.loaded import Runtime
+    from specllama.server import ignored
     from specllama.server.app import ServerState, create_app
     from specllama.server.browser_guard import allowed_hosts
     from specllama.server.metrics import Metrics
@@ -100,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from specllama.server.worker import EngineWorker
 
     status = status_lines(args)
+    ignored.VERBOSE = bool(getattr(args, "verbose", False))  # fields a client sends that only tune a hosted service
     resolved = resolved_for(args, status)  # bad sampling options fail before anything loads
     api_key = api_key_from(args)
     sock = bind(args.host, args.port)  # a taken port fails now, not after minutes of loading

@@ -169,6 +169,8 @@ class ModelDrafter(DrafterBase):
                           for _, r, _ in live if len(r.committed) - ctx.past(r.seq) > 1], timed=True)
         parts = [DecodePart(r.seq, r.committed[ctx.past(r.seq):], "last") for _, r, _ in live]
         rows = self._decode(parts, timed=max((len(p.tokens) for p in parts), default=0) <= CATCH_UP_TIMED)
+        for _, r, _ in live:  # a recurrent draft model's way back from its rejected drafts (llama/rollback.py)
+            ctx.checkpoint(r.seq, keep=False)
         q_rows: dict[int, list[np.ndarray]] = {i: [] for i, _, _ in live}
         step = 0
         while live:

@@ -223,6 +223,9 @@ class Engine:
                 target.decode(piece, logits="none", seq=index)
                 self.costs.record_prefill(len(piece), time.perf_counter() - t_chunk)
             if not request.cancel.cancelled:
+                # A recurrent cache's way back to this prompt, for the next turn of a conversation
+                # that changes this one's tail (nothing for an attention cache).
+                target.checkpoint(index)
                 # The policy lets its drafters digest the prompt now, or leaves it to their first
                 # proposal (a draft model under -k auto that may not draft at all).
                 policy.start(index, prompt)
@@ -287,6 +290,7 @@ class Engine:
         t_decode = clock() - t_decode_start
         # --- judge and commit: both caches keep what was accepted ------------------------------
         verdicts: list[Verdict] = []
+        t_rollback: dict[int, float] = {}
         for slot in running:
             proposal = proposals[slot.index]
             scored = logits[slot.index]
@@ -296,8 +300,13 @@ class Engine:
                 except Exception as e:  # this request's grammar failed (a limit of llguidance's): it alone fails
                     slot.fail(e)
             verdict = _judge(proposal, scored, slot.config, slot.rng)
+            t_commit = clock()
             slot.verifier.commit(target, slot.index, n_past[slot.index], slot.committed[-1], proposal.tokens,
                                  verdict.n_accepted)
+            rejected = len(proposal.tokens) - verdict.n_accepted
+            if rejected:  # what dropping them cost: learnt per rollback (cost/online.py)
+                t_rollback[slot.index] = clock() - t_commit
+                self.costs.record_rollback(rejected, t_rollback[slot.index])
             if proposal.tokens:
                 for drafter in slot.policy.drafters:
                     drafter.rollback(slot.index, len(slot.committed) + verdict.n_accepted)
@@ -316,7 +325,7 @@ class Engine:
             proposal = proposals[slot.index]
             emitted.append(slot.emit_guarded(proposal, verdict, target.model, logits[slot.index]))
         outcomes = [StepOutcome(ask.k, proposals[s.index], v.n_accepted, v.odds, t_step, t1, alone,
-                                tuple(e.id for e in events), "".join(e.text for e in events))
+                                tuple(e.id for e in events), "".join(e.text for e in events), t_rollback.get(s.index, 0.0))
                     for s, ask, v, events in zip(running, asks, verdicts, emitted)]
         self._learn(running, outcomes)
         t_python = t_step - t_draft - t_decode

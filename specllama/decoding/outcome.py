@@ -27,6 +27,9 @@ class StepOutcome:
     # streamed (a split character or a possible stop string's start is held back until complete).
     tokens: tuple[int, ...] = ()
     text: str = ""
+    # Seconds this request's commit spent dropping its rejected drafts from the target's cache
+    # (a restore and a replay decode on a recurrent model: llama/rollback.py), part of `seconds`.
+    t_rollback: float = 0.0
 
     @property
     def drafted(self) -> int:

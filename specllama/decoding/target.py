@@ -25,6 +25,7 @@ class DecodeTarget(Protocol):
     exact: bool  # greedy output independent of the batch shape (the row limit applies)
     unified: bool  # one cache shared by every sequence (stairs verification's scratch sequences)
     llama_seconds: float  # time spent inside llama_decode so far (what --stats sets beside a step's)
+    rollback_method: str  # how it drops a tail: "cells", "snapshots" or "checkpoints" (llama/rollback.py)
 
     def past(self, seq: int) -> int: ...
 
@@ -32,7 +33,15 @@ class DecodeTarget(Protocol):
 
     def decode_parts(self, parts) -> list[np.ndarray]: ...
 
-    def rollback(self, n_past: int, seq: int = 0) -> None: ...
+    def rollback(self, n_past: int, seq: int = 0) -> None:
+        """Keep the first n_past tokens (always possible; on a recurrent or hybrid model it may
+        cost a decode: llama/rollback.py)."""
+
+    def prepare_rollback(self, seq: int, n_tokens: int) -> None:
+        """Up to n_tokens of the next decode of `seq` may be rolled back (a draft's verification)."""
+
+    def checkpoint(self, seq: int = 0, *, keep: bool = True) -> None:
+        """What `seq` holds now is worth coming back to (a prompt a later turn may share)."""
 
     def common_prefix(self, tokens: Sequence[int], seq: int = 0) -> int: ...
 

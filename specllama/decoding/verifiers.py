@@ -54,6 +54,9 @@ class CausalVerifier:
     def decode(self, ctx, items: Sequence[tuple[int, int, Sequence[int]]],
                ids_only: Sequence[bool] = ()) -> list[np.ndarray]:
         ids = list(ids_only) + [False] * (len(items) - len(ids_only))
+        for seq, _, draft in items:
+            if draft:  # a recurrent cache may need a checkpoint to drop rejected drafts (llama/rollback.py)
+                ctx.prepare_rollback(seq, len(draft))
         return ctx.decode_parts([DecodePart(seq, [last, *draft], "argmax" if only else "all")
                                  for (seq, last, draft), only in zip(items, ids)])
 
@@ -71,6 +74,9 @@ class StairsVerifier:
         return (k + 1) * (k + 2) // 2
 
     def max_k(self, ctx, seq: int = 0) -> int:
+        if getattr(ctx, "rollback_method", "cells") != "cells":
+            raise SpecllamaError("stairs verification copies and cuts cache sequences, which a recurrent or hybrid "
+                                 "model's cache cannot: use --verify causal")
         if ctx.n_seq_max < 2 or not getattr(ctx, "unified", False):
             raise SpecllamaError("stairs verification needs a target context with several sequences: "
                                  "load the runtime with verify='stairs'")

@@ -7,6 +7,7 @@ n_ctx x n_vocab floats (2.5 GB for Qwen at 4096).
 
 from __future__ import annotations
 
+import ctypes
 import math
 import time
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError
+from specllama.llama import rollback as rb
 from specllama.llama.backend import C, default_threads, last_llama_error
 from specllama.llama.model import GGUFModel
 
@@ -70,11 +72,17 @@ class DecodeContext:
     by scripts/measure_kv_layout.py, see docs/batch-and-servers.md. `unified=True` shares one cache of n_ctx cells
     among all sequences instead: what stairs verification needs, since its sequences are copies
     of sequence 0 that share its cells.
+
+    `rollback` always leaves a sequence holding exactly its first n tokens, whatever the
+    architecture; how (and what it costs) is `rollback_method` (llama/rollback.py): recurrent and
+    hybrid models keep `snapshot_depth` state snapshots where llama.cpp has them, and state
+    checkpoints otherwise (`prepare_rollback` before a decode whose tail may be dropped,
+    `checkpoint` after a prompt).
     """
 
     def __init__(self, model: GGUFModel, *, n_ctx: int = 4096, n_threads: int | None = None,
                  n_threads_batch: int | None = None, n_batch: int = 512, n_seq_max: int = 1, exact: bool = False,
-                 unified: bool = False):
+                 unified: bool = False, snapshot_depth: int = rb.SNAPSHOT_DEPTH):
         self.model = model
         threads = n_threads or default_threads()
         params = C.llama_context_default_params()
@@ -93,6 +101,9 @@ class DecodeContext:
         params.kv_unified = unified and n_seq_max > 1
         params.n_threads = threads
         params.n_threads_batch = n_threads_batch or threads
+        # Recurrent-state snapshots for dropping a rejected draft in place (0 where the
+        # architecture has none: llama.cpp clamps it, and nothing is allocated for attention-only models).
+        params.n_rs_seq = snapshot_depth
         self._ctx = C.llama_init_from_model(model._model, params)
         if not self._ctx:
             raise SpecllamaError(f"llama.cpp could not create a context of {n_ctx} tokens x {n_seq_max} "
@@ -107,6 +118,16 @@ class DecodeContext:
         self.n_threads_batch = n_threads_batch or threads
         self._batch = _Batch(self.n_batch, max(1, n_seq_max))
         self.held: list[list[int]] = [[] for _ in range(n_seq_max)]
+        self.snapshot_depth: int = C.llama_n_rs_seq(self._ctx)
+        self.rollback_method = rb.method_for(model._model, self.snapshot_depth)
+        # Per sequence, the tokens its last decode appended: how far back its snapshots reach
+        # (0 once used: llama.cpp's snapshot rollback is single-use until the next decode).
+        self._fresh = [0] * n_seq_max
+        self._checkpoints = rb.Checkpoints()
+        # What dropping tails has cost: seconds, calls that dropped something, tokens decoded again.
+        self.rollback_seconds = 0.0
+        self.rollbacks = 0
+        self.replayed_tokens = 0
         # Seconds spent inside llama_decode itself: what a step costs beyond it (batch building,
         # fetching and checking logits, Python) is the rest, shown by --stats.
         self.llama_seconds = 0.0
@@ -224,6 +245,13 @@ class DecodeContext:
             raise ContextOverflowError(f"llama.cpp found no room in the KV cache (n_ctx {self.n_ctx})")
         if rc != 0:
             raise SpecllamaError(f"llama_decode failed with code {rc}: {last_llama_error()}")
+        if self.rollback_method != rb.CELLS:
+            fresh = {}
+            for ids in seqs:
+                for s in ids:
+                    fresh[s] = fresh.get(s, 0) + 1
+            for s, n in fresh.items():
+                self._fresh[s] = n
         n_vocab = self.model.n_vocab
         rows = []
         for i, w in enumerate(want):
@@ -250,20 +278,86 @@ class DecodeContext:
     # --- cache surgery ----------------------------------------------------------------------
 
     def rollback(self, n_past: int, seq: int = 0) -> None:
-        """Keep the first n_past tokens of a sequence, drop the rest."""
+        """Keep the first n_past tokens of a sequence, drop the rest: in place where the cache
+        allows it, else from a state checkpoint (or the start) with the tokens between decoded again."""
         held = self.held[seq]
         if n_past > len(held):
             raise ValueError(f"cannot roll back to {n_past}: only {len(held)} tokens held")
         if n_past == len(held):
             return
-        self.remove(seq, n_past, -1)
-        del held[n_past:]
+        start = time.perf_counter()
+        if self._drop_in_place(seq, n_past, len(held) - n_past):
+            del held[n_past:]
+            self._checkpoints.cut(seq, n_past)
+        else:
+            self._rebuild(seq, n_past)
+        self.rollback_seconds += time.perf_counter() - start
+        self.rollbacks += 1
+
+    def _drop_in_place(self, seq: int, n_past: int, drop: int) -> bool:
+        if self.rollback_method == rb.CELLS or n_past == 0:
+            self.remove(seq, n_past, -1)
+            self._fresh[seq] = 0
+            return True
+        # Snapshots were written for the last decode's tokens but its first (the state before it
+        # is not among them), and serve once.
+        if self.rollback_method == rb.SNAPSHOTS and drop <= min(self.snapshot_depth, self._fresh[seq] - 1):
+            if C.llama_memory_seq_rm(self._memory, seq, n_past, -1):
+                self._fresh[seq] = 0
+                return True
+        return False
+
+    def _rebuild(self, seq: int, n_past: int) -> None:
+        """Back to the latest checkpoint at or before n_past (else to an empty sequence), then
+        decode the tokens up to n_past again."""
+        held = self.held[seq]
+        replay = held[:n_past]
+        checkpoint = self._checkpoints.best(seq, n_past)
+        if checkpoint is not None and self._restore(seq, checkpoint):
+            base = checkpoint.n_tokens
+        else:
+            self._checkpoints.clear(seq)
+            self.remove(seq, 0, -1)
+            base = 0
+        del held[base:]
+        self._checkpoints.cut(seq, base)
+        self._fresh[seq] = 0
+        if n_past > base:
+            self.decode(replay[base:], logits="none", seq=seq)
+            self.replayed_tokens += n_past - base
+
+    def _restore(self, seq: int, checkpoint: rb.Checkpoint) -> bool:
+        data = checkpoint.data
+        if C.llama_state_seq_set_data_ext(self._ctx, data, len(data), seq, rb.PARTIAL_ONLY) != len(data):
+            return False
+        # The recurrent state is the checkpoint's now; the attention cells after it are cut.
+        return bool(C.llama_memory_seq_rm(self._memory, seq, checkpoint.n_tokens, -1))
+
+    def checkpoint(self, seq: int = 0, *, keep: bool = True) -> None:
+        """Copy the sequence's recurrent state as it is now, to come back to it later instead of
+        decoding from the start (a conversation's next turn that changes the last one's tail).
+        Nothing to do for an attention-only cache. `keep`: one of the few kept per sequence
+        (after a prompt); else the current step's, replaced by the next."""
+        if self.rollback_method == rb.CELLS:
+            return
+        size = C.llama_state_seq_get_size_ext(self._ctx, seq, rb.PARTIAL_ONLY)
+        data = (ctypes.c_uint8 * size)()
+        if not size or C.llama_state_seq_get_data_ext(self._ctx, data, size, seq, rb.PARTIAL_ONLY) != size:
+            return  # no copy of this state: going back decodes from the start
+        self._checkpoints.add(seq, rb.Checkpoint(len(self.held[seq]), data, keep))
+
+    def prepare_rollback(self, seq: int, n_tokens: int) -> None:
+        """The next decode appends to `seq` and up to n_tokens of it may be dropped (a draft's
+        verification): a checkpoint now where the snapshots will not reach that far."""
+        if self.rollback_method == rb.CHECKPOINTS or (
+                self.rollback_method == rb.SNAPSHOTS and n_tokens > self.snapshot_depth):
+            self.checkpoint(seq, keep=False)
 
     def remove(self, seq: int, p0: int, p1: int = -1) -> None:
         if not C.llama_memory_seq_rm(self._memory, seq, p0, p1):
             raise SpecllamaError(
-                f"{self.model.path.name} ({self.model.info.architecture}) cannot drop part of its cache "
-                "(recurrent or hybrid model): speculative decoding needs a model whose cache can roll back")
+                f"{self.model.path.name} ({self.model.info.architecture}) could not drop positions {p0}.. of "
+                f"sequence {seq} from its cache (a {self.rollback_method} cache)")
 
     def copy_sequence(self, src: int, dst: int, p0: int = 0, p1: int = -1) -> None:
         C.llama_memory_seq_cp(self._memory, src, dst, p0, p1)
@@ -274,9 +368,12 @@ class DecodeContext:
             C.llama_memory_clear(self._memory, True)
             for held in self.held:
                 held.clear()
+            self._fresh = [0] * self.n_seq_max
         else:
             self.remove(seq, 0, -1)
             self.held[seq].clear()
+            self._fresh[seq] = 0
+        self._checkpoints.clear(seq)
 
     # --- stairs verification: K+1 sequences side by side -------------------------------------
 

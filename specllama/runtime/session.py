@@ -83,11 +83,15 @@ class Session(Protocol):
     def prompt_tokens(self, prompt: str, system: str | None = None) -> list[int]: ...  # one user turn, templated
 
     def chat_tokens(self, messages: list[dict], stop=None, tools=None, continue_last: bool = False,
-                    bounded: bool = True) -> list[int]: ...
+                    bounded: bool = True, template_kwargs: dict | None = None) -> list[int]: ...
     # a conversation, templated (with OpenAI-style `tools`; `continue_last`: the last message is an
     # assistant prefill to continue); stop() abandons it
 
-    def tool_call_format(self) -> str | None: ...  # the chat template's tool calls: None (no tools), "hermes", "other"
+    def tool_call_format(self) -> str | None: ...  # the template's tool calls: None (no tools), a dialect's name, "other"
+
+    def chat_dialect(self) -> tuple: ...  # (its dialect or None, whether thinking is parsed): server/dialects
+
+    def render_chat(self, messages: list[dict], tools=None, template_kwargs: dict | None = None) -> str: ...
 
     # --- generation ------------------------------------------------------------------------------
     def generate(self, prompt: Sequence[int], config: GenerationConfig, cancel=None) -> Generation: ...  # cancel: a CancelHandle

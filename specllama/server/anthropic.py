@@ -3,12 +3,16 @@ the request turned into the chat request parse_chat already checks, the answer w
 Anthropic's shapes, whole or as its stream of named events.
 
 Request: `system` (a string or text blocks), `messages` whose content is a string or blocks (text,
-tool_use, tool_result), `tools` ({name, description, input_schema}), `tool_choice` (auto, any,
-tool with a name: that tool is forced, none; `disable_parallel_tool_use`), `max_tokens`,
-`stop_sequences`, `temperature`, `top_p`, `top_k`, `stream`. Tools of a named built-in type
+tool_use, tool_result), `role: "system"` messages among them (merged into the one system turn),
+`tools` ({name, description, input_schema}, `defer_loading` ones offered once a tool_reference
+names them), `tool_choice` (auto, any, tool with a name: that tool is forced, none;
+`disable_parallel_tool_use`), `max_tokens`, `stop_sequences`, `temperature`, `top_p`, `top_k`,
+`stream`, `output_config.format` (a JSON schema the answer follows). Tools of a named built-in type
 (web_search_..., bash_...) are run by Anthropic's servers, not by a model here: they are left out.
-Claude Code's per-request `x-anthropic-billing-header` system line is dropped: it changes on every
-request, and in the prompt it would defeat the slot's prefix cache from the first lines on.
+What only tunes the hosted service (HOSTED_FIELDS, `output_config.effort`, `cache_control` on
+blocks, the `anthropic-beta` header) is ignored; `mcp_servers`, which would change what the model
+can do, is refused. Claude Code's per-request `x-anthropic-billing-header` system line is dropped:
+it changes on every request, and in the prompt it would defeat the slot's prefix cache.
 """
 
 from __future__ import annotations
@@ -18,28 +22,55 @@ import uuid
 
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.server.api_errors import APIError, invalid
+from specllama.server.dialects import Reasoning
+from specllama.server.ignored import note
 from specllama.server.schema import Job
 from specllama.server.tool_calls import ToolCall
 from specllama.server.writer import AnswerParts, cut_short, sse
 
 BILLING_LINE = "x-anthropic-billing-header:"
+ROUTE = "/v1/messages"
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
                413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
+# Fields that tune Anthropic's hosted service and leave the answer's meaning as it is: taken and
+# ignored (said once at -v). The `anthropic-beta` header and the `?beta=true` query are not read at all.
+HOSTED_FIELDS = {
+    "metadata": "only Anthropic's own records use it",
+    "thinking": "no thinking budget is set here: the model's chat template decides whether it reasons",
+    "context_management": "Anthropic's server-side context editing: the whole conversation goes into the prompt",
+    "cache_control": "the server reuses a cached prompt prefix by itself",
+    "service_tier": "one tier here",
+    "container": "the container of Anthropic's code execution tool, which does not run here",
+    "inference_geo": "the model runs on this machine",
+}
 
 
 def chat_request(body: object) -> dict:
-    """The Messages request as an OpenAI chat request (for parse_chat)."""
+    """The Messages request as an OpenAI chat request (for parse_chat). `system` messages inside
+    `messages` (Claude Code sends one after the first user turn) join the top-level `system` in
+    the template's one system turn, in order; their tool_addition / tool_removal blocks, and
+    tool_reference blocks in tool results, change the tools the prompt offers (tool search)."""
     if not isinstance(body, dict):
         raise invalid("the request body must be a JSON object")
-    messages = []
-    system = _system_text(body.get("system"))
-    if system:
-        messages.append({"role": "system", "content": system})
+    for name, why in HOSTED_FIELDS.items():
+        if body.get(name) is not None:
+            note(ROUTE, f"'{name}' ignored", why)
+    if body.get("mcp_servers"):
+        raise invalid("'mcp_servers' asks Anthropic's servers to run MCP tools, which this server cannot do: connect "
+                      "the MCP servers in the client instead", "mcp_servers")
+    prompt = _Prompt()
+    prompt.system_content(body.get("system"), "system")
     turns = body.get("messages")
     if not isinstance(turns, list) or not turns:
         raise invalid("'messages' must be a non-empty array", "messages")
     for i, turn in enumerate(turns):
-        messages += _turn(turn, f"messages[{i}]")
+        where = f"messages[{i}]"
+        if isinstance(turn, dict) and turn.get("role") == "system":
+            prompt.system_content(turn.get("content"), f"{where}.content")
+        else:
+            prompt.messages += _turn(turn, where, prompt)
+    system = "\n\n".join(text for text in prompt.system if text)
+    messages = ([{"role": "system", "content": system}] if system else []) + prompt.messages
     out = {"model": body.get("model"), "messages": messages, "stream": body.get("stream", False)}
     for name in ("temperature", "top_p", "top_k", "drafter", "k"):
         if body.get(name) is not None:
@@ -48,10 +79,10 @@ def chat_request(body: object) -> dict:
         out["max_tokens"] = body["max_tokens"]
     if body.get("stop_sequences") is not None:
         out["stop"] = body["stop_sequences"]
-    if body.get("tools") is not None and not isinstance(body["tools"], list):
-        raise invalid("'tools' must be an array of {\"name\": ..., \"input_schema\": {...}}", "tools")
-    tools = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(body.get("tools") or [])]
-    tools = [t for t in tools if t is not None]
+    response_format = _output_format(body)
+    if response_format is not None:
+        out["response_format"] = response_format
+    tools = prompt.tools(body.get("tools"))
     if tools:
         out["tools"] = tools
         choice = body.get("tool_choice") or {"type": "auto"}
@@ -60,23 +91,93 @@ def chat_request(body: object) -> dict:
     return out
 
 
-def _system_text(system: object) -> str:
-    if system is None:
-        return ""
-    if isinstance(system, str):
-        texts = [system]
-    elif isinstance(system, list) and all(isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text", ""), str)
-                                          for b in system):
-        texts = [b.get("text") or "" for b in system]
-    else:
-        raise invalid("'system' must be a string or an array of text blocks", "system")
-    lines = "\n".join(texts).split("\n")
+class _Prompt:
+    """What the request's system texts and turns add up to, and the tool changes they make."""
+
+    def __init__(self):
+        self.system: list[str] = []
+        self.messages: list[dict] = []
+        self.changes: list[tuple[str, object]] = []  # ("load" | "remove", name) or ("add", tool), in order
+
+    def system_content(self, content: object, where: str) -> None:
+        if content is None:
+            return
+        if isinstance(content, str):
+            self.system.append(_without_billing(content))
+            return
+        if not isinstance(content, list):
+            raise invalid(f"'{where}' must be a string or an array of text blocks", where)
+        texts = []
+        for j, block in enumerate(content):
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "text":
+                texts.append(_string(block, "text", f"{where}[{j}]"))
+            elif kind in ("tool_addition", "tool_removal"):
+                self._tool_change(kind, block.get("tool"), f"{where}[{j}].tool")
+            else:
+                raise invalid(f"{where}[{j}]: '{kind}' blocks are not supported in a system text (text, "
+                              "tool_addition and tool_removal are)", f"{where}[{j}]")
+        self.system.append(_without_billing("\n".join(texts)))
+
+    def _tool_change(self, kind: str, tool: object, where: str) -> None:
+        tool_type = tool.get("type") if isinstance(tool, dict) else None
+        if tool_type == "tool_reference" and isinstance(tool.get("name"), str):
+            self.changes.append(("load" if kind == "tool_addition" else "remove", tool["name"]))
+        elif tool_type == "tool_definition" and kind == "tool_addition" and isinstance(tool.get("definition"), dict):
+            self.changes.append(("add", tool["definition"]))
+        else:
+            raise invalid(f"'{where}' must be {{\"type\": \"tool_reference\", \"name\": ...}} or, to add a tool, "
+                          "{\"type\": \"tool_definition\", \"definition\": {...}}", where)
+
+    def tools(self, listed: object) -> list[dict]:
+        """The tools the prompt offers: those listed without `defer_loading`, then the changes in
+        order (a deferred tool joins when a tool_reference names it, as Anthropic's tool search does)."""
+        if listed is not None and not isinstance(listed, list):
+            raise invalid("'tools' must be an array", "tools")
+        active: dict[str, dict] = {}
+        deferred: dict[str, dict] = {}
+        for i, tool in enumerate(listed or []):
+            function = _tool(tool, f"tools[{i}]")
+            if function is not None:
+                (deferred if tool.get("defer_loading") else active)[function["function"]["name"]] = function
+        for change, what in self.changes:
+            if change == "add":
+                function = _tool(what, "a tool_definition")
+                if function is not None:
+                    active[function["function"]["name"]] = function
+            elif change == "load" and what in deferred:
+                active[what] = deferred[what]
+            elif change == "remove":
+                active.pop(what, None)
+        return list(active.values())
+
+
+def _without_billing(text: str) -> str:
+    lines = text.split("\n")
     return "\n".join(line for line in lines if not line.startswith(BILLING_LINE)).strip("\n")
 
 
-def _turn(turn: object, where: str) -> list[dict]:
+def _output_format(body: dict) -> dict | None:
+    """`output_config.format` (or the older `output_format`): a JSON schema the answer must follow,
+    as the engine's response_format; `output_config.effort` tunes a hosted model and is ignored."""
+    config = body.get("output_config")
+    if config is not None and not isinstance(config, dict):
+        raise invalid("'output_config' must be an object", "output_config")
+    config = config or {}
+    if config.get("effort") is not None:
+        note(ROUTE, "'output_config.effort' ignored", "no effort setting here: the model answers as it does")
+    spec = config.get("format") if config.get("format") is not None else body.get("output_format")
+    if spec is None:
+        return None
+    param = "output_config.format" if config.get("format") is not None else "output_format"
+    if not isinstance(spec, dict) or spec.get("type") != "json_schema" or not isinstance(spec.get("schema"), dict):
+        raise invalid(f"'{param}' must be {{\"type\": \"json_schema\", \"schema\": {{...}}}}", param)
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": spec["schema"], "strict": True}}
+
+
+def _turn(turn: object, where: str, prompt: _Prompt) -> list[dict]:
     if not isinstance(turn, dict) or turn.get("role") not in ("user", "assistant"):
-        raise invalid(f"{where} must be an object whose role is 'user' or 'assistant'", f"{where}.role")
+        raise invalid(f"{where} must be an object whose role is 'user', 'assistant' or 'system'", f"{where}.role")
     role, content = turn["role"], turn.get("content")
     if isinstance(content, str):
         return [{"role": role, "content": content}]
@@ -84,6 +185,7 @@ def _turn(turn: object, where: str) -> list[dict]:
         raise invalid(f"{where}.content must be a string or an array of blocks", f"{where}.content")
     out: list[dict] = []
     texts: list[str] = []
+    thoughts: list[str] = []
     calls: list[dict] = []
     for j, block in enumerate(content):
         here = f"{where}.content[{j}]"
@@ -99,19 +201,25 @@ def _turn(turn: object, where: str) -> list[dict]:
                           "function": {"name": block["name"], "arguments": json.dumps(block.get("input") or {})}})
         elif kind == "tool_result" and role == "user":
             out.append({"role": "tool", "tool_call_id": _string(block, "tool_use_id", here),
-                        "content": _result_text(block.get("content"), here)})
+                        "content": _result_text(block.get("content"), here, prompt)})
+        elif kind == "thinking" and role == "assistant":
+            # an earlier turn's thinking (this server writes it as a thinking block): handed to the
+            # template as reasoning_content, which keeps or drops it as OpenAI chat's is (issue 38)
+            thoughts.append(_string(block, "thinking", here))
         elif kind in ("thinking", "redacted_thinking"):
-            continue  # a reasoning trace of another model: not for this one's template
+            continue  # encrypted (another model's), or not the assistant's: not for this one's template
         else:
             raise invalid(f"{here}: '{kind}' blocks are not supported here (text, and tool_use from the assistant "
                           "or tool_result from the user, are)", here)
     if role == "assistant":
-        message = {"role": "assistant", "content": "".join(texts)}
+        message = {"role": "assistant", "content": "\n".join(texts)}
+        if any(thoughts):
+            message["reasoning_content"] = "\n".join(t for t in thoughts if t)
         if calls:
             message["tool_calls"] = calls
         return [message]
-    if texts or not out:
-        out.append({"role": "user", "content": "".join(texts)})
+    if texts or not out:  # blocks joined by a newline, as llama.cpp joins text parts
+        out.append({"role": "user", "content": "\n".join(texts)})
     return out
 
 
@@ -125,22 +233,32 @@ def _string(block: dict, name: str, where: str) -> str:
     return value
 
 
-def _result_text(content: object, where: str) -> str:
+def _result_text(content: object, where: str, prompt: _Prompt) -> str:
+    """A tool result's text; its tool_reference blocks (a tool search's matches) load those tools."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text" and
-                                         isinstance(b.get("text", ""), str) for b in content):
-        return "".join(b.get("text") or "" for b in content)
-    raise invalid(f"{where}.content must be a string or text blocks (images are not supported)", f"{where}.content")
+    texts = []
+    for block in content if isinstance(content, list) else [None]:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            texts.append(_string(block, "text", where))
+        elif kind == "tool_reference" and isinstance(block.get("tool_name"), str):
+            prompt.changes.append(("load", block["tool_name"]))
+        else:
+            raise invalid(f"{where}.content must be a string or text blocks (images are not supported)",
+                          f"{where}.content")
+    return "\n".join(texts)
 
 
 def _tool(tool: object, where: str) -> dict | None:
     if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
         raise invalid(f"{where} must be {{\"name\": ..., \"input_schema\": {{...}}}}", where)
-    if tool.get("type") not in (None, "custom"):
-        return None  # a server tool (web search, code execution ...) that only Anthropic runs
+    if tool.get("type") not in (None, "custom"):  # a server tool (web search, code execution ...)
+        note(ROUTE, f"tool type '{tool['type']}' left out", "Anthropic's servers run it; this server cannot",
+             always=True)
+        return None
     schema = tool.get("input_schema")
     if schema is not None and not isinstance(schema, dict):
         raise invalid(f"{where}.input_schema must be a JSON schema object", f"{where}.input_schema")
@@ -196,7 +314,8 @@ class AnthropicWriter:
 
     def whole(self, summary: Summary, tokens: list[TokenEvent]) -> dict:
         text, calls = self.parts.whole(summary)
-        content = [{"type": "text", "text": text}] if text else []
+        content = [_thinking(self.parts.reasoning)] if self.parts.reasoning else []
+        content += [{"type": "text", "text": text}] if text else []
         content += [_tool_use(call) for call in calls]
         reason, sequence = self._stop(summary, len(calls))
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
@@ -229,7 +348,13 @@ class AnthropicWriter:
     def _parts(self, parts: list) -> list[str]:
         out = []
         for part in parts:
-            if isinstance(part, str):
+            if isinstance(part, Reasoning):
+                if self.block_kind != "thinking":
+                    out += self._close()
+                    out += self._open(_thinking(""), "thinking")
+                out.append(sse({"type": "content_block_delta", "index": self.block,
+                                "delta": {"type": "thinking_delta", "thinking": part.text}}, "content_block_delta"))
+            elif isinstance(part, str):
                 if self.block_kind != "text":
                     out += self._close()
                     out += self._open({"type": "text", "text": ""}, "text")
@@ -256,6 +381,12 @@ class AnthropicWriter:
             return []
         self.block_kind = ""
         return [sse({"type": "content_block_stop", "index": self.block}, "content_block_stop")]
+
+
+def _thinking(text: str) -> dict:
+    """A thinking block. Its signature is empty: nothing here signs thinking (Anthropic's own check
+    of it on a later turn does not apply to this server, which takes it back as it is)."""
+    return {"type": "thinking", "thinking": text, "signature": ""}
 
 
 def _tool_use(call: ToolCall) -> dict:

@@ -187,14 +187,17 @@ def _responses_handler(state: ServerState):
         if state.draining:
             raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
         try:
-            job = await prepare_request(state, request, lambda body, stop: checked(
-                state, lambda: parse_chat(openai_responses.chat_request(body), state.served,
-                                          SessionTemplate(state.runtime, stop)), "input"))
+            job, names = await prepare_request(state, request, lambda body, stop: _parse_responses(state, body, stop))
         except APIError as e:
             raise renamed(e, RESPONSES_NAMES) from None
-        return await answer(state, request, job, ResponsesWriter(job, state.served.name))
+        return await answer(state, request, job, ResponsesWriter(job, state.served.name, names))
 
     return handle
+
+
+def _parse_responses(state: ServerState, body: object, stop: Callable[[], bool]) -> tuple[Job, openai_responses.Names]:
+    chat, names = openai_responses.parse(body)
+    return checked(state, lambda: parse_chat(chat, state.served, SessionTemplate(state.runtime, stop)), "input"), names
 
 
 async def prepare_request(state: ServerState, request: Request, parse: Callable[[object, Callable[[], bool]], T]) -> T:
@@ -268,14 +271,29 @@ class SessionTemplate:
         self.stop = stop
         self.bounded = bounded  # False: any length is tokenized (counting; the body's size is bounded)
 
-    def tokens(self, messages: list[dict], tools: list[dict] | None, continue_last: bool) -> list[int]:
+    def tokens(self, messages: list[dict], tools: list[dict] | None, continue_last: bool,
+               template_kwargs: dict | None = None) -> list[int]:
         if not self.bounded:
             return self.runtime.chat_tokens(messages, stop=self.stop, tools=tools, continue_last=continue_last,
-                                            bounded=False)
-        return self.runtime.chat_tokens(messages, stop=self.stop, tools=tools, continue_last=continue_last)
+                                            bounded=False, template_kwargs=template_kwargs)
+        return self.runtime.chat_tokens(messages, stop=self.stop, tools=tools, continue_last=continue_last,
+                                        template_kwargs=template_kwargs)
 
     def tool_call_format(self) -> str | None:
         return self.runtime.tool_call_format()
+
+    def dialect(self):
+        return self.runtime.chat_dialect()[0]
+
+    def thinks(self) -> bool:
+        return self.runtime.chat_dialect()[1]
+
+    def opens_thinking(self, messages: list[dict], tools: list[dict] | None, template_kwargs: dict | None) -> bool:
+        """Whether the generation prompt leaves the model inside its thinking (Qwen3-Thinking's
+        `<think>\n`): the answer's first text is then thinking, with no opening marker of its own."""
+        dialect = self.dialect()
+        return dialect is not None and dialect.starts_thinking(
+            self.runtime.render_chat(messages, tools=tools, template_kwargs=template_kwargs))
 
     def grammar_token(self, text: str) -> str:
         """`<[id]>` when `text` is one token of the vocabulary (a special token such as

@@ -18,26 +18,46 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from specllama.decoding.constraint import Constraint, check_constraint
 from specllama.decoding.request import AUTO, DRAFTERS, K_MAX, GenerationConfig, drafter_name
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.server.api_errors import APIError, invalid
-from specllama.server.tools import ToolUse, has_tool_turns, parse_tools, template_message, tool_constraint
+from specllama.server.dialects import BY_NAME, Dialect
+from specllama.server.ignored import note
+from specllama.server.thinking import template_kwargs as thinking_kwargs
+from specllama.server.tools import ToolUse, call_constraint, has_tool_turns, parse_tools, template_message
 
 MAX_STOPS = 16
 MAX_TOP_LOGPROBS = 20  # OpenAI's own limit
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+# Fields agent clients send that tune OpenAI's hosted service: ignored like every unused field, and
+# said once at `serve -v` (ignored.py), so a user wondering why one has no effect finds out.
+HOSTED_FIELDS = {
+    "prompt_cache_key": "the server reuses a cached prompt prefix by itself, whatever the key",
+    "store": "this server keeps no completions",
+    "metadata": "only OpenAI's own records use it",
+    "service_tier": "one tier here",
+    "verbosity": "the model answers at its own length",
+    "web_search_options": "no web search here: the model answers from the prompt alone",
+}
 
 
 class ChatTemplate(Protocol):
     """What parse_chat needs of the served model's chat template (app.py binds the Session)."""
 
-    def tokens(self, messages: list[dict], tools: list[dict] | None, continue_last: bool) -> list[int]: ...
+    def tokens(self, messages: list[dict], tools: list[dict] | None, continue_last: bool,
+               template_kwargs: dict | None = None) -> list[int]: ...
 
-    def tool_call_format(self) -> str | None: ...  # None, "hermes" or "other" (Session.tool_call_format)
+    def tool_call_format(self) -> str | None: ...  # None (no tools in the prompt), else the dialect's name or "other"
+
+    def dialect(self) -> Dialect | None: ...  # how the model writes thinking and calls (dialects/)
+
+    def thinks(self) -> bool: ...  # the template has reasoning markers: the answer's thinking is parsed
+
+    def opens_thinking(self, messages: list[dict], tools: list[dict] | None, template_kwargs: dict | None) -> bool: ...
 
     def grammar_token(self, text: str) -> str: ...  # how a grammar names this text: <[id]> or a literal
 
@@ -54,6 +74,9 @@ class Job:
     forced: str = ""  # the answer's start, written into the prompt (a forced tool call's opening)
     requested_max_tokens: int | None = None  # what the client asked for, when --max-tokens capped it
     top_logprobs: int | None = None  # None: no logprobs; else how many alternatives per token (0-20)
+    dialect: Dialect | None = None  # how the model writes thinking and calls: the answer is parsed by it
+    reasons: bool = False  # the template thinks: its reasoning markers are parsed out of the answer
+    thinking: bool = False  # the prompt opened the thinking: the answer begins inside it
 
     @property
     def parses_tools(self) -> bool:
@@ -98,48 +121,77 @@ def parse_chat(body: object, served: ServedModel, template: ChatTemplate) -> Job
     """POST /v1/chat/completions: the messages through the model's chat template, with the
     request's tools (tools.py); a last assistant message is continued (prefill), as llama-server does."""
     body = _object(body)
-    tools, prompt, forced = _chat_prompt(body, served, template)
-    job = _job(body, served, prompt, "messages", chat=True)
+    chat = _chat_prompt(body, served, template)
+    tools, dialect = chat.tools, chat.dialect
+    job = _job(body, served, chat.prompt, "messages", chat=True)
     config = job.config
     if tools is not None:  # the response_format (config.constraint) is kept for an answer that is not a call
-        constraint = tool_constraint(tools, template.grammar_token("<tool_call>"), template.grammar_token("</tool_call>"),
-                                     answer=config.constraint)
-        config = replace(config, stop=config.stop + tools.stops, constraint=constraint)
-    return replace(job, config=config, tools=tools, forced=forced)
+        constraint = call_constraint(tools, dialect, template.grammar_token, answer=config.constraint)
+        config = replace(config, stop=config.stop + tools.stops(dialect), constraint=constraint)
+    return replace(job, config=config, tools=tools, forced=chat.forced, dialect=dialect, reasons=chat.reasons,
+                   thinking=chat.thinking)
 
 
 def chat_prompt_tokens(body: object, served: ServedModel, template: ChatTemplate) -> int:
     """How many tokens the chat's prompt is, whatever its size (Anthropic's count_tokens: a client
     asks before sending, so a prompt longer than the context is counted, not refused)."""
-    return len(_chat_prompt(_object(body), served, template)[1])
+    return len(_chat_prompt(_object(body), served, template).prompt)
 
 
-def _chat_prompt(body: dict, served: ServedModel, template: ChatTemplate) -> tuple[ToolUse | None, list[int], str]:
-    """(the request's tools, its prompt's tokens, the forced start of its answer)."""
+class ChatPrompt(NamedTuple):
+    tools: ToolUse | None  # the request's tools
+    prompt: list[int]  # its prompt's tokens
+    forced: str  # the forced start of its answer (written into the prompt)
+    dialect: Dialect | None  # how the model writes thinking and calls
+    reasons: bool  # the template thinks: its reasoning markers are parsed out of the answer
+    thinking: bool  # the prompt opened the thinking: the answer begins inside it
+
+
+def _chat_prompt(body: dict, served: ServedModel, template: ChatTemplate) -> ChatPrompt:
     served.check_model(body)
+    for name, why in HOSTED_FIELDS.items():
+        if body.get(name) is not None:
+            note("/v1/chat/completions", f"'{name}' ignored", why)
     tools = parse_tools(body)
     messages = _messages(body.get("messages"))
+    kwargs = thinking_kwargs(body)
+    dialect = template.dialect()
     if tools is not None or has_tool_turns(messages):
-        _check_tool_template(template.tool_call_format())
+        dialect = _check_tool_template(template.tool_call_format())
+    reasons = dialect is not None and dialect.think is not None and template.thinks()
     continue_last = messages[-1]["role"] == "assistant" and not messages[-1].get("tool_calls")
-    forced = tools.forced if tools is not None else ""
+    template_tools = tools.template_tools if tools else None
+    thinking = reasons and not continue_last and template.opens_thinking(messages, template_tools, kwargs)
+    forced = tools.opening(dialect) if tools is not None else ""
     if forced:  # the forced call's opening follows whatever the client prefilled
+        if thinking:  # a call is certain: the thinking the prompt opened is closed first (by the forced text)
+            forced = dialect.think[1] + "\n\n" + forced
         if continue_last:
             messages[-1] = {**messages[-1], "content": messages[-1]["content"] + forced}
         else:
             messages.append({"role": "assistant", "content": forced})
             continue_last = True
-    prompt = template.tokens(messages, tools.template_tools if tools else None, continue_last)
-    return tools, prompt, forced
+    prompt = template.tokens(messages, template_tools, continue_last, kwargs)
+    return ChatPrompt(tools, prompt, forced, dialect, reasons, thinking)
 
 
-def _check_tool_template(tool_format: str | None) -> None:
+def context_message(prompt_tokens: int, n_ctx: int) -> str:
+    """A prompt over the context, said with both numbers and the option that fixes it. It begins as
+    Anthropic's own does ("prompt is too long: N tokens > M maximum"), which Claude Code recognises
+    (it offers /compact); the -c suggested leaves room for an answer."""
+    room = 1 << max(prompt_tokens + 1024, 1).bit_length()
+    return (f"prompt is too long: {prompt_tokens} tokens > {n_ctx} maximum (the context this server was started "
+            f"with): start `specllama serve` with a larger context, e.g. -c {room} (--ctx), or shorten the prompt")
+
+
+def _check_tool_template(tool_format: str | None) -> Dialect:
     if tool_format is None:
         raise invalid("this model's chat template has no tool support (it does not put a tool list into the prompt): "
                       "serve a model whose template does (Qwen2.5, Qwen3, Hermes), or send no tools", "tools")
-    if tool_format != "hermes":
-        raise invalid("this model's chat template writes tool calls in a format this server does not parse "
-                      "(only <tool_call> JSON, as Qwen2.5, Qwen3 and Hermes templates ask for)", "tools")
+    if tool_format not in BY_NAME:
+        raise invalid("this model's chat template writes tool calls in a format this server does not parse (it parses "
+                      f"{', '.join(BY_NAME)}: see docs/serve.md)", "tools")
+    return BY_NAME[tool_format]
 
 
 def parse_completion(body: object, served: ServedModel, tokenize_text) -> Job:
@@ -170,8 +222,7 @@ def parse_completion(body: object, served: ServedModel, tokenize_text) -> Job:
 
 def _job(body: dict, served: ServedModel, prompt: list[int], prompt_param: str, chat: bool) -> Job:
     if len(prompt) + 1 > served.n_ctx:
-        raise invalid(f"the prompt is {len(prompt)} tokens but the context holds {served.n_ctx}: shorten it, "
-                      "or start the server with a larger --ctx", prompt_param, code="context_length_exceeded")
+        raise invalid(context_message(len(prompt), served.n_ctx), prompt_param, code="context_length_exceeded")
     n = body.get("n", 1)
     if n is not None and n != 1:
         raise invalid("only n = 1 is supported", "n")
@@ -321,7 +372,7 @@ def _content(content: object, role: str, where: str) -> str:
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
                 raise invalid(f"{where}: only text parts are supported ({{\"type\": \"text\", \"text\": ...}})", where)
             texts.append(part["text"])
-        return "".join(texts)
+        return "\n".join(texts)  # as llama.cpp joins text parts: Qwen Code's <system-reminder> parts stay apart
     raise invalid(f"{where} must be a string or an array of text parts", where)
 
 

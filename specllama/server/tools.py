@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from specllama.decoding.constraint import JSON_LAYOUT, Constraint, schema_problem
 from specllama.server.api_errors import invalid
-from specllama.server.tool_calls import CLOSE, OPEN
+from specllama.server.dialects import HERMES, Dialect
+from specllama.server.tool_calls import OPEN
 
 CHOICES = ("auto", "none", "required")
 
@@ -43,16 +44,20 @@ class ToolUse:
 
     @property
     def forced(self) -> str:
-        """The answer's start, written into the prompt: what makes a call certain."""
-        if self.choice == "required":
-            return OPEN + "\n"
-        if self.choice == "function":
-            return OPEN + "\n" + '{"name": ' + json.dumps(self.name, ensure_ascii=False) + ', "arguments": '
-        return ""
+        """The answer's start for the Hermes dialect (see opening)."""
+        return self.opening(HERMES)
 
-    @property
-    def stops(self) -> tuple[str, ...]:
-        return () if self.parallel or not self.parses else (CLOSE,)
+    def opening(self, dialect: Dialect | None) -> str:
+        """The answer's start, written into the prompt: what makes a call certain, in the
+        dialect's own opening (a named function's opening names it)."""
+        if dialect is None or dialect.forced is None or self.choice not in ("required", "function"):
+            return ""
+        return dialect.forced(self.name if self.choice == "function" else None)
+
+    def stops(self, dialect: Dialect | None = None) -> tuple[str, ...]:
+        """parallel_tool_calls false: the answer ends where the dialect's first call does."""
+        dialect = dialect or HERMES
+        return () if self.parallel or not self.parses else dialect.stops
 
     def schema(self, name: str) -> dict:
         for tool in self.tools:
@@ -131,6 +136,8 @@ def template_message(message: dict, role: str, content: str, where: str) -> dict
         out["tool_call_id"] = call_id or ""
         if isinstance(message.get("name"), str):
             out["name"] = message["name"]
+    if role == "assistant" and isinstance(message.get("reasoning_content"), str):
+        out["reasoning_content"] = message["reasoning_content"]  # an earlier turn's thinking: the template decides
     calls = message.get("tool_calls") if role == "assistant" else None
     if calls:
         if not isinstance(calls, list):
@@ -162,9 +169,21 @@ def has_tool_turns(messages: list[dict]) -> bool:
     return any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
 
 
+def call_constraint(use: ToolUse, dialect: Dialect | None, grammar_token,
+                    answer: Constraint | None = None) -> Constraint | None:
+    """The grammar a call follows in the model's dialect (grammars.py), from where the answer's
+    forced start leaves off; None where the dialect has none (the call is still parsed). `answer`:
+    the request's response_format, kept for an answer that is not a call (see tool_constraint)."""
+    if not use.parses or dialect is None:
+        return answer
+    from specllama.server.dialects.grammars import dialect_constraint
+
+    return dialect_constraint(use, dialect, grammar_token, answer)
+
+
 def tool_constraint(use: ToolUse, open_token: str, close_token: str, answer: Constraint | None = None) -> Constraint | None:
-    """The grammar a call follows (llguidance's Lark, %json for each function's arguments), from
-    where the answer's forced start leaves off. `open_token` / `close_token`: how the grammar names
+    """The Hermes grammar (llguidance's Lark, %json for each function's arguments), from where the
+    answer's forced start leaves off. `open_token` / `close_token`: how the grammar names
     <tool_call> and </tool_call> (`<[id]>` where each is one special token of the vocabulary, whose
     text a plain string in the grammar would not match). `answer`: the request's response_format,
     which an answer that is not a call must follow (issue 41: it was silently dropped): under
@@ -194,12 +213,16 @@ def tool_constraint(use: ToolUse, open_token: str, close_token: str, answer: Con
 def _calls_or_answer(use: ToolUse, open_token: str, close_token: str, answer: Constraint) -> Constraint:
     lazy = tool_constraint(use, open_token, close_token)
     calls = [line for line in lazy.grammar.splitlines() if not line.startswith("start:")]
-    schema = answer.schema if answer.kind == "json_schema" else {"type": "object"}
-    options = {**JSON_LAYOUT, "lenient": not answer.strict}
     more = f' ("\\n" {open_token} "\\n" call "\\n" {close_token})*' if use.parallel else ""
     start = f'start: answer | {open_token} "\\n" call "\\n" {close_token}{more}'
-    body = json.dumps({**schema, "x-guidance": options}, ensure_ascii=False)
-    return Constraint(kind="lark", grammar="\n".join([start, "answer: %json " + body, *calls]))
+    return Constraint(kind="lark", grammar="\n".join([start, answer_rule(answer), *calls]))
+
+
+def answer_rule(answer: Constraint) -> str:
+    """The Lark rule `answer` for a response_format (json_object: any object) beside a call grammar."""
+    schema = answer.schema if answer.kind == "json_schema" else {"type": "object"}
+    options = {**JSON_LAYOUT, "lenient": not answer.strict}
+    return "answer: %json " + json.dumps({**schema, "x-guidance": options}, ensure_ascii=False)
 
 
 def _schema_text(use: ToolUse, name: str) -> str:

@@ -1,9 +1,9 @@
 """How an answer is written, whole or as a stream, for each API the server speaks: the Writer
 interface app.py drives, and the OpenAI one (chat.completion, text_completion and their chunks).
 
-A writer sees the engine's events for its request; app.py only routes them. Tool calls are parsed
-by one ToolCallParser per answer (tool_calls.py), fed the same text whether it arrives in pieces
-or whole, so a streamed answer assembles to the whole one.
+A writer sees the engine's events for its request; app.py only routes them. Thinking and tool calls
+are parsed by one parser of the model's dialect per answer (dialects/), fed the same text whether
+it arrives in pieces or whole, so a streamed answer assembles to the whole one.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from typing import Callable, Protocol
 
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.server.api_errors import APIError
+from specllama.server.dialects import Reasoning, ToolSet
+from specllama.server.dialects.answer import AnswerParser, split_answer
 from specllama.server.responses import Answer, usage
 from specllama.server.schema import Job
-from specllama.server.tool_calls import ToolCall, ToolCallParser, split_calls
+from specllama.server.tool_calls import ToolCall
 
 
 class Writer(Protocol):
@@ -45,12 +47,17 @@ def capped_usage(summary: Summary, job: Job) -> dict:
 
 class AnswerParts:
     """An answer's text as the parts a writer hands on: the text as it comes (str), or, where the
-    request's tools are parsed, content (str) and whole calls (ToolCall) from one ToolCallParser per
-    answer, fed the same text streamed or whole. Every API's writer takes its parts from one."""
+    request's tools are parsed or the model thinks, content (str), thinking (Reasoning) and whole
+    calls (ToolCall) from one parser of the model's dialect per answer (dialects/), fed the same
+    text streamed or whole. Every API's writer takes its parts from one."""
 
     def __init__(self, job: Job):
         self.job = job
-        self.parser = ToolCallParser(job.forced, names=job.tool_names) if job.parses_tools else None
+        self.parser = None
+        if job.dialect is not None and (job.parses_tools or job.reasons):
+            tools = ToolSet.of(job.tools.tools if job.tools is not None else ())
+            self.parser = AnswerParser(job.dialect, tools, job.forced, thinking=job.thinking,
+                                       parses_tools=job.parses_tools, reasons=job.reasons)
 
     @property
     def parses(self) -> bool:
@@ -73,10 +80,13 @@ class AnswerParts:
         return self.parser.feed(text) + self.parser.end(cut_short(summary))
 
     def whole(self, summary: Summary) -> tuple[str | None, list[ToolCall]]:
-        """A whole answer's (content, calls); without tools, the text itself and no call."""
+        """A whole answer's (content, calls); without a parser, the text itself and no call.
+        Its thinking is in `self.reasoning` afterwards."""
+        self.reasoning: str | None = None
         if self.parser is None:
             return summary.text, []
-        return split_calls(summary.text, self.job.forced, self.job.tool_names, cut_short(summary))
+        content, self.reasoning, calls = split_answer(self.parser, summary.text, cut_short(summary))
+        return content, calls
 
 
 def cut_short(summary: Summary) -> bool:
@@ -104,6 +114,8 @@ class OpenAIWriter:
         if self.parts.parses:
             content, calls = self.parts.whole(summary)
             choice["message"]["content"] = content
+            if self.parts.reasoning is not None:
+                choice["message"]["reasoning_content"] = self.parts.reasoning
             if calls:
                 choice["message"]["tool_calls"] = [call.openai() for call in calls]
                 if not cut_short(summary):
@@ -152,6 +164,10 @@ class OpenAIWriter:
         for part in parts:
             if isinstance(part, str):
                 out.append(self._text(part))
+            elif isinstance(part, Reasoning):
+                chunk = self.answer.text_chunk("")
+                chunk["choices"][0]["delta"] = {"reasoning_content": part.text}
+                out.append(sse(chunk))
             else:
                 out += [sse(self._call_chunk(part, first=True)), sse(self._call_chunk(part, first=False))]
                 self.calls += 1

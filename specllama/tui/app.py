@@ -71,6 +71,7 @@ class ChatApp(App[None]):
 
     # Rendered Markdown by default, origin colours one key away: see widgets/chat_message.py for why.
     show_origins: reactive[bool] = reactive(False, init=False)
+    show_thinking = False  # a thinking model's thinking: folded to one line by default (h shows it)
 
     def __init__(self, load_runtime: RuntimeFactory, settings: ChatSettings | None = None,
                  flush_interval: float = 0.1,  # see streaming.py for why 100 ms
@@ -260,8 +261,26 @@ class ChatApp(App[None]):
         self.busy = True
         # A blinking cursor is a frame every 0.5 s; while the answer streams it stays solid.
         self.prompt.cursor_blink = False
-        self.view.start_answer(self.runtime, prompt, self.settings.generation_config(), self.show_origins, question)
+        self.view.start_answer(self.runtime, prompt, self.settings.generation_config(), self.show_origins, question,
+                               thinking=self._thinking_parser(), show_thinking=self.show_thinking)
         return True
+
+    def _thinking_parser(self):
+        """The model's dialect parser for this answer where its template thinks (server/dialects), else None."""
+        chat_dialect = getattr(self.runtime, "chat_dialect", None)  # a test's stand-in runtime may have none
+        dialect, thinks = chat_dialect() if chat_dialect is not None else (None, False)
+        if dialect is None or not thinks:
+            return None
+        from specllama.server.dialects import ToolSet
+        from specllama.server.dialects.answer import AnswerParser
+
+        opened = dialect.starts_thinking(self.runtime.render_chat(self.conversation.for_template()))
+        return AnswerParser(dialect, ToolSet(), thinking=opened, parses_tools=False)
+
+    def action_toggle_thinking(self) -> None:
+        self.show_thinking = not self.show_thinking
+        for message in self.view.messages:
+            message.thinking.show(self.show_thinking)
 
     def _chunk_seen(self, reply: ChatMessage, stats: LiveStats) -> None:
         # A kill loses at most this flush; the origins go with the text so a reopened answer keeps its colours.
@@ -284,8 +303,10 @@ class ChatApp(App[None]):
 
     def _answer_done(self, reply: ChatMessage, summary: Summary) -> None:
         self.last_summary = summary
-        self.conversation.answer(summary.text)
-        self.recorder.save_answer(summary.text, complete=True, segments=reply.segments)
+        # A thinking model's answer without its thinking (Qwen3's template, for one, drops earlier thinking)
+        text = reply.text if reply.thinking.text else summary.text
+        self.conversation.answer(text)
+        self.recorder.save_answer(text, complete=True, segments=reply.segments)
         note = FINISH_NOTES.get(summary.finish_reason)
         # The headline of `run --stats` and serve's log line (runtime/stats.py), narrow enough for a border.
         reply.set_status(short_headline(summary, self.runtime.costs) + (f" · {note}" if note else ""))

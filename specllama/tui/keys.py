@@ -29,6 +29,8 @@ CHAT_KEYS = [
     Binding("m,f12", "models", "models", show=False, tooltip="pick models; they load while these answer"),
     Binding("ctrl+t,f11", "settings", "settings", key_display="^t", tooltip="settings: prompt, sampling, K; save defaults"),
     Binding("ctrl+o", "toggle_origins", "view", tooltip="answers: rendered Markdown / coloured by origin"),
+    Binding("h", "toggle_thinking", "thinking", show=False,
+            tooltip="thinking: folded / shown (dimmed)"),
     Binding("s,f9", "toggle_panel", "panel", show=False, tooltip="side panel on / off (off below 80 columns)"),
     Binding("d,f2", "next_drafter", "drafter", show=False, tooltip="drafter: auto → suffix → model → none"),
     Binding("k,f3", "step_k(-1)", "K −", show=False, tooltip="K − 1: fewer drafts per step (below 1: auto)"),

@@ -34,6 +34,9 @@ class ChatSettings:
     stop: tuple[str, ...] = ()
     verify: str = "causal"
     system: str | None = None
+    # --policy: a registered draft policy by name (""; the drafter's and K's own). The command line's
+    # alone: not saved with a conversation or chat.toml (a policy is an experiment, not a habit).
+    policy: str = ""
     sampling: SamplingParams = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -73,7 +76,8 @@ class ChatSettings:
 
     def generation_config(self) -> GenerationConfig:
         return GenerationConfig(max_tokens=self.max_tokens, sampling=self.sampling, drafter=self.drafter,
-                                k=self.effective_k, p_min=self.p_min, stop=self.stop, verify=self.verify)
+                                k=self.effective_k, p_min=self.p_min, stop=self.stop, verify=self.verify,
+                                policy=self.policy)
 
     # --- one key press each ------------------------------------------------------------------
 

@@ -78,10 +78,30 @@ class _Pending:
             self.segments.append((text, origin))
 
 
+THINKING = "thinking"  # the origin of a thinking model's thinking (shown dimmed and folded, not as the answer)
+
+
 def stream_reply(reply_id: int, events: Iterable[Event], post: Callable[[Message], object],
-                 interval: float = 0.1, clock: Callable[[], float] = time.perf_counter) -> Summary:
-    """Drains a generation (`Runtime.generate`), posting ReplyChunk messages; returns its Summary."""
+                 interval: float = 0.1, clock: Callable[[], float] = time.perf_counter, thinking=None) -> Summary:
+    """Drains a generation (`Runtime.generate`), posting ReplyChunk messages; returns its Summary.
+    `thinking`: the model's dialect parser (server/dialects/answer.py) where its template thinks: the
+    thinking's pieces then come as segments of origin THINKING."""
     pending = _Pending()
+
+    def add(text: str, origin: str, last: str | None = None) -> None:
+        if thinking is None:
+            if text:
+                pending.add_text(text, origin)
+            return
+        parts = thinking.feed(text) if text else []
+        if last is not None:
+            parts += thinking.end(cut=last in ("length", "context"))
+        for part in parts:
+            if isinstance(part, str):
+                pending.add_text(part, origin)
+            elif hasattr(part, "text"):
+                pending.add_text(part.text, THINKING)
+
     t_start = last_flush = clock()
     tokens = steps = drafted = accepted = k_total = step_tokens = 0
     summary: Summary | None = None
@@ -96,13 +116,12 @@ def stream_reply(reply_id: int, events: Iterable[Event], post: Callable[[Message
 
     for event in events:
         if isinstance(event, DoneEvent):
-            if event.text:  # held back until the end: the last bytes of a character, a near stop string
-                pending.add_text(event.text, "target")
+            # held back until the end: the last bytes of a character, a near stop string
+            add(event.text, "target", last=event.summary.finish_reason or "stop")
             summary = event.summary
             continue
         if isinstance(event, TokenEvent):
-            if event.text:
-                pending.add_text(event.text, token_origin(event.origin, event.source))
+            add(event.text, token_origin(event.origin, event.source))
             tokens += 1
             step_tokens += 1
             continue

@@ -10,6 +10,9 @@ for it and feeds this estimate:
   T(n)  seconds of one step whose target decode holds n rows (plan, decode, logits, verification,
         commit: everything but the drafters' own work), per n;
   d     seconds of one draft-model decode (one draft position, all sequences drafting in lockstep).
+  r     seconds of dropping a rejected draft tail (one sequence's commit): nothing on an attention
+        model, a state restore and a replay decode on a recurrent one (llama/rollback.py). T(n)
+        includes it already, averaged over its steps; `rollback_ratio` shows it on its own.
 
 Each is the median of the last WINDOW samples: robust to outliers (a shared machine's hiccup, a
 page fault) and following drift (another process, a laptop throttling) within a window; a row
@@ -88,6 +91,7 @@ class StepCosts:
     forgotten: dict[int, int] = field(default_factory=dict)  # rows -> how often its samples expired
     draft: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # recent draft-decode seconds
     prefill: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # seconds a row of recent prompt chunks
+    rollback: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # (tokens dropped, seconds) per rollback
     steps: int = 0
     last_t1_step: int = -1  # when T(1) was last observed (a plain step): the planner probes when it is stale
     # Estimates are read many times a step (every drafter, every candidate length and N) and change
@@ -140,6 +144,11 @@ class StepCosts:
         if decodes >= 1 and seconds > 0:
             self._memo.clear()
             self.draft.append(seconds / decodes)
+
+    def record_rollback(self, tokens: int, seconds: float) -> None:
+        """Dropping `tokens` rejected drafts from one sequence's cache took `seconds`."""
+        if tokens >= 1 and seconds >= 0:
+            self.rollback.append((tokens, seconds))
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -210,6 +219,20 @@ class StepCosts:
         if self.draft and t1:
             return statistics.median(self.draft) / t1
         return self.prior.draft_ratio
+
+    def rollback_ratio(self) -> float | None:
+        """A rollback of a rejected tail in plain steps (median of the recent ones); None before
+        one was timed or T(1) is known."""
+        t1 = self.t1()
+        if not self.rollback or not t1:
+            return None
+        return statistics.median(seconds for _, seconds in self.rollback) / t1
+
+    def rollback_seconds_per_token(self) -> float | None:
+        """Median seconds per dropped token over the recent rollbacks (None before one)."""
+        if not self.rollback:
+            return None
+        return statistics.median(seconds / tokens for tokens, seconds in self.rollback)
 
     def observed_rows(self) -> list[int]:
         return sorted(self.target)

@@ -30,7 +30,7 @@ from textual.widget import Widget
 from textual.widgets import Markdown
 from textual.widgets.markdown import MarkdownFence
 
-from specllama.tui.streaming import Segment, plain_text
+from specllama.tui.streaming import THINKING, Segment, plain_text
 
 # Each source of tokens has a colour and a mark of its own, so the live view shows which source
 # paid: theme variables, so the colours follow the light and dark themes (their $text-accent and
@@ -122,6 +122,33 @@ class OriginText(Widget):
             self.refresh(Region(0, lines - 1, width, 1))
 
 
+class ThinkingText(Widget):
+    """A thinking model's thinking, above its answer: dimmed, and folded to one line unless shown
+    (the chat's `h` toggles every answer's). Never part of the answer's text (copied, saved, sent back)."""
+
+    DEFAULT_CSS = "ThinkingText { height: auto; color: $text-muted; text-style: italic; margin: 0 0 1 0; }"
+
+    def __init__(self, shown: bool):
+        super().__init__()
+        self.text = ""
+        self.shown = shown
+        self.display = False
+
+    def add(self, text: str) -> None:
+        self.text += text
+        self.display = True
+        self.refresh(layout=True)
+
+    def show(self, shown: bool) -> None:
+        self.shown = shown
+        self.refresh(layout=True)
+
+    def render(self) -> Content:
+        if self.shown:
+            return Content("▾ thinking\n" + self.text.strip())
+        return Content(f"▸ thinking ({len(self.text.split())} words; h shows it)")
+
+
 class ChatMessage(Vertical, can_focus=True):
     DEFAULT_CSS = """
     ChatMessage {
@@ -148,7 +175,7 @@ class ChatMessage(Vertical, can_focus=True):
     """
 
     def __init__(self, role: str, text: str = "", *, show_origins: bool = False, title: str | None = None,
-                 segments: list[Segment] | None = None):
+                 segments: list[Segment] | None = None, show_thinking: bool = False):
         super().__init__(classes=f"-{role}")
         self.role = role
         self.border_title = title or ("you" if role == "user" else "assistant")
@@ -159,8 +186,10 @@ class ChatMessage(Vertical, can_focus=True):
         self._origins = OriginText(self.segments, coloured=role == "assistant")
         self._markdown: Markdown | None = Markdown(text) if role == "assistant" else None
         self._rendered_chars = len(text)  # how much of the text the Markdown view has been given
+        self.thinking = ThinkingText(show_thinking)
 
     def compose(self):
+        yield self.thinking
         if self._markdown is not None:
             yield self._markdown
         yield self._origins
@@ -193,7 +222,12 @@ class ChatMessage(Vertical, can_focus=True):
         return code_blocks(self.text)
 
     def add(self, segments: list[Segment]) -> None:
-        """New pieces of a streaming answer, kept; `show_new` paints them."""
+        """New pieces of a streaming answer, kept; `show_new` paints them. Thinking goes to its own
+        folded text, never into the answer's."""
+        thought = "".join(text for text, origin in segments if origin == THINKING)
+        if thought:
+            self.thinking.add(thought)
+        segments = [segment for segment in segments if segment[1] != THINKING]
         if segments:
             self.segments.extend(segments)
             self._origins.appended(segments)

@@ -70,25 +70,26 @@ class ConversationView(VerticalScroll):
     # --- streaming -------------------------------------------------------------------------------
 
     def start_answer(self, runtime, prompt: list[int], config, show_origins: bool,
-                     question: str | None) -> ChatMessage:
+                     question: str | None, thinking=None, show_thinking: bool = False) -> ChatMessage:
         """Shows `question` (None: it is on screen already, as when regenerating) and an empty
-        answer, and starts generating into it."""
+        answer, and starts generating into it. `thinking`: the parser that takes a thinking model's
+        thinking apart (shown dimmed, folded unless `show_thinking`)."""
         if question is not None:
             self.mount(ChatMessage("user", question))
-        self.reply = ChatMessage("assistant", show_origins=show_origins)
+        self.reply = ChatMessage("assistant", show_origins=show_origins, show_thinking=show_thinking)
         self.mount(self.reply)
         self._reply_id += 1
         # Made here, before the worker starts: an esc that comes before the engine does is not lost.
         self._cancel = CancelHandle()
         self._idle.clear()
-        self._generate(self._reply_id, runtime, prompt, config, self._cancel)
+        self._generate(self._reply_id, runtime, prompt, config, self._cancel, thinking)
         return self.reply
 
     @work(thread=True, exit_on_error=False, group="generate")
-    def _generate(self, reply_id: int, runtime, prompt: list[int], config, cancel: CancelHandle) -> None:
+    def _generate(self, reply_id: int, runtime, prompt: list[int], config, cancel: CancelHandle, thinking=None) -> None:
         try:
             generation = runtime.generate(prompt, config, cancel)
-            summary = stream_reply(reply_id, generation, self.post_message, self.flush_interval)
+            summary = stream_reply(reply_id, generation, self.post_message, self.flush_interval, thinking=thinking)
             self.post_message(ReplyDone(reply_id, summary))
         except Exception as e:  # SpecllamaError or a bug: both become a notification, never a crash
             if not isinstance(e, SpecllamaError):
