@@ -25,3 +25,13 @@ def test_gemma_drafts_from_the_text_and_gives_plain_decodings_answer(real_model,
     assert main([*common, "--drafter", "suffix"]) == 0
     spec = json.loads(capsys.readouterr().out)
     assert spec["text"] == plain["text"] and spec["drafted"] > spec["accepted"] > 0
+
+
+def test_gemma_ends_at_its_own_turn_marker_and_offers_no_tool_calls(real_model):
+    """Its stop tokens come from its GGUF (<end_of_turn> among them); without a chat template it
+    cannot put a tool list into a prompt, so a server refuses tools for it rather than drop them."""
+    from specllama.llama.model import GGUFModel
+
+    model = GGUFModel(real_model("gemma3-270m"), vocab_only=True)
+    assert {"<eos>", "<end_of_turn>"} <= {model.token_text(t) for t in model.eog_ids}
+    assert model.chat_template is None and model.tool_call_format is None

@@ -207,7 +207,7 @@ def test_settings_steps_stay_in_range():
     assert ChatSettings(k="auto").step_k(1).k == 1 and ChatSettings(k="auto").step_k(-1).k == "auto"
     assert s.step_temperature(-1).temperature == 0.0 and s.step_temperature(3).temperature == pytest.approx(0.3)
     assert s.step_p_min(1).p_min == 0.95 and s.step_p_min(-1).p_min == pytest.approx(0.9)
-    assert [s.next_drafter().drafter, s.next_drafter().next_drafter().drafter] == ["none", "auto"]
+    assert [s.next_drafter().drafter, s.next_drafter().next_drafter().drafter] == ["mtp", "none"]
     assert ChatSettings(drafter="none").next_drafter(("suffix", "none")).drafter == "suffix"
     assert ChatSettings(drafter="none", k=4).generation_config().k == 0
     with pytest.raises(SpecllamaError):

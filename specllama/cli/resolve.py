@@ -93,7 +93,7 @@ def resolve(intent: Intent, registry: Registry, cache: ModelCache, *, cores: int
                                                    "draft that fits): decoding plainly; pass --draft NAME|PATH to speculate"))
     drafters = session_drafters(intent, drafter, draft)
     load = LoadOptions(pair=intent.pair, target=intent.target, draft=draft,
-                       load_draft="model" in drafters or "auto" in drafters,
+                       load_draft="model" in drafters or "auto" in drafters, load_mtp="mtp" in drafters,
                        draft_if_pays="model" not in drafters and "auto" in drafters,
                        draft_corpus=intent.draft_corpus, n_ctx=intent.n_ctx, threads=intent.threads,
                        threads_batch=intent.threads_batch, gpu_layers=intent.gpu_layers, exact=intent.exact,
@@ -122,7 +122,8 @@ def session_drafters(intent: Intent, drafter: str, draft: str | None) -> tuple[s
         # Asking for the model drafter or naming --draft loads the draft model, so a request (or the
         # chat's drafter key) can switch to it without a reload; else auto decides whether it pays.
         wants_model = drafter == "model" or bool(draft)
-        return DRAFTERS if wants_model else tuple(d for d in DRAFTERS if d != "model")
+        # The MTP context follows every target decode (it takes the hidden states): only when asked for.
+        return tuple(d for d in DRAFTERS if (d != "model" or wants_model) and (d != "mtp" or drafter == "mtp"))
     return (drafter,)
 
 

@@ -16,8 +16,9 @@ from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 
 # Where drafts come from: "auto" picks per step between the suffix drafter and the draft model
-# (policy/source_choice.py), "suffix" looks the text's end up in what was seen before, "none" is plain decoding.
-DRAFTERS = ("auto", "suffix", "model", "none")
+# (policy/source_choice.py), "suffix" looks the text's end up in what was seen before, "mtp" is the target's
+# own multi-token-prediction layer (a GGUF with nextn layers), "none" is plain decoding.
+DRAFTERS = ("auto", "suffix", "model", "mtp", "none")
 DRAFTER_ALIASES = {"lookup": "suffix"}  # prompt lookup was absorbed by the suffix drafter
 VERIFY_MODES = ("causal", "stairs")
 K_MAX = 16  # the longest draft a user may ask for (a batch of 17 is the largest cost-curve point)

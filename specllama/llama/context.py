@@ -128,6 +128,9 @@ class DecodeContext:
         self.rollback_seconds = 0.0
         self.rollbacks = 0
         self.replayed_tokens = 0
+        # Told of every decode, rollback and clear, as they happen: an MTP draft context (llama/mtp.py)
+        # takes the target's hidden states from each decode and follows its cache back.
+        self.observers: list = []
         # Seconds spent inside llama_decode itself: what a step costs beyond it (batch building,
         # fetching and checking logits, Python) is the rest, shown by --stats.
         self.llama_seconds = 0.0
@@ -245,6 +248,8 @@ class DecodeContext:
             raise ContextOverflowError(f"llama.cpp found no room in the KV cache (n_ctx {self.n_ctx})")
         if rc != 0:
             raise SpecllamaError(f"llama_decode failed with code {rc}: {last_llama_error()}")
+        for observer in self.observers:
+            observer.decoded(tokens, positions, seqs)
         if self.rollback_method != rb.CELLS:
             fresh = {}
             for ids in seqs:
@@ -289,6 +294,8 @@ class DecodeContext:
         if self._drop_in_place(seq, n_past, len(held) - n_past):
             del held[n_past:]
             self._checkpoints.cut(seq, n_past)
+            for observer in self.observers:
+                observer.rolled_back(seq, n_past)
         else:
             self._rebuild(seq, n_past)
         self.rollback_seconds += time.perf_counter() - start
@@ -322,6 +329,8 @@ class DecodeContext:
         del held[base:]
         self._checkpoints.cut(seq, base)
         self._fresh[seq] = 0
+        for observer in self.observers:
+            observer.rolled_back(seq, base)
         if n_past > base:
             self.decode(replay[base:], logits="none", seq=seq)
             self.replayed_tokens += n_past - base
@@ -374,6 +383,8 @@ class DecodeContext:
             self.held[seq].clear()
             self._fresh[seq] = 0
         self._checkpoints.clear(seq)
+        for observer in self.observers:
+            observer.cleared(seq)
 
     # --- stairs verification: K+1 sequences side by side -------------------------------------
 

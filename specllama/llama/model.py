@@ -30,7 +30,8 @@ SPLIT_FROM_BYTES = 4096  # shorter texts are never worth a search
 class GGUFModel:
     """Weights and vocabulary of one GGUF file."""
 
-    def __init__(self, path: str | Path, *, n_gpu_layers: int = 0, vocab_only: bool = False, exact: bool = False):
+    def __init__(self, path: str | Path, *, n_gpu_layers: int = 0, vocab_only: bool = False, exact: bool = False,
+                 load_mtp: bool = False):
         self.path = Path(path)
         self.info = read_info(self.path)  # clear errors for missing / not GGUF / truncated files
         ensure_backend()
@@ -41,6 +42,7 @@ class GGUFModel:
         # over from 4 rows up and accumulate in another order than the one-row path, so a greedy
         # near-tie could flip with the batch shape; without them every row is the same dot product.
         params.use_extra_bufts = not exact
+        params.load_mtp = load_mtp  # its multi-token-prediction layers, for an MTP draft context (llama/mtp.py)
         self.exact = exact
         self.n_gpu_layers = n_gpu_layers
         self._exact_max_batch: int | None = None

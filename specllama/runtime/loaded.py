@@ -23,6 +23,7 @@ from specllama.decoding.drafters import Drafter, ModelDrafter
 from specllama.decoding.engine import Engine, Generation, GenerationConfig, Request
 from specllama.decoding.events import Event, Summary
 from specllama.decoding.exactness import Comparison, compare_greedy, top2_gap
+from specllama.decoding.mtp_drafter import MtpDrafter
 from specllama.decoding.request import DRAFTERS, K_AUTO_MAX
 from specllama.decoding.request_queue import RequestQueue
 from specllama.decoding.suffix_drafter import SuffixDrafter
@@ -32,6 +33,7 @@ from specllama.llama.context import DecodeContext
 from specllama.llama.gguf_meta import check_compatibility
 from specllama.llama.kv_memory import available_memory, kv_bytes_per_sequence
 from specllama.llama.model import GGUFModel
+from specllama.llama.mtp import MtpContext
 from specllama.models import store
 from specllama.models.registry import Registry, load_registry
 from specllama.models.resolve import resolve
@@ -40,7 +42,7 @@ from specllama.runtime.drafter_note import drafter_note
 from specllama.runtime.notices import Notice
 from specllama.runtime.options import LoadOptions
 from specllama.runtime.plan import LoadPlan, plan_load, survey
-from specllama.runtime.rollback_note import rollback_notice, snapshot_depth
+from specllama.runtime.rollback_note import mtp_layers, rollback_notice, snapshot_depth
 from specllama.runtime.session import ModelInfo, SessionInfo
 from specllama.runtime.slot_budget import plan_slots
 
@@ -74,6 +76,7 @@ class Runtime:
         self.opts = opts
         self.target_model = self.draft_model = None
         self.target_ctx = self.draft_ctx = None
+        self.mtp: MtpContext | None = None
         self.suffix: SuffixDrafter | None = None
         self._notices: list[Notice] = []
         self._status = status
@@ -103,7 +106,8 @@ class Runtime:
                 raise IncompatiblePairError(
                     f"{self.draft_path.name} cannot draft for {self.target_path.name}: " + "; ".join(report.reasons))
         self.gpu_layers = plan.gpu_layers
-        self.target_model = GGUFModel(self.target_path, n_gpu_layers=plan.gpu_layers, exact=opts.exact)
+        nextn = mtp_layers(self.target_path) if opts.load_mtp else 0
+        self.target_model = GGUFModel(self.target_path, n_gpu_layers=plan.gpu_layers, exact=opts.exact, load_mtp=nextn > 0)
         n_ctx = min(opts.n_ctx, self.target_model.n_ctx_train) if opts.n_ctx > 0 else self.target_model.n_ctx_train
         # Slots are whole sequences of KV cache, allocated used or not: counted here, where the files
         # are on disk, against the job's prompts and the free memory (slot_budget.py).
@@ -148,7 +152,12 @@ class Runtime:
         if opts.draft_corpus:
             self.suffix.load_corpus(opts.draft_corpus, lambda text: self.target_model.tokenize(
                 text, add_special=False, parse_special=False))
-        acceptance = {"model": model_acceptance(self.step_costs)} if "model" in drafters else {}
+        if nextn:
+            self.mtp = MtpContext(self.target_ctx)
+            drafters["mtp"] = MtpDrafter(self.mtp)
+        elif opts.load_mtp:
+            self._say(Notice("mtp", f"--drafter mtp: {self.target_path.name} has no MTP (nextn) layers to draft with"))
+        acceptance = {name: model_acceptance(self.step_costs) for name in ("model", "mtp") if name in drafters}
         drafters["suffix"] = self.suffix
         self.model_acceptance = acceptance.get("model")
         self.engine = Engine(self.target_ctx, drafters, acceptance, self.step_costs)
@@ -165,7 +174,7 @@ class Runtime:
         costs = getattr(self, "step_costs", None)
         if costs is not None:
             self.store.save_learned(costs, self.draft_path)  # the next session here starts from it
-        for part in (self.draft_ctx, self.target_ctx, self.draft_model, self.target_model):
+        for part in (self.mtp, self.draft_ctx, self.target_ctx, self.draft_model, self.target_model):
             if part is not None:
                 part.close()
 

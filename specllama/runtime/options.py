@@ -30,6 +30,9 @@ class LoadOptions:
     # it pays by a margin, or when the user named it with --draft (runtime/draft_load.py).
     draft_if_pays: bool = False
     draft_corpus: str | None = None  # --draft-corpus FILE: text the suffix drafter also drafts from
+    # --drafter mtp: load the target's multi-token-prediction layers, if its GGUF has them, as a
+    # drafter (llama/mtp.py); off otherwise, since its context follows every target decode.
+    load_mtp: bool = False
     n_ctx: int = 4096
     threads: int | None = None
     threads_batch: int | None = None

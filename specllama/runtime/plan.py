@@ -109,7 +109,8 @@ def plan_load(options: LoadOptions, known: Known) -> LoadPlan:
         notices.append(Notice("drafter", decision.text, decision.detail))
         if not decision.load:
             draft = None
-    drafters = tuple(d for d in DRAFTERS if d != "model" or draft is not None)
+    # "mtp" as asked for: whether the GGUF has MTP layers is known once it is read (runtime/loaded.py).
+    drafters = tuple(d for d in DRAFTERS if (d != "model" or draft is not None) and (d != "mtp" or options.load_mtp))
     return LoadPlan(options, known.target, draft, known.draft, decision, drafters, known.threads, known.threads_batch,
                     gpu_layers(options, known.gpu_offload), slots, STAIRS_SEQUENCES if options.stairs else slots,
                     tuple(notices))

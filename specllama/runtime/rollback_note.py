@@ -1,5 +1,6 @@
-"""What a loaded target's cache means for drafting (llama/rollback.py): how many state snapshots
-to ask llama.cpp for, and the line that says how a recurrent or hybrid model takes drafts back."""
+"""What a loaded target's file means for drafting: how many state snapshots to ask llama.cpp for
+(llama/rollback.py), the line that says how a recurrent or hybrid model takes drafts back, and
+whether it carries MTP layers to draft with (llama/mtp.py)."""
 
 from __future__ import annotations
 
@@ -26,3 +27,12 @@ def rollback_notice(ctx) -> Notice | None:
                                   "draft costs a state restore and a decode of the accepted ones again (the cost "
                                   "model prices it; docs/models.md)")
     return None
+
+
+def mtp_layers(path) -> int:
+    """The multi-token-prediction (nextn) layers a GGUF carries, from its header."""
+    from specllama.llama.gguf_header import read_header
+
+    header = read_header(path, decode_arrays=False)
+    value = header.get(f"{header.get('general.architecture')}.nextn_predict_layers")
+    return int(value) if isinstance(value, int) else 0

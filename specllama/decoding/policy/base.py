@@ -79,7 +79,8 @@ class PolicyKit:
     def drafter(self, name: str) -> Drafter:
         drafter = self.drafters.get(name)
         if drafter is None:
-            hint = " (no draft model is loaded: pass --draft or a pair)" if name == "model" else ""
+            hint = {"model": " (no draft model is loaded: pass --draft or a pair)",
+                    "mtp": " (load with --drafter mtp a model whose GGUF has MTP layers)"}.get(name, "")
             raise SpecllamaError(f"the {name} drafter is not available{hint}")
         return drafter
 

@@ -1,0 +1,64 @@
+"""Drafts from the target's own multi-token-prediction layer (`--drafter mtp`): no second model
+to download, the MTP head rides in the target's GGUF (Qwen3.5/3.6 and others; llama/mtp.py).
+
+Like the draft model, it decodes once per draft position, all sequences in lockstep; unlike it, it
+never catches up: every target decode was handed to it as it happened. Its drafts are greedy or
+sampled from its own distribution (q for the rejection sampler), as the draft model's are.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+from specllama.decoding.drafters import DrafterBase, DraftRequest, _choose
+from specllama.decoding.proposal import Proposal
+from specllama.llama.mtp import MtpContext
+
+
+class MtpDrafter(DrafterBase):
+    name = "mtp"
+    free = False
+
+    def __init__(self, mtp: MtpContext, clock: Callable[[], float] = time.perf_counter):
+        self.mtp = mtp
+        self.clock = clock
+        self.timed_decodes = 0
+        self.timed_seconds = 0.0
+
+    def timing(self) -> tuple[int, float]:
+        return self.timed_decodes, self.timed_seconds
+
+    def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
+        proposals = [Proposal([]) for _ in requests]
+        q_rows: dict[int, list[np.ndarray]] = {i: [] for i in range(len(requests))}
+        # (index, request, its k, the token to decode, its position, the MTP state for it or None)
+        live = [(i, r, r.k, r.committed[-1], len(r.committed) - 1, None) for i, r in enumerate(requests) if r.k > 0]
+        starts = {r.seq: len(r.committed) - 1 for _, r, *_ in live}
+        while live:
+            start = self.clock()
+            results = self.mtp.draft_step([(r.seq, token, pos, state) for _, r, _, token, pos, state in live])
+            self.timed_decodes += 1
+            self.timed_seconds += self.clock() - start
+            keep = []
+            for (i, r, k, _, pos, _), (logits, state) in zip(live, results):
+                token, q = _choose(logits, r)
+                if token is None:
+                    continue
+                proposals[i].tokens.append(token)
+                if q is not None:
+                    q_rows[i].append(q)
+                if len(proposals[i].tokens) < k:
+                    keep.append((i, r, k, token, pos + 1, state))
+            live = keep
+        for seq, pos0 in starts.items():
+            self.mtp.drop_drafts(seq, pos0)
+        for i, q in q_rows.items():
+            if q:
+                proposals[i].q = np.stack(q)
+        return proposals
+
+    def reset(self) -> None:
+        self.mtp.cleared(None)

@@ -1,0 +1,145 @@
+"""A model's own multi-token-prediction (MTP, "nextn") layers as a draft context, over the same
+GGUF as the target: llama.cpp's `draft-mtp` protocol (common/speculative.cpp,
+common_speculative_impl_draft_mtp, the single-head case of Qwen3.5) through the bindings.
+
+The MTP layer predicts the token after next from two inputs: a token, and the target's hidden
+state at the position before it. So every target decode (prompt chunks, verifications, replays)
+is handed over as it happens (`decoded`: the context calls it): each token goes into the MTP
+context's own cache with the target's state of the position before it. Drafting then decodes the
+last token with the target's last state, and each draft with the MTP layer's own state, once per
+draft. Going back (`rolled_back`, `cleared`) cuts the MTP cache to the target's.
+
+A state the target no longer holds (a rollback far past the last decodes) is taken as zeros: that
+costs draft quality for one position, never correctness (drafts are verified).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Sequence
+
+import numpy as np
+
+from specllama.errors import SpecllamaError
+from specllama.llama.backend import C, last_llama_error
+from specllama.llama.context import DecodeContext
+
+KEEP_STATES = 64  # target states kept per sequence, by position: what a rollback can come back to
+
+
+def _ext():
+    import llama_cpp.llama_cpp_ext as ext  # experimental bindings (llama-ext.h)
+
+    return ext
+
+
+class MtpContext:
+    """The MTP draft context of a target DecodeContext whose model was loaded with its MTP layers."""
+
+    def __init__(self, target: DecodeContext):
+        self.target = target
+        model = target.model
+        self.n_embd = C.llama_model_n_embd_out(model._model)
+        self.n_vocab = model.n_vocab
+        params = C.llama_context_default_params()
+        params.n_ctx = target.n_ctx * target.n_seq_max
+        params.n_batch = params.n_ubatch = target.n_batch
+        params.n_seq_max = target.n_seq_max
+        params.n_threads, params.n_threads_batch = target.n_threads, target.n_threads_batch
+        params.ctx_type = C.LLAMA_CONTEXT_TYPE_MTP
+        self._ctx = C.llama_init_from_model(model._model, params)
+        if not self._ctx:
+            raise SpecllamaError(f"llama.cpp could not make an MTP context for {model.path.name}: {last_llama_error()}")
+        self._memory = C.llama_get_memory(self._ctx)
+        self._batch = C.llama_batch_ext_init(self._ctx)
+        ext = _ext()
+        self._state_ith = ext.llama_get_embeddings_nextn_ith
+        ext.llama_set_embeddings_nextn(target._ctx, True, False)  # the target hands every position's state over
+        ext.llama_set_embeddings_nextn(self._ctx, True, True)
+        self.states: list[dict[int, np.ndarray]] = [{} for _ in range(target.n_seq_max)]
+        self._zeros = np.zeros(self.n_embd, dtype=np.float32)
+        self._rows: list[np.ndarray] = []
+        target.observers.append(self)
+
+    def close(self) -> None:
+        if getattr(self, "_batch", None):
+            C.llama_batch_ext_free(self._batch)
+            self._batch = None
+        if getattr(self, "_ctx", None):
+            C.llama_free(self._ctx)
+            self._ctx = None
+
+    def __del__(self) -> None:
+        self.close()
+
+    # --- what the target did ------------------------------------------------------------------
+
+    def decoded(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[Sequence[int]]) -> None:
+        """The target decoded these batch rows: each token enters the MTP cache beside the
+        target's state of the position before it; the rows' own states are kept for what follows."""
+        rows = [np.ctypeslib.as_array(self._state_ith(self.target._ctx, i), shape=(self.n_embd,)).copy()
+                for i in range(len(tokens))]
+        first: dict[int, int] = {}
+        for i, (pos, ids) in enumerate(zip(positions, seqs)):
+            first.setdefault(ids[0], pos)
+        for seq, pos in first.items():
+            C.llama_memory_seq_rm(self._memory, seq, pos, -1)
+        for token, pos, ids, row in zip(tokens, positions, seqs, rows):
+            seq = ids[0]
+            self._add(seq, token, pos, self.states[seq].get(pos - 1, self._zeros), False)
+            self.states[seq][pos] = row
+        self._process()
+        for seq in first:
+            self._forget(seq, max(self.states[seq]) - KEEP_STATES)
+
+    def rolled_back(self, seq: int, n_past: int) -> None:
+        C.llama_memory_seq_rm(self._memory, seq, n_past, -1)
+        self.states[seq] = {p: r for p, r in self.states[seq].items() if p < n_past}
+
+    def cleared(self, seq: int | None) -> None:
+        for s in range(len(self.states)) if seq is None else (seq,):
+            self.rolled_back(s, 0)
+
+    def _forget(self, seq: int, before: int) -> None:
+        self.states[seq] = {p: r for p, r in self.states[seq].items() if p >= before}
+
+    # --- drafting -----------------------------------------------------------------------------
+
+    def draft_step(self, items: Sequence[tuple[int, int, int, np.ndarray | None]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """One MTP decode: (seq, token, position, state or None for the target's at position - 1)
+        each; returns each one's logits row and the MTP layer's own state after it."""
+        for seq, token, pos, state in items:
+            self._add(seq, token, pos, self.states[seq].get(pos - 1, self._zeros) if state is None else state, True)
+        self._process()
+        out = []
+        for i in range(len(items)):
+            logits = np.ctypeslib.as_array(C.llama_get_logits_ith(self._ctx, i), shape=(self.n_vocab,)).copy()
+            out.append((logits, np.ctypeslib.as_array(self._state_ith(self._ctx, i), shape=(self.n_embd,)).copy()))
+        return out
+
+    def drop_drafts(self, seq: int, pos0: int) -> None:
+        """Forget the draft positions (the verification hands the real states over)."""
+        C.llama_memory_seq_rm(self._memory, seq, pos0, -1)
+
+    # --- the batch ----------------------------------------------------------------------------
+
+    def _add(self, seq: int, token: int, pos: int, state: np.ndarray, output: bool) -> None:
+        idx = C.llama_batch_ext_add_token(self._batch, seq, token)
+        if idx < 0:
+            raise SpecllamaError(f"the MTP batch refused a token ({idx})")
+        C.llama_batch_ext_set_pos(self._batch, idx, (C.llama_pos * 4)(pos, 0, 0, 0))
+        row = np.ascontiguousarray(state, dtype=np.float32)
+        self._rows.append(row)  # alive until processed
+        embd = C.llama_embd(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 1, self.n_embd)
+        if not C.llama_batch_ext_set_embd_token(self._batch, idx, embd):
+            raise SpecllamaError("the MTP batch refused a hidden state")
+        C.llama_batch_ext_set_output_logits(self._batch, idx, output)
+
+    def _process(self) -> None:
+        try:
+            rc = C.llama_process(self._ctx, C.LLAMA_PROCESS_TYPE_DECODE, self._batch)
+            if rc != 0:
+                raise SpecllamaError(f"the MTP decode failed with code {rc}: {last_llama_error()}")
+        finally:
+            C.llama_batch_ext_clear(self._batch)
+            self._rows = []
