@@ -145,9 +145,11 @@ def client_command(client: str, args, scratch: Path, repo: Path, url: str) -> tu
     env = {**os.environ, "HOME": str(home), "PWD": str(repo), "NO_COLOR": "1"}
     exe = _bin(scratch, client)
     if client == "claude":
-        # API_TIMEOUT_MS: a first prompt's prefill on a small CPU can outlast Claude Code's 600 s per request
+        # A first prompt's prefill on a small CPU can outlast Claude Code's 600 s per request (API_TIMEOUT_MS)
+        # and its 300 s without a byte of the stream (CLAUDE_STREAM_IDLE_TIMEOUT_MS)
         env.update(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="local", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-                   DISABLE_AUTOUPDATER="1", API_TIMEOUT_MS=str(args.timeout * 1000))
+                   DISABLE_AUTOUPDATER="1", API_TIMEOUT_MS=str(args.timeout * 1000),
+                   CLAUDE_STREAM_IDLE_TIMEOUT_MS=str(args.timeout * 1000))
         return [exe, "-p", TASK, "--permission-mode", "acceptEdits", "--allowedTools", "Read,Edit,Write"], env
     if client == "codex":
         codex_home = home / ".codex"
