@@ -130,13 +130,18 @@ def write_tiny_model(
     writer.add_tensor("output_norm.weight", norm())
     writer.add_tensor("output.weight", matrix(n_vocab, n_embd))
 
+    write_out(writer)
+    return out_path
+
+
+def write_out(writer: GGUFWriter) -> None:
+    """Header, metadata, tensors: the file as llama.cpp reads it (the writer is closed whatever happens)."""
     try:
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
     finally:
         writer.close()
-    return out_path
 
 
 def tiny_model_param_count(

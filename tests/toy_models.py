@@ -29,7 +29,7 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter, quants
 
 from specllama.llama.backend import C, ensure_backend
-from tests.tiny_gguf import copy_tokenizer_keys
+from tests.tiny_gguf import copy_tokenizer_keys, write_out
 
 U32, F32, BOOL = GGUFValueType.UINT32, GGUFValueType.FLOAT32, GGUFValueType.BOOL
 Q8_BLOCK = 32
@@ -204,7 +204,7 @@ def write_toy_model(out_path: str | Path, arch: str, tokenizer_from: str | Path,
         meta = Path(tmp) / "metadata.gguf"
         writer = GGUFWriter(meta, spec.arch)
         _metadata(writer, spec, Path(tokenizer_from))
-        _write(writer)
+        write_out(writer)
         shapes = tensor_shapes(meta)
     writer = GGUFWriter(out_path, spec.arch)
     _metadata(writer, spec, Path(tokenizer_from))
@@ -214,7 +214,7 @@ def write_toy_model(out_path: str | Path, arch: str, tokenizer_from: str | Path,
         rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
         data, qtype = _weights(name, shape, rng, spec.stdev)
         writer.add_tensor(name, data, raw_dtype=qtype)
-    _write(writer)
+    write_out(writer)
     return out_path
 
 
@@ -222,11 +222,3 @@ def _order(name: str) -> tuple:
     parts = name.split(".")
     return (int(parts[1]) if parts[0] == "blk" else (-1 if parts[0] == "token_embd" else 1 << 20), name)
 
-
-def _write(writer: GGUFWriter) -> None:
-    try:
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-    finally:
-        writer.close()

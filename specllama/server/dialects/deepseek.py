@@ -22,17 +22,11 @@ PARAM = re.compile(r'<｜DSML｜\s?parameter\s+name="([^"]*)"(?:\s+string="(true
                    re.S)
 
 
-def _classic(body: str, complete: bool):
+def _gather(body: str, found, complete: bool):
+    """The calls of (match, call or None) pairs in order; a region that is not all calls is text
+    (None) once complete, and what decoded so far while it is still being written."""
     calls, left = [], body
-    for match in CALL.finditer(body):
-        kind, rest = match.group(1).strip(), match.group(2)
-        fenced = FENCE.match(rest)
-        if kind == "function" and fenced:  # V3: function<sep>NAME\n```json\n{...}\n```
-            name, arguments = fenced.group(1), fenced.group(2)
-        else:  # V3.1: NAME<sep>{...}
-            name, arguments = kind, rest
-        found = json_prefix(arguments)
-        one = call(name, found[0]) if found is not None and not found[1].strip() else None
+    for match, one in found:
         if one is None:
             return None if complete else calls
         calls.append(one)
@@ -42,27 +36,31 @@ def _classic(body: str, complete: bool):
     return calls or (None if complete else [])
 
 
-def _dsml(body: str, tools: ToolSet, complete: bool):
-    calls, left = [], body
-    for match in INVOKE.finditer(body):
-        name, inner = match.group(1), match.group(2) or ""
-        arguments, rest = {}, inner
-        for param in PARAM.finditer(inner):
-            key, raw, text = param.group(1), param.group(2), param.group(3)
-            arguments[key] = text if raw == "true" else convert(text, param_schema(tools.schemas, name, key))
-            rest = rest.replace(param.group(0), "", 1)
-        one = call(name, arguments) if not rest.strip() else None
-        if one is None:
-            return None if complete else calls
-        calls.append(one)
-        left = left.replace(match.group(0), "", 1)
-    if left.strip():
-        return None if complete else calls
-    return calls or (None if complete else [])
+def _classic_call(match):
+    kind, rest = match.group(1).strip(), match.group(2)
+    fenced = FENCE.match(rest)
+    if kind == "function" and fenced:  # V3: function<sep>NAME\n```json\n{...}\n```
+        name, arguments = fenced.group(1), fenced.group(2)
+    else:  # V3.1: NAME<sep>{...}
+        name, arguments = kind, rest
+    found = json_prefix(arguments)
+    return call(name, found[0]) if found is not None and not found[1].strip() else None
+
+
+def _dsml_call(match, tools: ToolSet):
+    name, inner = match.group(1), match.group(2) or ""
+    arguments, rest = {}, inner
+    for param in PARAM.finditer(inner):
+        key, raw, text = param.group(1), param.group(2), param.group(3)
+        arguments[key] = text if raw == "true" else convert(text, param_schema(tools.schemas, name, key))
+        rest = rest.replace(param.group(0), "", 1)
+    return call(name, arguments) if not rest.strip() else None
 
 
 def decode(open_: str, body: str, tools: ToolSet, complete: bool):
-    return _classic(body, complete) if open_ == BEGIN else _dsml(body, tools, complete)
+    if open_ == BEGIN:
+        return _gather(body, ((m, _classic_call(m)) for m in CALL.finditer(body)), complete)
+    return _gather(body, ((m, _dsml_call(m, tools)) for m in INVOKE.finditer(body)), complete)
 
 
 DEEPSEEK = Dialect(
