@@ -174,7 +174,8 @@ def test_dialect_grammars_take_their_calls_and_nothing_else(vocab, dialect, choi
     from llguidance import LLMatcher
 
     from specllama.decoding.constraint import check_constraint
-    from specllama.server.tools import call_constraint, parse_tools
+    from specllama.server.dialects.grammars import call_constraint
+    from specllama.server.tools import parse_tools
 
     model, tokenizer = vocab
     use = parse_tools({"tools": [WEATHER, TIME], "tool_choice": choice})
@@ -188,7 +189,8 @@ def test_dialect_grammars_take_their_calls_and_nothing_else(vocab, dialect, choi
 
 
 def test_auto_has_no_grammar_where_no_marker_can_trigger_it():
-    from specllama.server.tools import call_constraint, parse_tools
+    from specllama.server.dialects.grammars import call_constraint
+    from specllama.server.tools import parse_tools
 
     use = parse_tools({"tools": [WEATHER], "tool_choice": "auto"})
     assert call_constraint(use, BY_NAME["llama3"], json.dumps) is None  # Llama 3's bare JSON has no marker
@@ -230,7 +232,8 @@ def test_auto_tools_keep_the_response_format_in_each_dialect(vocab, dialect, tex
     from llguidance import LLMatcher
 
     from specllama.decoding.constraint import Constraint, check_constraint
-    from specllama.server.tools import call_constraint, parse_tools
+    from specllama.server.dialects.grammars import call_constraint
+    from specllama.server.tools import parse_tools
 
     model, tokenizer = vocab
     use = parse_tools({"tools": [WEATHER, TIME], "tool_choice": "auto"})
@@ -250,7 +253,8 @@ def test_auto_tools_keep_the_response_format_in_each_dialect(vocab, dialect, tex
 
 def test_a_forced_call_or_no_parsing_ignores_or_keeps_the_response_format():
     from specllama.decoding.constraint import Constraint
-    from specllama.server.tools import call_constraint, parse_tools
+    from specllama.server.dialects.grammars import call_constraint
+    from specllama.server.tools import parse_tools
 
     answer = Constraint(kind="json_schema", schema=ANSWER, strict=True)
     none = parse_tools({"tools": [WEATHER], "tool_choice": "none"})

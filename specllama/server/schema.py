@@ -26,9 +26,10 @@ from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.server.api_errors import APIError, invalid
 from specllama.server.dialects import BY_NAME, Dialect
+from specllama.server.dialects.grammars import call_constraint
 from specllama.server.ignored import note
 from specllama.server.thinking import template_kwargs as thinking_kwargs
-from specllama.server.tools import ToolUse, call_constraint, has_tool_turns, parse_tools, template_message
+from specllama.server.tools import ToolUse, has_tool_turns, parse_tools, template_message
 
 MAX_STOPS = 16
 MAX_TOP_LOGPROBS = 20  # OpenAI's own limit

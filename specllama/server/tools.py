@@ -169,18 +169,6 @@ def has_tool_turns(messages: list[dict]) -> bool:
     return any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
 
 
-def call_constraint(use: ToolUse, dialect: Dialect | None, grammar_token,
-                    answer: Constraint | None = None) -> Constraint | None:
-    """The grammar a call follows in the model's dialect (grammars.py), from where the answer's
-    forced start leaves off; None where the dialect has none (the call is still parsed). `answer`:
-    the request's response_format, kept for an answer that is not a call (see tool_constraint)."""
-    if not use.parses or dialect is None:
-        return answer
-    from specllama.server.dialects.grammars import dialect_constraint
-
-    return dialect_constraint(use, dialect, grammar_token, answer)
-
-
 def tool_constraint(use: ToolUse, open_token: str, close_token: str, answer: Constraint | None = None) -> Constraint | None:
     """The Hermes grammar (llguidance's Lark, %json for each function's arguments), from where the
     answer's forced start leaves off. `open_token` / `close_token`: how the grammar names

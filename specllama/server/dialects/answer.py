@@ -3,15 +3,20 @@
 
 from __future__ import annotations
 
+from specllama.server.dialects.calls import ToolCall
 from specllama.server.dialects.dialect import Dialect, ToolSet
 from specllama.server.dialects.parts import Reasoning
-from specllama.server.tool_calls import ToolCall
+from specllama.server.dialects.scanner import Scanner
 
 
 class AnswerParser:
     def __init__(self, dialect: Dialect, tools: ToolSet, forced: str = "", thinking: bool = False,
                  parses_tools: bool = True, reasons: bool = True):
-        self.parser = dialect.parser(tools, thinking=thinking, parses_tools=parses_tools, reasons=reasons)
+        # A new answer's parser: the dialect's own (harmony) or the shared scanner. `thinking`: the
+        # prompt opened the thinking; `reasons`: the template thinks at all (a Qwen2.5 template
+        # holds no <think>: one there is plain text).
+        parser_class = dialect.parser_class or Scanner
+        self.parser = parser_class(dialect, tools, thinking=thinking, parses_tools=parses_tools, reasons=reasons)
         self._first = self.parser.feed(forced) if forced else []
 
     def first(self) -> list:

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from specllama.server.tool_calls import ToolCall, new_call_id
+from specllama.server.dialects.calls import ToolCall, new_call_id
 
 
 @dataclass(frozen=True)
@@ -54,15 +54,7 @@ class Dialect:
     stops: tuple[str, ...] = ()  # parallel_tool_calls false: the text after a first call's end
     calls_end_thinking: bool = False  # a call's opening inside the thinking ends it (Qwen3.5 forgets </think>)
     drop_after: tuple[str, ...] = ()  # a closing some models repeat after a call: not content
-    parser_class: type | None = None  # a parser of its own (harmony), else scanner.Scanner
-
-    def parser(self, tools: ToolSet, thinking: bool = False, parses_tools: bool = True, reasons: bool = True):
-        """A new answer's parser. `thinking`: the prompt opened the thinking; `reasons`: the
-        template thinks at all (a Qwen2.5 template holds no <think>: one there is plain text)."""
-        from specllama.server.dialects.scanner import Scanner
-
-        cls = self.parser_class or Scanner
-        return cls(self, tools, thinking=thinking, parses_tools=parses_tools, reasons=reasons)
+    parser_class: type | None = None  # a parser of its own (harmony), else scanner.Scanner (answer.py)
 
     def starts_thinking(self, prompt_text: str) -> bool:
         """Whether the template's generation prompt opened the thinking (Qwen3-Thinking, GLM-4.7 and

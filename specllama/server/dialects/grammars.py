@@ -24,6 +24,16 @@ from specllama.server.tools import ToolUse, _schema_text, answer_rule, tool_cons
 Namer = Callable[[str], str]  # text -> how a grammar names it (<[id]> for one special token)
 
 
+def call_constraint(use: ToolUse, dialect: Dialect | None, grammar_token,
+                    answer: Constraint | None = None) -> Constraint | None:
+    """The grammar a call follows in the model's dialect (grammars.py), from where the answer's
+    forced start leaves off; None where the dialect has none (the call is still parsed). `answer`:
+    the request's response_format, kept for an answer that is not a call (see tool_constraint)."""
+    if not use.parses or dialect is None:
+        return answer
+    return dialect_constraint(use, dialect, grammar_token, answer)
+
+
 def dialect_constraint(use: ToolUse, dialect: Dialect, grammar_token: Namer,
                        answer: Constraint | None = None) -> Constraint | None:
     if answer is not None and use.choice == "auto":
