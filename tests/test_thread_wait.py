@@ -105,7 +105,16 @@ def test_reports_and_cost_keys_name_the_level():
     before = thread_wait.in_force()
     assert thread_wait.configure("sleep" if before.startswith("spin") else "spin") in (before, "fixed", "user")
     assert thread_wait.in_force() == before
-    key = cache.key_for(Path(__file__), None, threads=2, threads_batch=2, gpu_layers=0, exact=False, max_n=16)
-    assert key["thread_wait"] == before
+    cost_key = cache.key_for(Path(__file__), None, threads=2, threads_batch=2, gpu_layers=0, exact=False, max_n=16)
+    assert cost_key["thread_wait"] == thread_wait.key() == thread_wait._chosen  # the level, never auto's reason
 
 
+
+
+def test_auto_s_reason_stays_out_of_the_cost_key(monkeypatch):
+    # Costs learnt under spinning threads must serve the next run that spins, whatever load auto saw.
+    monkeypatch.setattr(thread_wait, "_chosen", "spin")
+    for reason in ("0.1 of 2 cores busy elsewhere", "0.2 of 2 cores busy elsewhere"):
+        monkeypatch.setattr(thread_wait, "_reason", reason)
+        assert thread_wait.key() == "spin"
+        assert reason in thread_wait.in_force()

@@ -110,7 +110,7 @@ def configure(level: str | None = None, threads: int | None = None) -> str:
     return what is in force: the level, "user" (the user's own OpenMP variables), or "fixed" when
     llama.cpp was already loaded (the first choice stands: libgomp read its environment once).
     `threads`: how many llama.cpp will use (None: every core), which `auto` weighs."""
-    global _chosen
+    global _chosen, _reason
     level = level or os.environ.get(ENV) or DEFAULT_LEVEL
     if level not in LEVELS:
         raise UsageError(f"unknown thread wait level {level!r} (--thread-wait or ${ENV}): choose one of {', '.join(LEVELS)}")
@@ -119,6 +119,7 @@ def configure(level: str | None = None, threads: int | None = None) -> str:
         return _chosen
     if "llama_cpp" in sys.modules:
         return _chosen or "fixed"
+    _reason = ""
     if level == "auto":
         level = _auto(threads)
     for name in _USER_VARS:  # a later configure() in the same process (tests) replaces the earlier level
@@ -133,6 +134,12 @@ def ensure_configured() -> str:
     """The level in force, applying the default first when no command chose one (the library
     used from Python, the tests)."""
     return configure() if _chosen is None else in_force()
+
+
+def key() -> str:
+    """What the threads do, for the cost cache's key: the level alone (an `auto` reason differs
+    run to run, and costs learnt under one level serve every run under it)."""
+    return _chosen if _chosen in LEVELS else in_force()
 
 
 def in_force() -> str:

@@ -58,7 +58,7 @@ def key_for(target_path: Path, draft_path: Path | None, *, threads: int, threads
         "cores": os.cpu_count(),
         "threads": threads,
         "threads_batch": threads_batch,
-        "thread_wait": thread_wait.in_force(),
+        "thread_wait": thread_wait.key(),
         "llama_cpp_python": library_version(),
         "gpu_layers": gpu_layers,
         "exact": exact,
