@@ -460,10 +460,10 @@ def test_snapshot_loading_with_download_progress():
 
 @pytest.mark.real_models
 def test_real_pair_two_turns_reuse_the_cache():
-    from specllama.runtime import LoadOptions, Runtime
+    from specllama.runtime import LoadOptions, open_runtime
 
     opts = LoadOptions(pair="qwen2.5-coder", n_ctx=1024)
-    app = ChatApp(lambda progress, status: Runtime(opts, progress=progress, status=status),
+    app = ChatApp(lambda progress, status: open_runtime(opts, progress=progress, status=status),
                   ChatSettings(max_tokens=24, k=4, drafter="model"))
 
     async def scenario():

@@ -39,7 +39,7 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items, status) -> int:
     from specllama.decoding.engine import GenerationConfig
     from specllama.decoding.request import PARALLEL_AUTO_MAX
     from specllama.llama.machine import machine_info, peak_rss_bytes
-    from specllama.runtime.loaded import Runtime
+    from specllama.runtime.loaded import open_runtime
 
     levels = parse_levels(args.parallel)
     slots = max([n for n in levels if n != "auto"] + ([PARALLEL_AUTO_MAX] if "auto" in levels else []))
@@ -47,7 +47,7 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items, status) -> int:
     # No more slots than prompts: each is a whole sequence of KV cache, allocated whether used or not.
     opts = replace(resolved.load, parallel=slots, prompts=len(prompt_items))
     with download_bar() as fetch:
-        runtime = Runtime(opts, progress=fetch, status=status)
+        runtime = open_runtime(opts, resolved.registry, progress=fetch, status=status)
     with runtime:
         chosen = {n: runtime.parallelism_for(n) for n in levels}
         note = parallel_text_note(max(chosen.values()), greedy=resolved.sampling.temperature == 0, exact=args.exact)

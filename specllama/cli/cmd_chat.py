@@ -129,7 +129,7 @@ def chat_load_options(args: argparse.Namespace, resolved: Resolved, reopen=None)
 
 def run(args: argparse.Namespace) -> int:
     from specllama.cli.options import resolved_for, status_lines
-    from specllama.runtime.loaded import Runtime  # llama.cpp and Textual load only for this command
+    from specllama.runtime.loaded import Runtime, open_runtime  # llama.cpp and Textual load only for this command
     from specllama.tui import ChatApp, user_defaults
     from specllama.tui.history import default_path
 
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             if n.fact not in said and not status.quiet and (status.verbose or not n.verbose_only):
                 said.add(n.fact)
                 show(n.text)
-        return Runtime(load, progress=progress, status=notice)
+        return open_runtime(load, resolved.registry, progress=progress, status=notice)
 
     pinned = pinned_fields(args) | ({"models"} if models_named(args) else set())
     app = ChatApp(lambda progress, show: build(opts, progress, show), settings, history_path=default_path(),

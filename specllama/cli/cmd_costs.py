@@ -131,14 +131,15 @@ def run(args: argparse.Namespace) -> int:
     from specllama.decoding.cost.model import choose_parallel
     from specllama.llama import thread_wait
     from specllama.llama.machine import cpu_model
-    from specllama.runtime.loaded import Runtime
+    from specllama.runtime.loaded import open_runtime
 
     status = status_lines(args)
-    opts = resolved_for(args, status).load  # costs decodes nothing: the target alone is measured alone, silently
+    resolved = resolved_for(args, status)
+    opts = resolved.load  # costs decodes nothing: the target alone is measured alone, silently
     if args.parallel == "auto":
         opts = replace(opts, n_ctx=min(opts.n_ctx, 1024))  # costs only measures: keep 8 caches small
     with download_bar() as progress:
-        runtime = Runtime(opts, progress=progress, status=status)
+        runtime = open_runtime(opts, resolved.registry, progress=progress, status=status)
     with runtime:
         curve = runtime.startup_curve(args.remeasure, lambda: status.say(
             "measuring this machine's decode costs (10-60 s, once per machine, models and threads)..."))

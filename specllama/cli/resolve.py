@@ -10,7 +10,7 @@ GGUF headers); tests pass a stand-in.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from specllama.cli.intent import Intent
@@ -53,6 +53,8 @@ class Resolved:
     seed_was_random: bool  # --seed -1: the seed was chosen here, and is worth showing
     messages: tuple[Notice, ...]
     policy: str = ""  # --policy: a registered draft policy by name ("": the drafter's and K's own)
+    # The registry this was resolved against, which loading then uses: one read per command.
+    registry: Registry | None = field(default=None, compare=False, repr=False)
 
     def config(self, max_tokens: int | None = None) -> GenerationConfig:
         """The generation settings; `max_tokens` where the resolved limit is "the context" (serve)."""
@@ -98,10 +100,10 @@ def resolve(intent: Intent, registry: Registry, cache: ModelCache, *, cores: int
                        draft_corpus=intent.draft_corpus, n_ctx=intent.n_ctx, threads=intent.threads,
                        threads_batch=intent.threads_batch, gpu_layers=intent.gpu_layers, exact=intent.exact,
                        parallel=intent.parallel, draft_one_token_decodes=intent.draft_one_token_decodes,
-                       stairs=intent.stairs if intent.stairs is not None else intent.verify == "stairs")
+                       verifiers=intent.session_verifiers or (intent.verify,))
     model_refs(load, registry)  # an unknown pair or model name fails here, before anything loads
     return Resolved(load, sampling_for(intent, rng), drafter, intent.k, intent.p_min, intent.stop, intent.verify, intent.max_tokens,
-                    intent.seed == RANDOM_SEED, tuple(messages), intent.policy)
+                    intent.seed == RANDOM_SEED, tuple(messages), intent.policy, registry)
 
 
 def sampling_for(intent: Intent, rng: random.Random | None = None) -> SamplingParams:

@@ -1,9 +1,10 @@
 """The real Session: loaded models and contexts, the drafters a request may name, and the engine.
 
-`build(plan)` turns a LoadPlan (runtime/plan.py) into one: fetches what is missing, checks the pair
-from the GGUF headers before any weights load, loads, and starts the engine's costs from what this
-machine knows (runtime/cost_store.py). A Runtime is a context manager and frees whatever it loaded,
-also when loading fails half way; closing keeps what its steps taught for the next session here.
+`Runtime(plan, registry)` turns a LoadPlan (runtime/plan.py) into one: fetches what is missing, checks
+the pair from the GGUF headers before any weights load, loads, and starts the engine's costs from what
+this machine knows (runtime/cost_store.py); `open_runtime(options)` plans and loads in one call.
+A Runtime is a context manager and frees whatever it loaded, also when loading fails half way;
+closing keeps what its steps taught for the next session here.
 
 Front-ends use the Session protocol (runtime/session.py) and nothing else of it.
 """
@@ -27,6 +28,7 @@ from specllama.decoding.mtp_drafter import MtpDrafter
 from specllama.decoding.request import DRAFTERS, K_AUTO_MAX
 from specllama.decoding.request_queue import RequestQueue
 from specllama.decoding.suffix_drafter import SuffixDrafter
+from specllama.decoding.verifiers import context_for
 from specllama.errors import IncompatiblePairError
 from specllama.llama.backend import gpu_offload_supported
 from specllama.llama.context import DecodeContext
@@ -35,7 +37,7 @@ from specllama.llama.kv_memory import available_memory, kv_bytes_per_sequence
 from specllama.llama.model import GGUFModel
 from specllama.llama.mtp import MtpContext
 from specllama.models import store
-from specllama.models.registry import Registry, load_registry
+from specllama.models.registry import Registry
 from specllama.models.resolve import resolve
 from specllama.runtime.cost_store import CostStore
 from specllama.runtime.drafter_note import drafter_note
@@ -60,20 +62,27 @@ def model_acceptance(costs: StepCosts) -> PositionAcceptance:
     return PositionAcceptance(costs.ratio, costs.draft_ratio, k_max=K_AUTO_MAX)
 
 
-def build(plan: LoadPlan, registry: Registry | None = None, progress: store.Progress | None = None,
-          status: Status | None = None) -> Runtime:
-    """The session a plan describes, loaded; its notices go to `status` as they are known."""
-    return Runtime(plan.options, registry, progress, status, plan=plan)
+def open_runtime(opts: LoadOptions, registry: Registry | None = None, progress: store.Progress | None = None,
+                 status: Status | None = None) -> Runtime:
+    """Plan (runtime/plan.py) and load in one call; `registry`: the one a command already read (it is
+    read here only when none is given: one read per command)."""
+    if registry is None:
+        from specllama.models.registry import load_registry
+
+        registry = load_registry()
+    return Runtime(plan_load(opts, survey(opts, registry)), registry, progress, status)
 
 
 class Runtime:
     """Loaded models and contexts, the drafters a request may name, and the engine (a Session)."""
 
-    def __init__(self, opts: LoadOptions, registry: Registry | None = None,
-                 progress: store.Progress | None = None, status: Status | None = None, *, plan: LoadPlan | None = None):
-        """`Runtime(opts)` plans and builds in one go (tests, scripts); `build(plan)` from a plan."""
+    def __init__(self, plan: LoadPlan, registry: Registry, progress: store.Progress | None = None,
+                 status: Status | None = None):
+        """The session `plan` describes, loaded; its notices go to `status` as they are known.
+        `registry` names the files the plan found missing, which are fetched here."""
         started = time.perf_counter()
-        self.opts = opts
+        self.plan = plan
+        self.opts = plan.options
         self.target_model = self.draft_model = None
         self.target_ctx = self.draft_ctx = None
         self.mtp: MtpContext | None = None
@@ -81,8 +90,6 @@ class Runtime:
         self._notices: list[Notice] = []
         self._status = status
         try:
-            registry = registry or load_registry()
-            self.plan = plan or plan_load(opts, survey(opts, registry))
             for notice in self.plan.notices:
                 self._say(notice)
             self._load(self.plan, registry, progress)
@@ -116,10 +123,10 @@ class Runtime:
         self.slot_plan = plan_slots(opts.parallel, prompts=opts.prompts, kv_bytes=target_kv + draft_kv,
                                     available=available_memory())
         self.slots = self.slot_plan.count
-        n_seq_max = plan.n_seq_max if opts.stairs else self.slots
+        shape = context_for(opts.verifiers, self.slots)
         self.target_ctx = DecodeContext(self.target_model, n_ctx=n_ctx, n_threads=plan.threads,
                                         n_threads_batch=plan.threads_batch, exact=opts.exact,
-                                        n_seq_max=n_seq_max, unified=opts.stairs,
+                                        n_seq_max=shape.sequences, unified=shape.unified,
                                         snapshot_depth=snapshot_depth(self.target_model, opts.exact))
         if (notice := rollback_notice(self.target_ctx)) is not None:
             self._say(notice)

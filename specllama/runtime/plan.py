@@ -7,7 +7,7 @@ Two steps, so the decision can be read and tested on its own:
   draft model is loaded and why, the drafters requests may name, slots, threads and context, and
   the status lines to say. Nothing is printed or loaded.
 
-`runtime.build(plan)` then fetches what is missing, checks the pair and loads (runtime/loaded.py).
+`Runtime(plan, registry)` then fetches what is missing, checks the pair and loads (runtime/loaded.py).
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ from pathlib import Path
 
 from specllama.decoding.cost.online import Prior
 from specllama.decoding.request import DRAFTERS
-from specllama.errors import SpecllamaError
+from specllama.decoding.verifiers import TargetContext, context_for
 from specllama.models.registry import Registry
 from specllama.runtime.cost_store import CostStore, RecordedDecision
 from specllama.runtime.draft_load import DraftLoad, decide
 from specllama.runtime.notices import Notice
-from specllama.runtime.options import STAIRS_SEQUENCES, LoadOptions, model_refs, parallel_slots
+from specllama.runtime.options import LoadOptions, model_refs, parallel_slots
 
 
 @dataclass(frozen=True)
 class ModelFile:
     ref: str  # as named: a registry name, a path or a hub reference
-    path: Path | None  # where it is on disk now; None: build() fetches it
+    path: Path | None  # where it is on disk now; None: Runtime() fetches it
 
     @property
     def name(self) -> str:
@@ -69,7 +69,7 @@ class LoadPlan:
     threads_batch: int
     gpu_layers: int  # -1: every layer
     slots: int  # prompts decoded together at most
-    n_seq_max: int  # cache sequences of the target context
+    target_context: TargetContext  # what the verifiers asked for (decoding/verifiers.py)
     notices: tuple[Notice, ...]
 
 
@@ -100,8 +100,7 @@ def gpu_layers(options: LoadOptions, offload: bool) -> int:
 def plan_load(options: LoadOptions, known: Known) -> LoadPlan:
     """Pure: what to load, from the options and what survey() found."""
     slots = parallel_slots(options.parallel)
-    if options.stairs and slots > 1:
-        raise SpecllamaError("stairs verification runs one prompt at a time: drop --parallel or --verify stairs")
+    target_context = context_for(options.verifiers, slots)  # refuses slots a verifier cannot serve
     notices: list[Notice] = []
     draft, decision = known.draft, None
     if draft is not None and options.draft_if_pays and not options.draft:
@@ -112,8 +111,7 @@ def plan_load(options: LoadOptions, known: Known) -> LoadPlan:
     # "mtp" as asked for: whether the GGUF has MTP layers is known once it is read (runtime/loaded.py).
     drafters = tuple(d for d in DRAFTERS if (d != "model" or draft is not None) and (d != "mtp" or options.load_mtp))
     return LoadPlan(options, known.target, draft, known.draft, decision, drafters, known.threads, known.threads_batch,
-                    gpu_layers(options, known.gpu_offload), slots, STAIRS_SEQUENCES if options.stairs else slots,
-                    tuple(notices))
+                    gpu_layers(options, known.gpu_offload), slots, target_context, tuple(notices))
 
 
 def _auto_decision(draft: ModelFile, known: Known) -> DraftLoad:
