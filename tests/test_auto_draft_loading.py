@@ -85,7 +85,7 @@ def curve_predicting(rate: float, c: float = 0.1) -> CostCurve:
 
 def learn(store: CostStore, draft: Path, rate: float) -> None:
     """What a run leaves for the next: a StepCosts snapshot in which the draft predicts `rate`."""
-    from specllama.decoding.cost.cache import save_learned
+    from specllama.runtime.cost_store import save_learned
 
     curve = curve_predicting(rate)
     save_learned(store.learned_key, {"t1_s": 0.05, "ratios": {str(n): curve.ratio(n) for n in range(1, 17)},
