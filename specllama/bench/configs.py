@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specllama.decoding.request import drafter_name
+from specllama.decoding.request import VERIFY_MODES, drafter_name
 from specllama.errors import SpecllamaError
 
 DEFAULT_CONFIGS = "none;auto:k=auto;suffix:k=auto;model:k=2;model:k=4;model:k=4,verify=stairs"
 DRAFTER_KINDS = ("none", "auto", "suffix", "model")
-VERIFY_MODES = ("causal", "stairs")
 DEFAULT_K = "auto"
 
 
