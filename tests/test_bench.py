@@ -39,7 +39,8 @@ def test_configs_parse_into_canonical_labels_with_the_baseline_first():
 @pytest.mark.parametrize("text, fragment", [
     ("modle:k=2", "unknown drafter 'modle'"),
     ("model:k=two", "k must be a whole number"),
-    ("model:k=0", "between 1 and 16"),
+    ("model:k=0", "that is the 'none' configuration"),
+    ("model:k=17", "k must be 'auto' or a whole number from 0 to 16, got 17"),
     ("lookup:k=automatic", "k must be a whole number"),
     ("model:q=1", "unknown option q"),
     ("model:k", "expected OPTION=VALUE"),

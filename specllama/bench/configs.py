@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specllama.decoding.limits import draft_length
 from specllama.decoding.request import VERIFY_MODES, drafter_name
 from specllama.errors import SpecllamaError
 
@@ -101,11 +102,13 @@ def _parse_k(spec: str, value: str) -> int | str:
     if value == "auto":
         return value  # chosen each step from the measured cost curve (specllama/adaptive_k.py)
     try:
-        k = int(value)
+        k = draft_length(int(value))
     except ValueError:
         raise BenchConfigError(f"config '{spec}': k must be a whole number, got '{value}'") from None
-    if not 1 <= k <= 16:
-        raise BenchConfigError(f"config '{spec}': k must be between 1 and 16")
+    except SpecllamaError as e:
+        raise BenchConfigError(f"config '{spec}': {e}") from None
+    if k == 0:  # a valid K elsewhere (no drafts), but here the same run as the baseline, under another name
+        raise BenchConfigError(f"config '{spec}': k=0 drafts nothing: that is the 'none' configuration")
     return k
 
 

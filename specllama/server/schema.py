@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol
 
 from specllama.decoding.constraint import Constraint, check_constraint
-from specllama.decoding.request import AUTO, DRAFTERS, K_MAX, GenerationConfig, drafter_name
+from specllama.decoding.limits import SettingError, draft_length
+from specllama.decoding.request import DRAFTERS, GenerationConfig, drafter_name
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.server.api_errors import APIError, invalid
@@ -297,9 +298,10 @@ def _config(body: dict, served: ServedModel, prompt_tokens: int) -> tuple[Genera
         why = "" if drafter in DRAFTERS else f"unknown drafter '{drafter}': "
         raise invalid(f"{why}this server's drafters are {loaded} (the model drafter needs the draft model "
                       "loaded: start the server with --draft or --drafter model)", "drafter")
-    k = body.get("k", base.k)
-    if k != AUTO and not (_is_int(k) and 0 <= k <= K_MAX):
-        raise invalid(f"'k' must be 'auto' or a whole number from 0 to {K_MAX}", "k")
+    try:
+        k = draft_length(body.get("k", base.k))
+    except SettingError as e:
+        raise invalid(str(e), e.name) from None
     constraint = _response_format(body.get("response_format"))
     try:
         return replace(base, max_tokens=max_tokens, sampling=sampling, drafter=drafter, k=k,
