@@ -83,7 +83,7 @@ def _run_locked(args: argparse.Namespace, prompts, resolved, status) -> int:
     n = runtime.parallelism
     why = f" to start ({runtime.parallel_reason()})" if args.parallel == "auto" else ""
     status.say(f"{n} prompt(s) per decode{why}")
-    note = parallel_text_note(runtime.describe().slots, greedy=resolved.sampling.temperature == 0, exact=args.exact)
+    note = parallel_text_note(runtime.describe().slots, greedy=resolved.settings.sampling.temperature == 0, exact=args.exact)
     if note:
         status.say(note)
     with runtime, sigterm_as_interrupt(), batch_progress(err) as progress:

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     # decides); the target context is the one every config's verifier can use (decoding/verifiers.py).
     resolved = resolved_for(args, status, session_drafters=tuple(dict.fromkeys(c.drafter for c in configs)),
                             session_verifiers=tuple(dict.fromkeys(c.verify for c in configs)))
-    sampling = resolved.sampling
+    sampling = resolved.settings.sampling
     prompt_file = read_prompts(args.prompts)
     if prompt_file.bad:
         raise BenchError(f"{args.prompts}: " + "; ".join(map(str, prompt_file.bad[:5]))

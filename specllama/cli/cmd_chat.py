@@ -45,10 +45,10 @@ def settings_from(resolved: Resolved, system: str | None = None):
     drafter; --seed -1: a random seed, chosen by resolve)."""
     from specllama.tui.settings import ChatSettings
 
-    s = resolved.sampling
-    return ChatSettings(drafter=resolved.drafter, k=resolved.k, temperature=s.temperature, p_min=resolved.p_min,
-                        top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed, max_tokens=resolved.max_tokens,
-                        stop=resolved.stop, verify=resolved.verify, system=system, policy=resolved.policy)
+    c, s = resolved.settings, resolved.settings.sampling
+    return ChatSettings(drafter=c.drafter, k=c.k, temperature=s.temperature, p_min=c.p_min, top_k=s.top_k, top_p=s.top_p,
+                        min_p=s.min_p, seed=s.seed, max_tokens=resolved.max_tokens, stop=c.stop, verify=c.verify,
+                        system=system, policy=c.policy)
 
 
 def pinned_fields(args: argparse.Namespace) -> frozenset[str]:
