@@ -88,3 +88,24 @@ def test_the_runtime_loads_what_the_plan_decided(tiny_models):
     with Runtime(replace(plan, sizes=sizes)) as rt:
         assert rt.slots == 3 and rt.target_ctx.n_seq_max == 5 and rt.target_ctx.unified
         assert rt.drafters == plan.drafters
+
+
+def test_a_plan_missing_its_files_fetches_them_then_plans_with_their_headers(tiny_models, monkeypatch):
+    """Sizes need the headers: open_runtime fetches what the first plan lacks, once, and loads the second plan."""
+    from specllama.models import draft_pick
+    from specllama.models.registry import load_registry
+    from specllama.runtime import loaded
+
+    fetched: list[str] = []
+
+    def fetch(ref, registry, progress):
+        fetched.append(ref)
+        return tiny_models["a"]
+
+    monkeypatch.setattr(draft_pick, "target_on_disk", lambda ref, registry: None)  # nothing on disk yet
+    monkeypatch.setattr(loaded, "resolve", fetch)
+    opts = LoadOptions(target="to-fetch.gguf", load_draft=False, n_ctx=100_000)
+    assert plan_load(opts, survey(opts, load_registry())).missing()
+    with loaded.open_runtime(opts, load_registry()) as rt:
+        assert fetched == ["to-fetch.gguf"]
+        assert rt.plan.sizes is not None and rt.target_ctx.n_ctx == rt.plan.sizes.n_ctx < 100_000  # the trained size
