@@ -62,3 +62,14 @@ def test_the_anthropic_api_says_the_limit_in_its_error_shape(server):
                                                    "messages": [{"role": "user", "content": "hi"}]})
     assert status == 400 and reply["type"] == "error", reply
     assert reply["error"]["type"] == "invalid_request_error" and reply["error"]["message"] == SAID, reply
+
+
+def test_a_sampling_value_of_the_wrong_type_is_refused_alike_by_the_chat_and_the_api(server):
+    """The settings types check types too (a chat.toml or a JSON body can hold anything): one message."""
+    said = "temperature must be a number, got 'hot'"
+    with pytest.raises(SpecllamaError) as error:
+        ChatSettings.from_dict({"temperature": "hot"})
+    assert str(error.value) == said
+    status, reply = _post(server, "/v1/chat/completions", {"model": "a", "max_tokens": 4, "temperature": "hot",
+                                                           "messages": [{"role": "user", "content": "hi"}]})
+    assert status == 400 and reply["error"]["message"] == said and reply["error"]["param"] == "temperature", reply

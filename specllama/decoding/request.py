@@ -12,7 +12,7 @@ from typing import Hashable, Sequence
 
 from specllama.decoding.cancel import CancelHandle
 from specllama.decoding.constraint import Constraint
-from specllama.decoding.limits import AUTO, K_MAX, draft_length  # noqa: F401 (K_MAX: its users import it from here)
+from specllama.decoding.limits import AUTO, K_MAX, SettingError, draft_length, number, whole  # noqa: F401 (K_MAX: its users import it from here)
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 
@@ -57,10 +57,10 @@ class GenerationConfig:
         if self.verify not in VERIFY_MODES:
             raise SpecllamaError(f"unknown verification '{self.verify}': choose one of {', '.join(VERIFY_MODES)}")
         draft_length(self.k)
-        if self.max_tokens < 1:
-            raise SpecllamaError(f"max tokens must be at least 1, got {self.max_tokens}")
-        if not 0.0 <= self.p_min < 1.0:
-            raise SpecllamaError(f"p_min must be in [0, 1), got {self.p_min}")
+        if whole("max_tokens", self.max_tokens) < 1:
+            raise SettingError("max_tokens", f"max tokens must be at least 1, got {self.max_tokens}")
+        if not 0.0 <= number("p_min", self.p_min) < 1.0:
+            raise SettingError("p_min", f"p_min must be in [0, 1), got {self.p_min}")
 
     @property
     def drafts(self) -> bool:

@@ -102,23 +102,11 @@ class ChatSettings:
         return replace(self, p_min=min(P_MIN_MAX, max(0.0, value)))
 
 
-_NUMBER, _WHOLE = (int, float), (int,)
-
-
 def _check_types(settings: ChatSettings) -> None:
     def refuse(name: str, wanted: str) -> None:
         raise SpecllamaError(f"{name} must be {wanted}, got {getattr(settings, name)!r}")
 
-    for name in ("temperature", "p_min", "top_p", "min_p"):
-        value = getattr(settings, name)
-        if isinstance(value, bool) or not isinstance(value, _NUMBER):
-            refuse(name, "a number")
-    for name in ("top_k", "max_tokens"):
-        value = getattr(settings, name)
-        if isinstance(value, bool) or not isinstance(value, _WHOLE):
-            refuse(name, "a whole number")
-    if settings.seed is not None and (isinstance(settings.seed, bool) or not isinstance(settings.seed, int)):
-        refuse("seed", "a whole number")
+    # (numbers, K and their ranges: the settings types' own checks, decoding/limits.py)
     if not isinstance(settings.drafter, str) or not isinstance(settings.verify, str):
         refuse("drafter" if not isinstance(settings.drafter, str) else "verify", "a name")
     if settings.system is not None and not isinstance(settings.system, str):
