@@ -32,6 +32,7 @@ from __future__ import annotations
 import sys
 import time
 import traceback
+from dataclasses import replace
 from typing import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -288,8 +289,8 @@ class Engine:
         timing_before = {name: d.timing() for name, d in self.drafters.items()}
         proposals = self._draft(running, asks)
         t_draft = clock() - t_draft_start
-        self.planner.cut(running, proposals)
-        guide_drafts(running, proposals, target, self.planner.exact_rows)  # a grammar's cut and its forced tokens
+        proposals = self.planner.cut(running, proposals)
+        proposals = guide_drafts(running, proposals, target, self.planner.exact_rows)  # a grammar's cut and its forced tokens
         # --- decode: one target decode for every sequence (per verifier) ----------------------
         t_decode_start = clock()
         n_past = {slot.index: target.past(slot.index) for slot in running}
@@ -366,7 +367,7 @@ class Engine:
     def _draft(self, running: list[Slot], asks: list[Ask]) -> dict[int, Proposal]:
         """Each drafter proposes once for all the sequences that asked it (in rounds: a policy may
         ask another drafter after seeing a proposal); returns the proposals by slot."""
-        proposals: dict[int, Proposal] = {slot.index: Proposal([]) for slot in running}
+        proposals: dict[int, Proposal] = {slot.index: Proposal(()) for slot in running}
         waiting = [(slot, ask) for slot, ask in zip(running, asks) if ask.drafts]
         while waiting:
             by_drafter: dict[int, list[tuple[Slot, Ask]]] = {}
@@ -377,10 +378,11 @@ class Engine:
                 drafter = group[0][1].drafter
                 requests = [DraftRequest(slot.index, slot.committed, ask.k, slot.config, slot.rng) for slot, ask in group]
                 for (slot, ask), proposal in zip(group, drafter.propose(requests)):
-                    proposal.tokens = proposal.tokens[:ask.k]
-                    proposal.source = proposal.source or drafter.name
+                    proposal = proposal.keep(ask.k)
+                    if not proposal.source:
+                        proposal = replace(proposal, source=drafter.name)
+                    proposal, follow = slot.policy.review(proposal)
                     proposals[slot.index] = proposal
-                    follow = slot.policy.review(proposal)
                     if follow is not None and follow.drafts:
                         waiting.append((slot, follow))
         return proposals
