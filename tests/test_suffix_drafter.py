@@ -4,6 +4,8 @@ engine runs on tests/fake_llm.py's FakeContext. (What its policies do with its d
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -113,8 +115,7 @@ def test_a_long_copy_is_sent_whatever_the_costs_say_and_loses_the_claim_when_the
     for _ in range(10):
         failing.observe([0.9], 1, 0)  # rejected, step after step
     proposal = SuffixDrafter().propose([ask(0, long_copy)])[0]
-    proposal.confidence = failing.apply(proposal.confidence)
-    assert still_certain(proposal) == 0
+    assert still_certain(replace(proposal, confidence=failing.apply(proposal.confidence))) == 0
 
 
 def test_a_corpus_is_drafted_from_and_survives_reset(tmp_path):

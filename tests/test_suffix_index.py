@@ -246,7 +246,7 @@ def test_cross_document_drafting_from_an_earlier_job():
     d.finish(0, first)  # the engine, when the sequence ends
     new = system + [4, 5] + [30, 31]
     p = d.propose(ask(new, 5, kk=5))[0]
-    assert p.tokens == answer[:5]
+    assert list(p.tokens) == answer[:5]
     assert p.match_length == 2 and p.where == "history"
     assert [doc.kind for doc in d.history.documents] == ["job", "live"]
 
