@@ -247,7 +247,7 @@ class Engine:
             raise
         free.remove(index)
         summary.t_prompt = time.perf_counter() - t0
-        return Slot(index, request, policy, VERIFIERS[config.verify], prompt,
+        return Slot(index, request.request, policy, VERIFIERS[config.verify], prompt,
                     np.random.default_rng(config.sampling.seed), summary, StreamDecoder(target.model),
                     StopMatcher(config.stop), time.perf_counter(), guide=request.guide)
 

@@ -1,6 +1,6 @@
 """The shape of a draft policy: per request, how many drafts from which source each step.
 
-One policy object is made for each request when it is admitted (policy/registry.py chooses it from
+One policy object is made for each request when it is checked (policy/registry.py chooses it from
 the request's drafter and K, or by name) and lives as long as the request. The engine drives it
 through a step:
 
