@@ -134,7 +134,7 @@ class Engine:
         except SpecllamaError as e:
             raise e if isinstance(e, GrammarFault) else GrammarFault(str(e)) from None
         VERIFIERS[request.config.verify].check(self.target)
-        return Prepared(request, policy, guide)
+        return Prepared.of(request, policy, guide)
 
     def generate(self, prompt: Sequence[int], config: GenerationConfig, cancel: CancelHandle | None = None) -> Generation:
         """One request: checks it now (a prompt that cannot fit fails here, before any decoding)
@@ -247,7 +247,7 @@ class Engine:
             raise
         free.remove(index)
         summary.t_prompt = time.perf_counter() - t0
-        return Slot(index, request.request, policy, VERIFIERS[config.verify], prompt,
+        return Slot(index, request, policy, VERIFIERS[config.verify], prompt,
                     np.random.default_rng(config.sampling.seed), summary, StreamDecoder(target.model),
                     StopMatcher(config.stop), time.perf_counter(), guide=request.guide)
 

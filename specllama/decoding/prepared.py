@@ -16,46 +16,33 @@ built from hands it a `LateRecord`, whose view is taken when the policy first us
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Hashable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Hashable
 
 from specllama.decoding.acceptance import PositionAcceptance
-from specllama.decoding.cancel import CancelHandle
-from specllama.decoding.request import GenerationConfig, Request
+from specllama.decoding.request import Request
 
 if TYPE_CHECKING:
     from specllama.decoding.grammar import Guide
     from specllama.decoding.policy import DraftPolicy
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """A request the engine has checked, with the policy and grammar it runs with (each made once)."""
+@dataclass
+class Prepared(Request):
+    """A request the engine has checked, with the policy and grammar it runs with (each made once).
+    It is a Request (prompt, config, tag, cancel), so a scheduler reads it as any other."""
 
-    request: Request
-    policy: "DraftPolicy"
-    guide: "Guide | None" = None  # the compiled grammar's state; None without a constraint
+    policy: DraftPolicy = field(kw_only=True)
+    guide: Guide | None = field(default=None, kw_only=True)  # the compiled grammar's state; None without a constraint
 
-    @property
-    def prompt(self) -> Sequence[int]:
-        return self.request.prompt
+    @classmethod
+    def of(cls, request: Request, policy: DraftPolicy, guide: Guide | None) -> Prepared:
+        return cls(request.prompt, request.config, request.tag, request.cancel, policy=policy, guide=guide)
 
-    @property
-    def config(self) -> GenerationConfig:
-        return self.request.config
-
-    @property
-    def tag(self) -> Hashable:
-        return self.request.tag
-
-    @property
-    def cancel(self) -> CancelHandle:
-        return self.request.cancel
-
-    def tagged(self, tag: Hashable) -> "Prepared":
+    def tagged(self, tag: Hashable) -> Prepared:
         """The same prepared request under the tag a scheduler names its events by (a server's
         worker gives it one when it is queued, after it was checked)."""
-        return replace(self, request=replace(self.request, tag=tag))
+        return replace(self, tag=tag)
 
 
 class LateRecord:
