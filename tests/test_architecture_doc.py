@@ -34,8 +34,9 @@ def module_list() -> str:
 
 
 def first_sentence(doc: str) -> str:
-    """The docstring's first sentence (of its first paragraph, lines joined)."""
-    paragraph = " ".join(line.strip() for line in doc.strip().split("\n\n")[0].splitlines())
+    """The docstring's first sentence (of its first paragraph, lines joined), as plain text."""
+    # Without code spans: a command quoted there is no command the docs show (tests/docs_commands.py checks those).
+    paragraph = " ".join(line.strip() for line in doc.strip().split("\n\n")[0].splitlines()).replace("`", "")
     end = paragraph.find(". ")
     return paragraph if end < 0 else paragraph[:end + 1]
 
