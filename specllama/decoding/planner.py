@@ -62,13 +62,17 @@ class Planner:
         ks = fit_rows(ks, self.exact_rows)
         return [a if a.k == k else replace(a, k=k) for a, k in zip(asks, ks)]
 
-    def cut(self, running: Sequence[Slot], proposals: dict[int, Proposal]) -> None:
+    def cut(self, running: Sequence[Slot], proposals: dict[int, Proposal]) -> dict[int, Proposal]:
         """The one cut after drafting: each policy's own, then, in a batch, the drafts whose
         policies allow it jointly by the confidence each token came with. Other drafts (a fixed K,
-        the draft model under `--drafter model`) keep their length."""
-        trimmable = [slot.policy.cut(proposals[slot.index]) for slot in running]
+        the draft model under `--drafter model`) keep their length. Returns the proposals as cut."""
+        proposals = dict(proposals)
+        trimmable = []
+        for slot in running:
+            proposals[slot.index], trim = slot.policy.cut(proposals[slot.index])
+            trimmable.append(trim)
         if len(running) < 2 or not any(trimmable):
-            return
+            return proposals
         choices, fixed = [], []
         for slot, trim in zip(running, trimmable):
             proposal = proposals[slot.index]
@@ -78,4 +82,5 @@ class Planner:
             choices.append(LengthChoice(known + [0.0] * (n - len(known)), 0.0, n))
             fixed.append(None if trim else n)
         for slot, k in zip(running, choose_lengths(choices, self.costs.ratio, max_rows=self.exact_rows, fixed=fixed)):
-            proposals[slot.index].tokens = proposals[slot.index].tokens[:k]
+            proposals[slot.index] = proposals[slot.index].keep(k)
+        return proposals

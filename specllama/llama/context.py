@@ -17,6 +17,7 @@ import numpy as np
 
 from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError
 from specllama.llama import rollback as rb
+from specllama.llama import thread_share
 from specllama.llama.backend import C, default_threads, last_llama_error
 from specllama.llama.model import GGUFModel
 
@@ -116,6 +117,7 @@ class DecodeContext:
         self.unified = unified
         self.n_threads = threads
         self.n_threads_batch = n_threads_batch or threads
+        self._threads_applied = (self.n_threads, self.n_threads_batch)  # what llama.cpp decodes with now
         self._batch = _Batch(self.n_batch, max(1, n_seq_max))
         self.held: list[list[int]] = [[] for _ in range(n_seq_max)]
         self.snapshot_depth: int = C.llama_n_rs_seq(self._ctx)
@@ -162,7 +164,19 @@ class DecodeContext:
 
     def set_threads(self, n_threads: int, n_threads_batch: int | None = None) -> None:
         self.n_threads, self.n_threads_batch = n_threads, n_threads_batch or n_threads
-        C.llama_set_n_threads(self._ctx, self.n_threads, self.n_threads_batch)
+        self._apply_threads(self.n_threads, self.n_threads_batch)
+
+    def _apply_threads(self, n: int, n_batch: int) -> None:
+        if (n, n_batch) != self._threads_applied:
+            C.llama_set_n_threads(self._ctx, n, n_batch)
+            self._threads_applied = (n, n_batch)
+
+    def _follow_machine(self) -> None:
+        """Fewer threads than asked while other processes want the cores (llama/thread_share.py)."""
+        share = thread_share.current()
+        if share is not None:
+            cap = share.cap()
+            self._apply_threads(min(self.n_threads, cap), min(self.n_threads_batch, cap))
 
     # --- decoding -------------------------------------------------------------------------
 
@@ -240,6 +254,7 @@ class DecodeContext:
 
     def _submit(self, tokens, positions, seqs, want) -> list[np.ndarray]:
         self._batch.fill(tokens, positions, seqs, want)
+        self._follow_machine()
         start = time.perf_counter()
         rc = C.llama_decode(self._ctx, self._batch.raw)
         self.llama_seconds += time.perf_counter() - start

@@ -25,6 +25,7 @@ from specllama.decoding.engine import Engine, Generation, GenerationConfig, Requ
 from specllama.decoding.events import Event, Summary
 from specllama.decoding.exactness import Comparison, compare_greedy, top2_gap
 from specllama.decoding.mtp_drafter import MtpDrafter
+from specllama.decoding.prepared import Prepared
 from specllama.decoding.request import K_AUTO_MAX
 from specllama.decoding.request_queue import RequestQueue
 from specllama.decoding.suffix_drafter import SuffixDrafter
@@ -279,10 +280,11 @@ class Runtime:
             if ctx is not None:
                 ctx.interrupted = True
 
-    def check(self, request: Request) -> None:
+    def check(self, request: Request) -> Prepared:
         """Refuse a request that cannot run (a prompt longer than the context, a drafter not
-        loaded) before it is queued."""
-        self.engine.check(request)
+        loaded) before it is queued; else the request prepared (its policy and grammar), which
+        run_many admits as it is (decoding/prepared.py)."""
+        return self.engine.check(request)
 
     def reset(self) -> None:
         self.engine.reset()

@@ -16,7 +16,7 @@ import json
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import AsyncIterator, Callable, TypeVar
 
 from starlette.applications import Starlette
@@ -41,7 +41,7 @@ from specllama.server.prepare import ClientGone, Preparer, ServerStopping, disco
 from specllama.server.request_body import body_json
 from specllama.server.request_log import log_request
 from specllama.server.responses import Answer
-from specllama.server.schema import Job, ServedModel, chat_prompt_tokens, parse_chat, parse_completion
+from specllama.server.schema import Job, ServedModel, chat_prompt_tokens, context_message, parse_chat, parse_completion
 from specllama.server.stopping import Stopping, unless_stopping
 from specllama.server.worker import EngineWorker, QueueFull, Refused, ShuttingDown
 from specllama.server.writer import OpenAIWriter, Writer
@@ -217,19 +217,21 @@ def _parse(state: ServerState, body: object, chat: bool, stop: Callable[[], bool
 
 
 def checked(state: ServerState, parse: Callable[[], Job], prompt_param: str) -> Job:
-    """parse(), then the engine's own check; their SpecllamaErrors are the client's 400s."""
+    """parse(), then the engine's own check; their SpecllamaErrors are the client's 400s. The job
+    carries what the check prepared (its policy and grammar), which the engine thread admits as it is."""
     try:
         job = parse()
-        state.runtime.check(EngineRequest(job.prompt, job.config))
+        prepared = state.runtime.check(EngineRequest(job.prompt, job.config))
     except ContextOverflowError as e:
-        raise invalid(str(e), prompt_param, code="context_length_exceeded") from None
+        message = str(e) if e.prompt_tokens is None else context_message(e.prompt_tokens, e.n_ctx)
+        raise invalid(message, prompt_param, code="context_length_exceeded") from None
     except GrammarFault as e:  # the request's grammar: its tools' or its response_format's
         if job.tools is not None and job.config.constraint and job.config.constraint.kind == "lark":
             raise _tool_fault(job, e) from None
         raise invalid(str(e), "response_format") from None
     except SpecllamaError as e:  # a chat template that fails to render, a drafter that needs a cost curve
         raise invalid(str(e)) from None
-    return job
+    return replace(job, prepared=prepared)
 
 
 def _tool_fault(job: Job, error: GrammarFault) -> APIError:
@@ -337,7 +339,7 @@ async def answer(state: ServerState, request: Request, job: Job, writer: Writer)
 
     route = request.url.path
     try:
-        tag = state.worker.submit(job.prompt, job.config, sink)
+        tag = state.worker.submit(job.prepared, sink)
     except QueueFull:
         state.metrics.finished("refused")
         log_request(route, 503, None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from specllama.decoding.constraint import Constraint, check_constraint
 from specllama.decoding.limits import SettingError, draft_length
@@ -31,6 +31,9 @@ from specllama.server.dialects.grammars import call_constraint
 from specllama.server.ignored import note
 from specllama.server.thinking import template_kwargs as thinking_kwargs
 from specllama.server.tools import ToolUse, has_tool_turns, parse_tools, template_message
+
+if TYPE_CHECKING:
+    from specllama.decoding.prepared import Prepared
 
 MAX_STOPS = 16
 MAX_TOP_LOGPROBS = 20  # OpenAI's own limit
@@ -79,6 +82,7 @@ class Job:
     dialect: Dialect | None = None  # how the model writes thinking and calls: the answer is parsed by it
     reasons: bool = False  # the template thinks: its reasoning markers are parsed out of the answer
     thinking: bool = False  # the prompt opened the thinking: the answer begins inside it
+    prepared: Prepared | None = None  # the engine's check of it (policy, grammar): app.checked sets it, the engine admits it
 
     @property
     def parses_tools(self) -> bool:
@@ -223,8 +227,7 @@ def parse_completion(body: object, served: ServedModel, tokenize_text) -> Job:
 
 
 def _job(body: dict, served: ServedModel, prompt: list[int], prompt_param: str, chat: bool) -> Job:
-    if len(prompt) + 1 > served.n_ctx:
-        raise invalid(context_message(len(prompt), served.n_ctx), prompt_param, code="context_length_exceeded")
+    # Whether the prompt fits is the engine's check (app.checked), told with context_message.
     n = body.get("n", 1)
     if n is not None and n != 1:
         raise invalid("only n = 1 is supported", "n")

@@ -11,6 +11,7 @@ per-position acceptance as its confidence, so a batch can cut both kinds jointly
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import AbstractSet, Sequence
 
 from specllama.decoding.acceptance import PositionAcceptance, TextFit
@@ -66,26 +67,26 @@ class SourceChoice(PolicyBase):
         self._cap = min(room, K_AUTO_MAX)  # the model's longest draft
         return Ask(self.suffix, min(room, K_COPY_MAX))
 
-    def review(self, proposal: Proposal) -> Ask | None:
+    def review(self, proposal: Proposal) -> tuple[Proposal, Ask | None]:
         if proposal.source != self.suffix.name:  # the model's draft: this text's odds as its confidence
             if proposal.confidence is None and self.acceptance is not None:
-                proposal.confidence = list(self.acceptance.fast[:len(proposal.tokens)])
-            return None
+                proposal = replace(proposal, confidence=self.acceptance.fast[:len(proposal.tokens)])
+            return proposal, None
         if proposal.confidence is not None:
-            proposal.confidence = self.fit.apply(proposal.confidence)
-            proposal.certain = still_certain(proposal)
-        long_enough(proposal)
+            proposal = replace(proposal, confidence=self.fit.apply(proposal.confidence))
+            proposal = replace(proposal, certain=still_certain(proposal))
+        proposal = long_enough(proposal)
         choice, k = choose_source(proposal, self.acceptance, self._cap, self.realised.avoid(), self.kit.costs.ratio)
         if choice == "model":
-            return Ask(self.model, k)
+            return proposal, Ask(self.model, k)
         if choice == "none":
-            proposal.tokens = []
-        return None
+            proposal = proposal.keep(0)
+        return proposal, None
 
-    def cut(self, proposal: Proposal) -> bool:
+    def cut(self, proposal: Proposal) -> tuple[Proposal, bool]:
         if proposal.tokens and proposal.source == self.suffix.name:
-            cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens, self.copy_run.reach)
-        return fully_known(proposal)
+            proposal = cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens, self.copy_run.reach)
+        return proposal, fully_known(proposal)
 
     def observe(self, outcome: StepOutcome) -> None:
         by_model = self.model is not None and outcome.source == self.model.name
