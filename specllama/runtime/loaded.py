@@ -11,6 +11,7 @@ Front-ends use the Session protocol (runtime/session.py) and nothing else of it.
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
@@ -55,9 +56,10 @@ def context_note(asked: int, got: int, trained: int) -> str:
     return f"context: {got} tokens, not the {asked} asked for ({why})"
 
 
-def model_acceptance(costs: StepCosts) -> PositionAcceptance:
-    """The draft model's long-run acceptance record, priced on the live costs."""
-    return PositionAcceptance(costs.ratio, costs.draft_ratio, k_max=K_AUTO_MAX)
+def model_acceptance(costs: StepCosts, source: str = "model") -> PositionAcceptance:
+    """A decoding source's (the draft model's, the MTP head's) long-run acceptance record, priced
+    on the live costs and its own draft decodes'."""
+    return PositionAcceptance(costs.ratio, partial(costs.draft_ratio, source), k_max=K_AUTO_MAX)
 
 
 def build(plan: LoadPlan, registry: Registry | None = None, progress: store.Progress | None = None,
@@ -106,7 +108,7 @@ class Runtime:
                 raise IncompatiblePairError(
                     f"{self.draft_path.name} cannot draft for {self.target_path.name}: " + "; ".join(report.reasons))
         self.gpu_layers = plan.gpu_layers
-        nextn = mtp_layers(self.target_path) if opts.load_mtp else 0
+        nextn = mtp_layers(self.target_path) if opts.load_mtp or opts.mtp_if_present else 0
         self.target_model = GGUFModel(self.target_path, n_gpu_layers=plan.gpu_layers, exact=opts.exact, load_mtp=nextn > 0)
         n_ctx = min(opts.n_ctx, self.target_model.n_ctx_train) if opts.n_ctx > 0 else self.target_model.n_ctx_train
         # Slots are whole sequences of KV cache, allocated used or not: counted here, where the files
@@ -157,7 +159,7 @@ class Runtime:
             drafters["mtp"] = MtpDrafter(self.mtp)
         elif opts.load_mtp:
             self._say(Notice("mtp", f"--drafter mtp: {self.target_path.name} has no MTP (nextn) layers to draft with"))
-        acceptance = {name: model_acceptance(self.step_costs) for name in ("model", "mtp") if name in drafters}
+        acceptance = {name: model_acceptance(self.step_costs, name) for name in ("model", "mtp") if name in drafters}
         drafters["suffix"] = self.suffix
         self.model_acceptance = acceptance.get("model")
         self.engine = Engine(self.target_ctx, drafters, acceptance, self.step_costs)
