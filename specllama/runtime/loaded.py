@@ -32,7 +32,9 @@ from specllama.errors import IncompatiblePairError
 from specllama.llama.backend import gpu_offload_supported
 from specllama.llama.context import DecodeContext
 from specllama.llama.gguf_meta import check_compatibility
-from specllama.llama.kv_memory import available_memory, kv_bytes_per_sequence
+from specllama.llama.kv_memory import (available_memory, cells_per_sequence, kv_bytes_per_sequence,
+                                      mtp_kv_bytes_per_token, state_bytes_per_sequence)
+from specllama.llama.rollback import KEPT_CHECKPOINTS, SNAPSHOTS, rollback_table
 from specllama.llama.model import GGUFModel
 from specllama.llama.mtp import MtpContext
 from specllama.models import store
@@ -115,6 +117,14 @@ class Runtime:
         # are on disk, against the job's prompts and the free memory (slot_budget.py).
         target_kv = kv_bytes_per_sequence(self.target_path, n_ctx, q8_0_cache=opts.exact)
         draft_kv = kv_bytes_per_sequence(self.draft_path, n_ctx) if self.draft_path else 0
+        # A recurrent or hybrid model's state per sequence, with its snapshots (where the
+        # architecture has them) and the checkpoints kept beside it; the MTP head's own cache.
+        snapshots = (snapshot_depth(self.target_model, opts.exact)
+                     if rollback_table().get(self.target_model.info.architecture) == SNAPSHOTS else 0)
+        target_kv += state_bytes_per_sequence(self.target_path, snapshots, KEPT_CHECKPOINTS + 1)
+        target_kv += mtp_kv_bytes_per_token(self.target_path) * cells_per_sequence(n_ctx) if nextn else 0
+        if self.draft_path is not None:
+            draft_kv += state_bytes_per_sequence(self.draft_path, 0, KEPT_CHECKPOINTS + 1)
         self.slot_plan = plan_slots(opts.parallel, prompts=opts.prompts, kv_bytes=target_kv + draft_kv,
                                     available=available_memory())
         self.slots = self.slot_plan.count
