@@ -32,11 +32,16 @@ from specllama.errors import IncompatiblePairError
 from specllama.llama.backend import gpu_offload_supported
 from specllama.llama.context import DecodeContext
 from specllama.llama.gguf_meta import check_compatibility
-from specllama.llama.kv_memory import (available_memory, cells_per_sequence, kv_bytes_per_sequence,
-                                      mtp_kv_bytes_per_token, state_bytes_per_sequence)
-from specllama.llama.rollback import KEPT_CHECKPOINTS, SNAPSHOTS, rollback_table
+from specllama.llama.kv_memory import (
+    available_memory,
+    cells_per_sequence,
+    kv_bytes_per_sequence,
+    mtp_kv_bytes_per_token,
+    state_bytes_per_sequence,
+)
 from specllama.llama.model import GGUFModel
 from specllama.llama.mtp import MtpContext
+from specllama.llama.rollback import KEPT_CHECKPOINTS, SNAPSHOTS, rollback_table
 from specllama.models import store
 from specllama.models.registry import Registry, load_registry
 from specllama.models.resolve import resolve

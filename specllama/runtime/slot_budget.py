@@ -2,7 +2,8 @@
 
 A slot is a whole sequence of KV cache, allocated and cleared when the context is made, used or
 not (llama/kv_memory.py), and for a recurrent or hybrid model its recurrent state, 1 + n_rs_seq
-copies of it in the context and the checkpoints kept in host memory (runtime/loaded.py adds them). So `--parallel auto` allocates no more slots than can ever be used:
+copies of it in the context and the checkpoints kept in host memory (runtime/loaded.py adds them).
+So `--parallel auto` allocates no more slots than can ever be used:
   - at most one per prompt of the job (a batch of three prompts gets three, not sixteen);
   - at most what MEMORY_SHARE of the memory free at load time holds (host memory: with the layers
     offloaded to a GPU the cache lives in its memory, which this does not read);
