@@ -50,12 +50,12 @@ def chat_answers(path, drafter: str) -> list[str]:
 
     async def scenario():
         async with app.run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: app.runtime is not None, timeout=120)
+            await wait_until(pilot, lambda: app.runtime is not None, timeout=300)
             assert "mtp" in app.runtime.drafters  # auto's session loaded the head too
             for turn in range(TURNS):
                 app.query_one("#prompt").value = f"Turn {turn}: tell me more."
                 await pilot.press("enter")
-                await wait_until(pilot, lambda: not app.busy, timeout=120)
+                await wait_until(pilot, lambda: not app.busy, timeout=300)
             answers.extend(m.text for m in list(app.query(ChatMessage))[1::2])
     try:
         asyncio.run(scenario())
