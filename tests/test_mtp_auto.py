@@ -68,6 +68,8 @@ class FakeHead:
     decodes the next position of every drafting sequence (`rule` of the text so far, the drafts
     included) and advances the clock by one head decode."""
 
+    max_depth = None  # one head: drafts as deep as asked
+
     def __init__(self, target: FakeContext, rule, clock: FakeClock, seconds: float):
         self.target, self.rule, self.clock, self.seconds = target, rule, clock, seconds
         self.pending: dict[int, dict[int, int]] = {}  # seq -> position -> token, past the target's cache

@@ -63,10 +63,11 @@ def context_note(asked: int, got: int, trained: int) -> str:
     return f"context: {got} tokens, not the {asked} asked for ({why})"
 
 
-def model_acceptance(costs: StepCosts, source: str = "model") -> PositionAcceptance:
+def model_acceptance(costs: StepCosts, source: str = "model", depth: int | None = None) -> PositionAcceptance:
     """A decoding source's (the draft model's, the MTP head's) long-run acceptance record, priced
-    on the live costs and its own draft decodes'."""
-    return PositionAcceptance(costs.ratio, partial(costs.draft_ratio, source), k_max=K_AUTO_MAX)
+    on the live costs and its own draft decodes', over the positions it can draft (`depth`:
+    chained MTP heads draft one position a head)."""
+    return PositionAcceptance(costs.ratio, partial(costs.draft_ratio, source), k_max=min(K_AUTO_MAX, depth or K_AUTO_MAX))
 
 
 def build(plan: LoadPlan, registry: Registry | None = None, progress: store.Progress | None = None,
@@ -174,7 +175,8 @@ class Runtime:
             drafters["mtp"] = MtpDrafter(self.mtp)
         elif opts.load_mtp:
             self._say(Notice("mtp", f"--drafter mtp: {self.target_path.name} has no MTP (nextn) layers to draft with"))
-        acceptance = {name: model_acceptance(self.step_costs, name) for name in ("model", "mtp") if name in drafters}
+        acceptance = {name: model_acceptance(self.step_costs, name, self.mtp.max_depth if name == "mtp" else None)
+                      for name in ("model", "mtp") if name in drafters}
         drafters["suffix"] = self.suffix
         self.model_acceptance = acceptance.get("model")
         self.engine = Engine(self.target_ctx, drafters, acceptance, self.step_costs)
