@@ -330,7 +330,7 @@ class Engine:
         self.costs.record_step(rows, t_step - t_draft)
         for name, drafter in self.drafters.items():
             decodes, seconds = drafter.timing()
-            self.costs.record_draft(decodes - timing_before[name][0], seconds - timing_before[name][1])
+            self.costs.record_draft(decodes - timing_before[name][0], seconds - timing_before[name][1], name)
         t1, alone = self.costs.t1(), len(running) == 1
         # --- emit: each slot commits its new tokens (stopping where a stop string or the limit says) --
         emitted = []
