@@ -87,6 +87,9 @@ class Engine:
         self._timed = list({id(c): c for c in contexts}.values())
         # A unified cache lends its extra sequences to a verifier as scratch (stairs): one slot.
         self.slots = 1 if target.unified else target.n_seq_max
+        # Prefixes kept beyond the slots (runtime/prompt_cache.py, `serve`): admit() may restore one
+        # into the slot before its prefix is reused; prefilled() may keep the prompt after it.
+        self.prompt_cache = None
 
     def reset(self) -> None:
         """Forget every cache: the next generation starts from an empty context (a failed decode
@@ -203,13 +206,16 @@ class Engine:
         """Give the request the free slot whose cache shares the longest prefix with its prompt
         (a chat's earlier turns, a batch's common system prompt) and prefill the rest."""
         target, config, prompt = self.target, request.config, list(request.prompt)
-        index = max(free, key=lambda s: (target.common_prefix(prompt, s), -s))
+        # Ties go to the slot holding least: what another slot holds may be the next prompt's prefix.
+        index = max(free, key=lambda s: (target.common_prefix(prompt, s), -target.past(s), -s))
         policy = self.policy_for(config)
         guide = guide_for(config.constraint, target.model, config.drafts)
         summary = Summary(prompt_tokens=len(prompt), drafter=config.drafter if config.drafts else "none")
         t0 = time.perf_counter()
         try:
+            cached = self.prompt_cache.admit(prompt, index) if self.prompt_cache is not None else ""
             summary.reused_tokens = min(target.reuse_prefix(prompt, index), len(prompt) - 1)
+            summary.reused_from = cached if summary.reused_tokens else ""
             target.rollback(summary.reused_tokens, index)
             # In chunks of n_batch (where llama.cpp splits it anyway, so the cache is the same): a
             # request cancelled meanwhile (a server's client that left during a long prompt) stops
@@ -229,6 +235,8 @@ class Engine:
                 # The policy lets its drafters digest the prompt now, or leaves it to their first
                 # proposal (a draft model under -k auto that may not draft at all).
                 policy.start(index, prompt)
+                if self.prompt_cache is not None:
+                    self.prompt_cache.prefilled(index)
         except BaseException:
             target.clear(index)
             raise
