@@ -136,6 +136,25 @@ class Stats:
     saved: int = 0  # entries copied out of a slot
 
 
+def default_ram_bytes() -> int:
+    from specllama.llama.kv_memory import available_memory
+
+    free = available_memory()
+    return RAM_DEFAULT_MAX if free is None else min(RAM_DEFAULT_MAX, int(free * MEMORY_SHARE))
+
+
+def default_disk_bytes(folder: Path) -> int:
+    import shutil
+
+    probe = Path(folder)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        return min(DISK_DEFAULT_MAX, int(shutil.disk_usage(probe).free * DISK_SHARE))
+    except OSError:
+        return 0
+
+
 def model_identity(path: Path) -> dict:
     st = Path(path).stat()
     return {"name": Path(path).name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
