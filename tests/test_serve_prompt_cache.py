@@ -7,14 +7,13 @@ Live servers on a tiny model (127.0.0.1), the cache in a scratch folder."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from tests.live_serve import REPO, LiveServer
+from specllama.cli import cmd_ps
+from tests.live_serve import LiveServer
 from tests.tiny_gguf import write_tiny_model
 
 SYSTEM = " ".join(f"Rule {i}: keep the answer about topic {i * 7 % 13} short and exact." for i in range(60))
@@ -47,8 +46,8 @@ def test_a_long_prefix_comes_back_from_memory_and_after_a_restart_from_disk(long
         client.completions.create(model="x", prompt="Something else entirely. " * 80, max_tokens=4)  # takes the slot
         again = message(server, "Question two, a little longer?")
         metrics = server.metrics()
-        ps = subprocess.run([sys.executable, "-m", "specllama", "ps", "--url", server.url], cwd=REPO, capture_output=True,
-                            text=True, timeout=60)
+        ps = cmd_ps.text(cmd_ps.summary({"url": server.url, "health": {"status": "ok"}, "props": {},
+                                         "metrics": cmd_ps.parse_metrics(server.get("/metrics")[2].decode())}))
     finally:
         assert server.stop() == 0
     log = server.stderr()
@@ -56,7 +55,7 @@ def test_a_long_prefix_comes_back_from_memory_and_after_a_restart_from_disk(long
     assert again["usage"]["cache_read_input_tokens"] > 300
     assert "from memory)" in log and "Traceback" not in log
     assert metrics['specllama_prompt_cache_hits_total{where="memory"}'] == 1
-    assert ps.returncode == 0 and "cache      memory: " in ps.stdout and "1 hit(s)" in ps.stdout, ps.stdout + ps.stderr
+    assert "cache      memory: " in ps and "1 hit(s)" in ps and "cache      disk: 2 prompt(s)" in ps, ps
 
     server = start(long_model, tmp_path, "second")
     try:
