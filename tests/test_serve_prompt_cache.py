@@ -27,7 +27,7 @@ def long_model(tmp_path_factory, tokenizer_sources):
 def start(model, tmp_path, name: str, *extra: str) -> LiveServer:
     return LiveServer(["--target", str(model), "--no-draft", "--ctx", "4096", "--parallel", "1", "--max-tokens", "8",
                        "--cache-ram", "64", "--cache-disk", "64", *extra], tmp_path / f"{name}.log",
-                      env={"SPECLLAMA_CACHE": str(tmp_path / "cache")})
+                      env={"SPECLLAMA_PROMPT_CACHE": str(tmp_path / "cache")})
 
 
 def message(server: LiveServer, user: str) -> dict:

@@ -173,11 +173,11 @@ def run(args: argparse.Namespace) -> int:
 
 def prompt_cache_for(runtime, args: argparse.Namespace) -> str:
     """Give the engine its prompt cache (runtime/prompt_cache.py); says its bounds ("" when off)."""
-    from specllama.dirs import cache_dir
+    from specllama.dirs import prompt_cache_dir
     from specllama.llama.kv_memory import human_bytes
     from specllama.runtime.prompt_cache import default_disk_bytes, default_ram_bytes
 
-    folder = cache_dir() / "prompt-cache"
+    folder = prompt_cache_dir()
     ram = args.cache_ram << 20 if args.cache_ram is not None else default_ram_bytes()
     disk = args.cache_disk << 20 if args.cache_disk is not None else default_disk_bytes(folder)
     log = lambda text: print("specllama serve: " + text, file=sys.stderr, flush=True)  # noqa: E731
