@@ -193,3 +193,26 @@ def test_a_file_header_names_what_it_was_made_with(tmp_path):
     path.write_bytes(b"nonsense")
     with pytest.raises(pcf.EntryError, match="not a prompt-cache file"):
         pcf.read_header(path, identity)
+
+
+def test_an_entry_llama_cpp_refuses_is_prefilled_instead(long_model):
+    """A state llama.cpp will not read (here: its magic spoilt in memory) leaves the slot empty,
+    not half restored: the prompt is prefilled, the answer is a cold run's, the log says so."""
+    first, second = SYSTEM + tokens(3, 20), SYSTEM + tokens(12, 18)
+    said: list[str] = []
+    with runtime(long_model, said=said) as rt:
+        run(rt, [first, OTHER + tokens(5, 10)])
+        for entry in rt.prompt_cache.entries.values():
+            entry.parts["target"].data[0] ^= 0xFF
+        [(ids, summary)] = run(rt, [second])
+    assert summary.reused_from == "" and summary.reused_tokens == 0
+    assert any("could not be restored" in line for line in said), said
+    assert ids == cold(long_model, second)
+
+
+def test_a_folder_that_cannot_be_made_leaves_the_cache_in_memory(long_model, tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    said: list[str] = []
+    with runtime(long_model, disk=64 << 20, folder=tmp_path / "file" / "cache", said=said) as rt:
+        assert rt.prompt_cache.disk is None and rt.prompt_cache.enabled
+    assert len(said) == 1 and "kept in memory only" in said[0]

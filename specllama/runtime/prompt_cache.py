@@ -177,7 +177,12 @@ class PromptCache:
         identity = {"model": model_identity(target.model.path), "cache_type": "q8_0" if target.exact else "f16",
                     "llama_cpp": llama_cpp.__version__}
         prefix = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
-        self.disk = DiskCache(folder, disk_bytes, identity, prefix, log) if disk_bytes > 0 and folder else None
+        self.disk = None
+        if disk_bytes > 0 and folder:
+            try:
+                self.disk = DiskCache(folder, disk_bytes, identity, prefix, log)
+            except OSError as e:  # a folder that cannot be made or read: memory only, said once
+                log(f"prompt cache: {folder}: {e.strerror or e}; kept in memory only")
         # An MTP context cannot be handed a restored prefix (module doc): nothing is restored then.
         self.enabled = not target.observers and (ram_bytes > 0 or self.disk is not None)
 
