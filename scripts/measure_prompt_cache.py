@@ -6,8 +6,9 @@ its disk after a restart of the server (issue 39 item 4).
 The request is Anthropic's /v1/messages, streamed, as Claude Code sends it: a long system text
 (synthetic: rules and tool descriptions, --system-tokens of them) and a short user turn; each
 request changes only the user turn. Time to first token is measured at the client, from sending
-the request to the first text (or thinking) delta. The prompt cache's folder is a scratch one (the
-models are reached through a link to the store's folder, the learnt costs are the user's).
+the request to the first text (or thinking) delta; beside it, the CPU seconds the server process
+spent meanwhile (from /proc: what the prefill cost, whatever else shares the cores or pauses this
+process). The prompt cache's folder is a scratch one (SPECLLAMA_PROMPT_CACHE).
 
     flock /tmp/specllama-heavy.lock nice -n 19 .venv/bin/python scripts/measure_prompt_cache.py \\
         --out bench/measured/vm-20261125-prompt-cache
@@ -31,7 +32,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from specllama import dirs  # noqa: E402
 from specllama.llama.machine import cpu_model  # noqa: E402
 
 
@@ -81,10 +81,10 @@ class Server:
         body = {"model": "x", "max_tokens": max_tokens, "temperature": 0, "stream": True, "system": system,
                 "messages": [{"role": "user", "content": user}]}
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=3600)
-        start = time.perf_counter()
+        start, cpu0 = time.perf_counter(), self.cpu_seconds()
         conn.request("POST", "/v1/messages", json.dumps(body), {"Content-Type": "application/json"})
         response = conn.getresponse()
-        first, usage, text, pings, buffer = None, {}, "", 0, b""
+        first, first_cpu, usage, text, pings, buffer = None, None, {}, "", 0, b""
         while chunk := response.read1(65536):
             buffer += chunk
             while b"\n\n" in buffer:
@@ -97,12 +97,19 @@ class Server:
                     pings += 1
                 if obj.get("type") == "content_block_delta" and first is None:
                     first = time.perf_counter() - start
+                    first_cpu = self.cpu_seconds() - cpu0
                 if obj.get("type") == "content_block_delta":
                     text += obj["delta"].get("text", "") or obj["delta"].get("thinking", "")
                 if obj.get("type") == "message_delta":
                     usage = obj.get("usage", {})
-        return {"ttft_s": round(first, 2) if first is not None else None, "total_s": round(time.perf_counter() - start, 2),
+        return {"ttft_s": round(first, 2) if first is not None else None, "ttft_cpu_s": round(first_cpu, 2)
+                if first is not None else None, "total_s": round(time.perf_counter() - start, 2),
                 "usage": usage, "text": text, "pings": pings}
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of the server process (all its threads) so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -115,7 +122,7 @@ def request_lines(log: Path) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--system-words", type=int, default=4200, help="words of system text (~1.4 tokens each)")
+    ap.add_argument("--system-words", type=int, default=2800, help="words of system text (~1.4 tokens each)")
     ap.add_argument("--ctx", type=int, default=12288)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--max-tokens", type=int, default=16)
@@ -126,8 +133,7 @@ def main() -> int:
     args = ap.parse_args()
 
     scratch = Path(tempfile.mkdtemp(prefix="specllama-prompt-cache-"))
-    (scratch / "models").symlink_to(dirs.cache_dir() / "models")  # the store's models, not a download
-    env = {**os.environ, "SPECLLAMA_CACHE": str(scratch), "SPECLLAMA_COSTS": str(dirs.costs_dir())}
+    env = {**os.environ, "SPECLLAMA_PROMPT_CACHE": str(scratch / "prompt-cache")}
     log = scratch / "serve.log"
     system = system_text(args.system_words)
     other = system_text(700).replace("Use ", "Avoid ")  # another client's prompt: shares nothing useful
@@ -160,7 +166,8 @@ def main() -> int:
         "request_log": lines,
     }
     for name, run in runs.items():
-        print(f"{name:7} ttft {run['ttft_s']} s, total {run['total_s']} s, usage {run['usage']}")
+        print(f"{name:7} ttft {run['ttft_s']} s ({run['ttft_cpu_s']} CPU s), total {run['total_s']} s, "
+              f"usage {run['usage']}")
     print("\n".join(lines))
     assert len(first_lines) == 3
     if args.out:
@@ -179,7 +186,8 @@ def markdown(r: dict, args) -> str:
         run = runs[name]
         cached = run["usage"].get("cache_read_input_tokens", 0)
         share = f"{run['ttft_s'] / cold:.1%}" if cold and run["ttft_s"] is not None else ""
-        rows.append(f"| {what} | {cached:,} | {run['ttft_s']} | {share} |")
+        cpu = f"{run['ttft_cpu_s'] / runs['cold']['ttft_cpu_s']:.1%}" if runs["cold"]["ttft_cpu_s"] else ""
+        rows.append(f"| {what} | {cached:,} | {run['ttft_s']} | {share} | {run['ttft_cpu_s']} | {cpu} |")
     logs = "\n".join(f"    {re.sub(r'^specllama serve: ', '', line)}" for line in r["request_log"])
     return f"""# Prompt cache: time to first token of a long agent request (issue 39 item 4)
 
@@ -188,10 +196,11 @@ Machine: {r['machine']}; load average {', '.join(f'{x:.1f}' for x in r['load_ave
 serve: {r['serve']}; `--parallel 1 --ctx {args.ctx} --cache-ram {args.cache_ram} --cache-disk {args.cache_disk}`.
 Request: Anthropic /v1/messages, streamed, temperature 0, max_tokens {args.max_tokens}; a synthetic system text of
 {r['prompt_tokens']:,} prompt tokens in all; each request changes only the user turn. Time to first token measured
-at the client. One disk entry: {r['disk_entry_bytes'] / 1e6:,.0f} MB (target and draft model sequences).
+at the client; the server's CPU seconds over the same time from /proc (what the work cost, whatever else shared
+the cores). Disk entries after the first server: {r['disk_entry_bytes'] / 1e6:,.0f} MB.
 
-| request | prompt tokens cached | time to first token (s) | of cold |
-|---|---|---|---|
+| request | prompt tokens cached | time to first token (s) | of cold | server CPU seconds to it | of cold |
+|---|---|---|---|---|---|
 {chr(10).join(rows)}
 
 The server's request log lines:
