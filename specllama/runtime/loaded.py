@@ -191,12 +191,33 @@ class Runtime:
         self.close()
 
     def close(self) -> None:
+        cache = getattr(self, "prompt_cache", None)
+        if cache is not None:
+            cache.close()  # its writes under way finish first (a few seconds at most)
         costs = getattr(self, "step_costs", None)
         if costs is not None:
             self.store.save_learned(costs, self.draft_path)  # the next session here starts from it
         for part in (self.mtp, self.draft_ctx, self.target_ctx, self.draft_model, self.target_model):
             if part is not None:
                 part.close()
+
+    def use_prompt_cache(self, ram_bytes: int, disk_bytes: int, folder: Path | None, log=None):
+        """Keep prompt prefixes beyond the slots, in memory and on disk (runtime/prompt_cache.py):
+        `serve`'s. Returns the cache (None when both bounds are 0)."""
+        from specllama.runtime.prompt_cache import PromptCache
+
+        self.prompt_cache = None
+        if ram_bytes > 0 or disk_bytes > 0:
+            extra = {"log": log} if log is not None else {}
+            self.prompt_cache = PromptCache(self.target_ctx, self.draft_ctx, ram_bytes=ram_bytes, disk_bytes=disk_bytes,
+                                            folder=folder, **extra)
+        self.engine.prompt_cache = self.prompt_cache
+        return self.prompt_cache
+
+    def prompt_cache_report(self) -> dict | None:
+        """What the prompt cache holds and has given (`ps`), or None without one."""
+        cache = getattr(self, "prompt_cache", None)
+        return cache.report() if cache is not None else None
 
     # --- what was loaded ---------------------------------------------------------------------
 
