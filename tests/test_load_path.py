@@ -40,7 +40,7 @@ def test_run_reads_the_registry_once(tiny_models, monkeypatch, capsys):
 
 def files(**kw) -> FileFacts:
     return FileFacts(**{"n_ctx_train": 32768, "target_kv_per_token": 1000, "draft_kv_per_token": 0, "mtp_layers": 0,
-                        "available_memory": None, **kw})
+                        "mtp_kv_per_token": 0, "available_memory": None, **kw})
 
 
 def known(facts: FileFacts | None = None) -> Known:

@@ -91,6 +91,9 @@ class Engine:
         self._timed = list({id(c): c for c in contexts}.values())
         # A unified cache lends its extra sequences to a verifier as scratch (stairs): one slot.
         self.slots = 1 if target.unified else target.n_seq_max
+        # Prefixes kept beyond the slots (runtime/prompt_cache.py, `serve`): admit() may restore one
+        # into the slot before its prefix is reused; prefilled() may keep the prompt after it.
+        self.prompt_cache = None
 
     def reset(self) -> None:
         """Forget every cache: the next generation starts from an empty context (a failed decode
@@ -216,14 +219,19 @@ class Engine:
         (a chat's earlier turns, a batch's common system prompt) and prefill the rest."""
         target, config, prompt, policy = self.target, request.config, list(request.prompt), request.policy
         common = {s: target.common_prefix(prompt, s) for s in free}
-        index = max(free, key=lambda s: (common[s], -s))
+        # Ties go to the slot holding least: what another slot holds may be the next prompt's prefix.
+        index = max(free, key=lambda s: (common[s], -target.past(s), -s))
         summary = Summary(prompt_tokens=len(prompt), drafter=config.drafter if config.drafts else "none")
         t0 = time.perf_counter()
         try:
+            cached = self.prompt_cache.admit(prompt, index) if self.prompt_cache is not None else ""
+            # A restored entry changed what the slot holds: only then is its prefix counted again.
+            shared = target.common_prefix(prompt, index) if cached else common[index]
             # What follows the shared prefix goes; at least the prompt's last token is decoded again
             # (its logits start the first step).
-            target.rollback(min(common[index], len(prompt) - 1), index)
+            target.rollback(min(shared, len(prompt) - 1), index)
             summary.reused_tokens = target.past(index)
+            summary.reused_from = cached if summary.reused_tokens else ""
             # In chunks of n_batch (where llama.cpp splits it anyway, so the cache is the same): a
             # request cancelled meanwhile (a server's client that left during a long prompt) stops
             # after the current chunk; its next step ends it as "cancelled".
@@ -242,6 +250,8 @@ class Engine:
                 # The policy lets its drafters digest the prompt now, or leaves it to their first
                 # proposal (a draft model under -k auto that may not draft at all).
                 policy.start(index, prompt)
+                if self.prompt_cache is not None:
+                    self.prompt_cache.prefilled(index)
         except BaseException:
             target.clear(index)
             raise
@@ -330,7 +340,7 @@ class Engine:
         self.costs.record_step(rows, t_step - t_draft)
         for name, drafter in self.drafters.items():
             decodes, seconds = drafter.timing()
-            self.costs.record_draft(decodes - timing_before[name][0], seconds - timing_before[name][1])
+            self.costs.record_draft(decodes - timing_before[name][0], seconds - timing_before[name][1], name)
         t1, alone = self.costs.t1(), len(running) == 1
         # --- emit: each slot commits its new tokens (stopping where a stop string or the limit says) --
         emitted = []

@@ -35,7 +35,9 @@ class MtpDrafter(DrafterBase):
         drafted: list[list[int]] = [[] for _ in requests]  # each request's tokens (its Proposal is made at the end)
         q_rows: dict[int, list[np.ndarray]] = {i: [] for i in range(len(requests))}
         # (index, request, its k, the token to decode, its position, the MTP state for it or None)
-        live = [(i, r, r.k, r.committed[-1], len(r.committed) - 1, None) for i, r in enumerate(requests) if r.k > 0]
+        depth = self.mtp.max_depth  # chained heads: one draft position a head
+        live = [(i, r, min(r.k, depth or r.k), r.committed[-1], len(r.committed) - 1, None)
+                for i, r in enumerate(requests) if r.k > 0]
         starts = {r.seq: len(r.committed) - 1 for _, r, *_ in live}
         while live:
             start = self.clock()

@@ -27,6 +27,12 @@ from specllama.decoding.policy import NO_DRAFT, Ask
 from specllama.decoding.slot import Slot
 
 PROBE_EVERY = 48  # a plain step at most this often costs < 1 % at 2x, and keeps T(1) fresh
+# While T(1) has never been timed here (no plain step yet, nothing learnt in an earlier run), the
+# step after this many is plain. A drafter that drafts from the first step (an MTP head, sure of
+# itself on a fresh prior) would otherwise run on T(1) guessed from its own batches and the prior's
+# shape, which hides any cost: on llama.cpp #23752's Metal curve a head drafted 3 a step at 0.88x of
+# plain until the text repeated (tests/test_mtp_auto.py).
+PROBE_FIRST = 2
 
 
 class Planner:
@@ -40,6 +46,8 @@ class Planner:
         if len(running) != 1 or not running[0].policy.adaptive:
             return False
         costs = self.costs
+        if costs.last_t1_step < 0 and not costs.prior.learned and costs.steps >= PROBE_FIRST:
+            return True
         return costs.steps > 0 and costs.steps - max(costs.last_t1_step, 0) >= PROBE_EVERY
 
     def asks(self, running: Sequence[Slot], target) -> list[Ask]:

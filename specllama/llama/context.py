@@ -370,6 +370,30 @@ class DecodeContext:
             return  # no copy of this state: going back decodes from the start
         self._checkpoints.add(seq, rb.Checkpoint(len(self.held[seq]), data, keep))
 
+    def sequence_state(self, seq: int) -> bytearray | None:
+        """A copy of all the cache holds for `seq` (its cells, a recurrent state), in llama.cpp's own
+        layout, to be put back by set_sequence_state (the prompt cache); None if it cannot be had."""
+        size = C.llama_state_seq_get_size(self._ctx, seq)
+        if not size:
+            return None
+        data = bytearray(size)
+        if C.llama_state_seq_get_data(self._ctx, (ctypes.c_uint8 * size).from_buffer(data), size, seq) != size:
+            return None
+        return data
+
+    def set_sequence_state(self, seq: int, data: bytearray, tokens: Sequence[int]) -> bool:
+        """Make `seq` hold `tokens` from a sequence_state() copy of them. False (and `seq` empty)
+        when llama.cpp refuses it (another layout or cache type, no room) or what it restored does
+        not end where `tokens` does: the caller decodes instead, never runs on a half state."""
+        self.clear(seq)
+        buffer = (ctypes.c_uint8 * len(data)).from_buffer(data)
+        if not C.llama_state_seq_set_data(self._ctx, buffer, len(data), seq) or \
+                C.llama_memory_seq_pos_max(self._memory, seq) != len(tokens) - 1:
+            self.clear(seq)
+            return False
+        self.held[seq][:] = tokens
+        return True
+
     def prepare_rollback(self, seq: int, n_tokens: int) -> None:
         """The next decode appends to `seq` and up to n_tokens of it may be dropped (a draft's
         verification): a checkpoint now where the snapshots will not reach that far."""

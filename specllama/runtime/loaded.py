@@ -13,6 +13,7 @@ Front-ends use the Session protocol (runtime/session.py) and nothing else of it.
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
@@ -55,9 +56,11 @@ def context_note(asked: int, got: int, trained: int) -> str:
     return f"context: {got} tokens, not the {asked} asked for ({why})"
 
 
-def model_acceptance(costs: StepCosts) -> PositionAcceptance:
-    """The draft model's long-run acceptance record, priced on the live costs."""
-    return PositionAcceptance(costs.ratio, costs.draft_ratio, k_max=K_AUTO_MAX)
+def model_acceptance(costs: StepCosts, source: str = "model", depth: int | None = None) -> PositionAcceptance:
+    """A decoding source's (the draft model's, the MTP head's) long-run acceptance record, priced
+    on the live costs and its own draft decodes', over the positions it can draft (`depth`:
+    chained MTP heads draft one position a head)."""
+    return PositionAcceptance(costs.ratio, partial(costs.draft_ratio, source), k_max=min(K_AUTO_MAX, depth or K_AUTO_MAX))
 
 
 def open_runtime(opts: LoadOptions, registry: Registry | None = None, progress: store.Progress | None = None,
@@ -158,7 +161,8 @@ class Runtime:
         if sizes.mtp:  # (a target without MTP layers, asked for them, was said by the plan)
             self.mtp = MtpContext(self.target_ctx)
             drafters["mtp"] = MtpDrafter(self.mtp)
-        acceptance = {name: model_acceptance(self.step_costs) for name in ("model", "mtp") if name in drafters}
+        acceptance = {name: model_acceptance(self.step_costs, name, self.mtp.max_depth if name == "mtp" else None)
+                      for name in ("model", "mtp") if name in drafters}
         drafters["suffix"] = self.suffix
         self.model_acceptance = acceptance.get("model")
         self.engine = Engine(self.target_ctx, drafters, acceptance, self.step_costs)
@@ -172,12 +176,33 @@ class Runtime:
         self.close()
 
     def close(self) -> None:
+        cache = getattr(self, "prompt_cache", None)
+        if cache is not None:
+            cache.close()  # its writes under way finish first (a few seconds at most)
         costs = getattr(self, "step_costs", None)
         if costs is not None:
             self.store.save_learned(costs, self.draft_path)  # the next session here starts from it
         for part in (self.mtp, self.draft_ctx, self.target_ctx, self.draft_model, self.target_model):
             if part is not None:
                 part.close()
+
+    def use_prompt_cache(self, ram_bytes: int, disk_bytes: int, folder: Path | None, log=None):
+        """Keep prompt prefixes beyond the slots, in memory and on disk (runtime/prompt_cache.py):
+        `serve`'s. Returns the cache (None when both bounds are 0)."""
+        from specllama.runtime.prompt_cache import PromptCache
+
+        self.prompt_cache = None
+        if ram_bytes > 0 or disk_bytes > 0:
+            extra = {"log": log} if log is not None else {}
+            self.prompt_cache = PromptCache(self.target_ctx, self.draft_ctx, ram_bytes=ram_bytes, disk_bytes=disk_bytes,
+                                            folder=folder, **extra)
+        self.engine.prompt_cache = self.prompt_cache
+        return self.prompt_cache
+
+    def prompt_cache_report(self) -> dict | None:
+        """What the prompt cache holds and has given (`ps`), or None without one."""
+        cache = getattr(self, "prompt_cache", None)
+        return cache.report() if cache is not None else None
 
     # --- what was loaded ---------------------------------------------------------------------
 

@@ -57,8 +57,13 @@ class FileFacts:
     n_ctx_train: int  # the target's trained context
     target_kv_per_token: int  # KV cache bytes a token takes in the target's cache (exact mode's type where asked)
     draft_kv_per_token: int  # the same in the draft's (0: no draft on disk)
-    mtp_layers: int  # the target's multi-token-prediction (nextn) layers
+    mtp_layers: int  # the target's multi-token-prediction (nextn) layers (read where they may be loaded)
+    mtp_kv_per_token: int  # the same in the MTP head's own context (0: not loaded)
     available_memory: int | None  # bytes free without swapping (None: unknown here)
+    # A recurrent or hybrid model's state a sequence, with the snapshots (where its architecture has
+    # them) and the checkpoints kept beside it: bytes a slot, whatever the context size.
+    target_state_bytes: int = 0
+    draft_state_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -135,20 +140,35 @@ def survey(options: LoadOptions, registry: Registry, fetched: Mapping[str, Path]
 
 
 def file_facts(options: LoadOptions, target: Path, draft: Path | None) -> FileFacts:
+    from specllama.decoding.request import K_MAX
+    from specllama.llama.exact_rows import EXACT_MAX_BATCH, exact_max_batch
     from specllama.llama.gguf_header import read_header
-    from specllama.llama.kv_memory import available_memory, kv_bytes_per_token
+    from specllama.llama.kv_memory import (
+        available_memory,
+        kv_bytes_per_token,
+        mtp_kv_bytes_per_token,
+        state_bytes_per_sequence,
+    )
+    from specllama.llama.rollback import KEPT_CHECKPOINTS, SNAPSHOTS, rollback_table
     from specllama.runtime.rollback_note import mtp_layers
 
     header = read_header(target, decode_arrays=False)
-    trained = header.get(f"{header.get('general.architecture')}.context_length")
-    draft_kv = 0
+    arch = header.get("general.architecture")
+    trained = header.get(f"{arch}.context_length")
+    nextn = mtp_layers(target) if options.load_mtp or options.mtp_if_present else 0
+    # As many snapshots as the context will be asked for (rollback_note.snapshot_depth, from the file).
+    snapshots = 0
+    if rollback_table().get(arch) == SNAPSHOTS:
+        snapshots = min(K_MAX, exact_max_batch(target, EXACT_MAX_BATCH) - 1) if options.exact else K_MAX
+    draft_kv = draft_state = 0
     if draft is not None:
         try:
-            draft_kv = kv_bytes_per_token(draft)
+            draft_kv, draft_state = kv_bytes_per_token(draft), state_bytes_per_sequence(draft, 0, KEPT_CHECKPOINTS + 1)
         except ModelFileError:  # said where the draft is loaded (the pair check), not where auto may leave it
             pass
     return FileFacts(int(trained) if isinstance(trained, int) else 0, kv_bytes_per_token(target, q8_0_cache=options.exact),
-                     draft_kv, mtp_layers(target) if options.load_mtp else 0, available_memory())
+                     draft_kv, nextn, mtp_kv_bytes_per_token(target) if nextn else 0, available_memory(),
+                     state_bytes_per_sequence(target, snapshots, KEPT_CHECKPOINTS + 1), draft_state)
 
 
 def gpu_layers(options: LoadOptions, offload: bool) -> int:
@@ -184,11 +204,14 @@ def _sizes(options: LoadOptions, files: FileFacts, with_draft: bool) -> Sizes:
     n_ctx = min(options.n_ctx, files.n_ctx_train) if options.n_ctx > 0 else files.n_ctx_train
     # Slots are whole sequences of KV cache, allocated used or not: counted against the job's
     # prompts and the free memory (slot_budget.py).
-    per_token = files.target_kv_per_token + (files.draft_kv_per_token if with_draft else 0)
-    slot_plan = plan_slots(options.parallel, prompts=options.prompts, kv_bytes=per_token * cells_per_sequence(n_ctx),
+    mtp = files.mtp_layers > 0
+    per_token = files.target_kv_per_token + (files.mtp_kv_per_token if mtp else 0)
+    per_token += files.draft_kv_per_token if with_draft else 0
+    fixed = files.target_state_bytes + (files.draft_state_bytes if with_draft else 0)
+    slot_plan = plan_slots(options.parallel, prompts=options.prompts, kv_bytes=per_token * cells_per_sequence(n_ctx) + fixed,
                            available=files.available_memory)
     # The verifiers say what context they need for that many slots (and refuse what they cannot serve).
-    return Sizes(n_ctx, slot_plan, context_for(options.verifiers, slot_plan.count), files.mtp_layers > 0)
+    return Sizes(n_ctx, slot_plan, context_for(options.verifiers, slot_plan.count), mtp)
 
 
 def _auto_decision(draft: ModelFile, known: Known) -> DraftLoad:

@@ -51,6 +51,9 @@ GAVE_UP = object()  # what _next_event returns once the stop's grace for the eng
 OPEN_PATHS = ("/health", "/v1/health")  # answered without the API key (load balancers probe them)
 RETRY_AFTER_FULL = 1  # seconds a client waits after a 503 for a full queue
 LOCAL_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"  # CORS: pages served from this machine
+KEEP_ALIVE = 10.0  # serve's --keep-alive default
+KEEP_ALIVE_COMMENT = ": keep-alive\n\n"  # an SSE comment: every client's parser skips it
+QUIET = object()  # what _next_event returns when the stream's keep-alive interval passed with no event
 
 
 @dataclass
@@ -64,6 +67,7 @@ class ServerState:
     started: float = field(default_factory=time.time)
     preparer: Preparer = field(default_factory=Preparer)  # JSON and tokenizing, off the event loop
     stopping: Stopping = field(default_factory=Stopping)
+    keep_alive: float = KEEP_ALIVE  # seconds of silence in a stream before a keep-alive is sent (0: never)
 
 
 def create_app(state: ServerState, api_key: str | None = None, cors: tuple[str, ...] = (),
@@ -394,7 +398,11 @@ async def _stream(state: ServerState, request: Request, tag: int, events: asynci
         for line in writer.opening():
             yield line
         while True:
-            event = await _next_event(request, events, state.stopping.give_up)
+            event = await _next_event(request, events, state.stopping.give_up, state.keep_alive or None)
+            if event is QUIET:  # a long prefill, or a wait for a slot: clients and proxies time out on silence
+                for line in keep_alive(writer):
+                    yield line
+                continue
             if event is None:
                 log_request(route, 499, None)
                 return  # the client left (finally cancels its request)
@@ -424,21 +432,30 @@ async def _stream(state: ServerState, request: Request, tag: int, events: asynci
             state.worker.cancel(tag)
 
 
-async def _next_event(request: Request, events: asyncio.Queue, give_up: asyncio.Event):
+def keep_alive(writer: Writer) -> list[str]:
+    """The writer's own keep-alive (Anthropic's ping event), else an SSE comment."""
+    own = getattr(writer, "keep_alive", None)
+    return own() if own is not None else [KEEP_ALIVE_COMMENT]
+
+
+async def _next_event(request: Request, events: asyncio.Queue, give_up: asyncio.Event, quiet: float | None = None):
     """The request's next event; None when the client disconnects first, GAVE_UP when the server
-    stopped long enough ago that it answers without waiting for the engine any more."""
+    stopped long enough ago that it answers without waiting for the engine any more, QUIET when
+    `quiet` seconds passed without any of those (a stream's keep-alive is due)."""
     if not events.empty():
         return events.get_nowait()
     get = asyncio.ensure_future(events.get())
     gone = asyncio.ensure_future(disconnected(request))
     stop = asyncio.ensure_future(give_up.wait())
     try:
-        done, _ = await asyncio.wait({get, gone, stop}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({get, gone, stop}, timeout=quiet, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in (get, gone, stop):
             task.cancel()
-    if get in done:
+    if get.done() and not get.cancelled():  # it may have finished after wait() returned: its event is not lost
         return get.result()
+    if not done:
+        return QUIET
     return None if gone in done else GAVE_UP
 
 
@@ -479,7 +496,9 @@ def _health(state: ServerState) -> Response:
 def _metrics(state: ServerState) -> Response:
     active, queued = state.worker.counts()
     preparer = state.preparer
-    return PlainTextResponse(state.metrics.render(active, queued, sum(preparer.counts()), preparer.abandoned),
+    report = getattr(state.runtime, "prompt_cache_report", None)
+    return PlainTextResponse(state.metrics.render(active, queued, sum(preparer.counts()), preparer.abandoned,
+                                                  report() if report is not None else None),
                              media_type="text/plain; version=0.0.4")
 
 

@@ -11,7 +11,7 @@ token by token; a schema keyword it cannot enforce is a 400 naming the keyword.
 
 Omitted sampling fields take the server's command-line values (`serve --temp 0.7` sets the default);
 per request, two extra fields choose the speculation (documented in docs/serve.md):
-  "drafter": "auto" | "suffix" | "model" | "none"   and   "k": draft tokens per step, or "auto".
+  "drafter": "auto" | "suffix" | "model" | "mtp" | "none"   and   "k": draft tokens per step, or "auto".
 """
 
 from __future__ import annotations
