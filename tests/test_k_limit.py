@@ -73,3 +73,12 @@ def test_a_sampling_value_of_the_wrong_type_is_refused_alike_by_the_chat_and_the
     status, reply = _post(server, "/v1/chat/completions", {"model": "a", "max_tokens": 4, "temperature": "hot",
                                                            "messages": [{"role": "user", "content": "hi"}]})
     assert status == 400 and reply["error"]["message"] == said and reply["error"]["param"] == "temperature", reply
+
+
+def test_fixed_or_auto_k_is_said_in_one_place():
+    from specllama.bench.configs import parse_config
+    from specllama.decoding.request import GenerationConfig
+
+    assert GenerationConfig(k="auto").fixed_k is None and GenerationConfig(k=4).fixed_k == 4
+    assert parse_config("suffix:k=auto").generation().fixed_k is None
+    assert parse_config("model:k=3").generation(64).fixed_k == 3

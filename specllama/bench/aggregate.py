@@ -150,10 +150,11 @@ def _fill(summary: ConfigSummary, config: BenchConfig, mine: list[tuple[RunRecor
         alpha = stats.acceptance if not config.is_baseline else 0.0
         # Stairs decode (K+1)(K+2)/2 tokens per step; timed as one causal batch of that size, an
         # approximation (their attention spans differ), so read that prediction as a rough one.
-        if isinstance(config.k, int):  # under k=auto only the per-step prediction below applies
-            verify_tokens = VERIFIERS[config.verify].batch_tokens(config.k)
+        k = config.generation().fixed_k
+        if k is not None:  # under k=auto only the per-step prediction below applies
+            verify_tokens = VERIFIERS[config.verify].batch_tokens(k)
             c = curve.draft_ratio if draft_ratio is None else draft_ratio
-            summary.predicted_speedup = predicted_speedup(curve.ratio, config.k, alpha, c, verify_tokens)
+            summary.predicted_speedup = predicted_speedup(curve.ratio, k, alpha, c, verify_tokens)
         summary.predicted_from_steps = _speedup_from_steps(curve, stats, draft_ratio, config.verify)
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specllama.decoding.limits import draft_length
-from specllama.decoding.request import VERIFY_MODES, drafter_name
+from specllama.decoding.request import VERIFY_MODES, GenerationConfig, drafter_name
+from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 
 DEFAULT_CONFIGS = "none;auto:k=auto;suffix:k=auto;model:k=2;model:k=4;model:k=4,verify=stairs"
@@ -34,6 +35,11 @@ class BenchConfig:
     @property
     def is_baseline(self) -> bool:
         return self.drafter == "none"
+
+    def generation(self, max_tokens: int = 512, sampling: SamplingParams | None = None) -> GenerationConfig:
+        """The request this configuration runs (its K read through GenerationConfig.fixed_k)."""
+        return GenerationConfig(max_tokens=max_tokens, sampling=sampling or SamplingParams(), drafter=self.drafter,
+                                k=self.k, p_min=self.p_min, stop=(), verify=self.verify)
 
     @property
     def label(self) -> str:

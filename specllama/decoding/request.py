@@ -63,6 +63,13 @@ class GenerationConfig:
             raise SettingError("p_min", f"p_min must be in [0, 1), got {self.p_min}")
 
     @property
+    def fixed_k(self) -> int | None:
+        """The draft length a fixed-K request asks for; None under -k auto (the policy chooses each
+        step). The one place that reads `k == AUTO`: the policy registry, the grammar's room and
+        bench's prediction ask this."""
+        return None if self.k == AUTO else int(self.k)
+
+    @property
     def drafts(self) -> bool:
         """Whether this request drafts at all (plain decoding is the drafter none, or K = 0)."""
         return self.drafter != "none" and self.k != 0
