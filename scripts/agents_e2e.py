@@ -43,7 +43,9 @@ PIP = {"aider": ("aider-chat", "0.86.2")}
 TASK = ("The function add in calc.py returns the wrong result: add(2, 3) should be 5. Fix the bug by editing "
         "calc.py. Do not create other files.")
 CALC = "def add(a, b):\n    \"\"\"The sum of a and b.\"\"\"\n    return a - b\n"
-LOG_LINE = re.compile(r"specllama serve: POST (\S+) (\d+)(?: · prompt (\d+) \(cached (\d+)\))?")
+# The request log writes counts with thousands separators and says where cached tokens came from:
+# "prompt 11,922 (cached 11,804 from disk)".
+LOG_LINE = re.compile(r"specllama serve: POST (\S+) (\d+)(?: · prompt ([\d,]+) \(cached ([\d,]+)[^)]*\))?")
 DRAFTED = re.compile(r"(\d+) \((\d+) accepted\)")
 HTTP_ERROR = re.compile(r"(?:error|status)\W{0,3}(?:code\W{0,3})?\b(?:4\d\d|5\d\d)\b[^\n]{0,300}", re.IGNORECASE)
 
@@ -227,8 +229,8 @@ def run_client(client: str, args, scratch: Path, url: str, serve_log: Path) -> R
             row.failed_requests += 1
             row.evidence.append("serve: " + line.strip())
         if match.group(3):
-            row.prompt_tokens += int(match.group(3))
-            row.cached_tokens += int(match.group(4))
+            row.prompt_tokens += int(match.group(3).replace(",", ""))
+            row.cached_tokens += int(match.group(4).replace(",", ""))
         for drafted, accepted in DRAFTED.findall(line):  # "drafted suffix 40 (31 accepted), model 12 (7 accepted)"
             row.drafted += int(drafted)
             row.accepted += int(accepted)
