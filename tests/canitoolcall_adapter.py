@@ -2,7 +2,7 @@
 parsers): its offline fixtures replayed through our serving layer.
 
 What it drives is what `serve` runs: the OpenAI writer (server/writer.py) with a Job carrying the
-family's dialect (server/dialects), fed TokenEvents and a DoneEvent exactly as app.py feeds it, and
+family's dialect (dialects/), fed TokenEvents and a DoneEvent exactly as app.py feeds it, and
 its server-sent events read back and merged as an OpenAI client merges deltas; the non-streamed
 parse is the writer's `whole()`. Each chunk of the stream is one TokenEvent holding the chunk's
 text: one speculative step can emit several tokens, so every chunking strategy counts
@@ -34,7 +34,7 @@ from canitoolcall.results import ParsedToolCall, ParseResult, StreamAccumulator
 
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.decoding.request import GenerationConfig
-from specllama.server.dialects import BY_NAME
+from specllama.dialects import BY_NAME
 from specllama.server.responses import Answer
 from specllama.server.schema import Job
 from specllama.server.tools import ToolUse

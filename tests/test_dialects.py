@@ -1,4 +1,4 @@
-"""Each model family's dialect (server/dialects): found from the chat template's text; thinking,
+"""Each model family's dialect (dialects/): found from the chat template's text; thinking,
 content and calls the same for every split of the text (streamed or whole); a forced opening
 continued into a call; the grammars written per dialect compile and take that dialect's calls.
 (canitoolcall's fixtures, test_canitoolcall.py, replay recorded outputs of each family too.)"""
@@ -11,8 +11,8 @@ import warnings
 
 import pytest
 
-from specllama.server.dialects import BY_NAME, DIALECTS, Reasoning, ToolSet, detect
-from specllama.server.dialects.answer import AnswerParser, split_answer
+from specllama.dialects import BY_NAME, DIALECTS, Reasoning, ToolSet, detect
+from specllama.dialects.answer import AnswerParser, split_answer
 from specllama.server.tool_calls import ToolCall
 
 # The text of each family's template that gives it away (short excerpts of what the real ones hold).
@@ -174,7 +174,7 @@ def test_dialect_grammars_take_their_calls_and_nothing_else(vocab, dialect, choi
     from llguidance import LLMatcher
 
     from specllama.decoding.constraint import check_constraint
-    from specllama.server.dialects.grammars import call_constraint
+    from specllama.server.dialect_grammars import call_constraint
     from specllama.server.tools import parse_tools
 
     model, tokenizer = vocab
@@ -189,7 +189,7 @@ def test_dialect_grammars_take_their_calls_and_nothing_else(vocab, dialect, choi
 
 
 def test_auto_has_no_grammar_where_no_marker_can_trigger_it():
-    from specllama.server.dialects.grammars import call_constraint
+    from specllama.server.dialect_grammars import call_constraint
     from specllama.server.tools import parse_tools
 
     use = parse_tools({"tools": [WEATHER], "tool_choice": "auto"})
@@ -232,7 +232,7 @@ def test_auto_tools_keep_the_response_format_in_each_dialect(vocab, dialect, tex
     from llguidance import LLMatcher
 
     from specllama.decoding.constraint import Constraint, check_constraint
-    from specllama.server.dialects.grammars import call_constraint
+    from specllama.server.dialect_grammars import call_constraint
     from specllama.server.tools import parse_tools
 
     model, tokenizer = vocab
@@ -253,7 +253,7 @@ def test_auto_tools_keep_the_response_format_in_each_dialect(vocab, dialect, tex
 
 def test_a_forced_call_or_no_parsing_ignores_or_keeps_the_response_format():
     from specllama.decoding.constraint import Constraint
-    from specllama.server.dialects.grammars import call_constraint
+    from specllama.server.dialect_grammars import call_constraint
     from specllama.server.tools import parse_tools
 
     answer = Constraint(kind="json_schema", schema=ANSWER, strict=True)

@@ -4,7 +4,7 @@ message selected) shows every answer's."""
 
 from __future__ import annotations
 
-from specllama.server.dialects import BY_NAME
+from specllama.dialects import BY_NAME
 from specllama.tui.widgets.chat_message import ChatMessage
 from tests.test_tui import SIZE, FakeRuntime, chat_app, run, screen_text, send
 

@@ -19,8 +19,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
+from specllama.dialects import Reasoning
 from specllama.server.api_errors import APIError, invalid
-from specllama.server.dialects import Reasoning
 from specllama.server.ignored import note
 from specllama.server.schema import Job
 from specllama.server.tool_calls import ToolCall

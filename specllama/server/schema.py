@@ -23,10 +23,10 @@ from typing import NamedTuple, Protocol
 from specllama.decoding.constraint import Constraint, check_constraint
 from specllama.decoding.request import AUTO, DRAFTERS, K_MAX, GenerationConfig, drafter_name
 from specllama.decoding.sampling import SamplingParams
+from specllama.dialects import BY_NAME, Dialect
 from specllama.errors import SpecllamaError
 from specllama.server.api_errors import APIError, invalid
-from specllama.server.dialects import BY_NAME, Dialect
-from specllama.server.dialects.grammars import call_constraint
+from specllama.server.dialect_grammars import call_constraint
 from specllama.server.ignored import note
 from specllama.server.thinking import template_kwargs as thinking_kwargs
 from specllama.server.tools import ToolUse, has_tool_turns, parse_tools, template_message

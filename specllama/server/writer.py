@@ -12,9 +12,9 @@ import json
 from typing import Callable, Protocol
 
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
+from specllama.dialects import Reasoning, ToolSet
+from specllama.dialects.answer import AnswerParser, split_answer
 from specllama.server.api_errors import APIError
-from specllama.server.dialects import Reasoning, ToolSet
-from specllama.server.dialects.answer import AnswerParser, split_answer
 from specllama.server.responses import Answer, usage
 from specllama.server.schema import Job
 from specllama.server.tool_calls import ToolCall

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from specllama.server.dialects.dialect import Dialect, ToolSet, call
-from specllama.server.dialects.values import convert, param_schema
+from specllama.dialects.dialect import Dialect, ToolSet, call
+from specllama.dialects.values import convert, param_schema
 
 PAIR = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from specllama.server.dialects.dialect import Dialect, ToolSet, call, json_prefix
+from specllama.dialects.dialect import Dialect, ToolSet, call, json_prefix
 
 BEGIN, END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
 BEGIN_CALL, ARGS, END_CALL = "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>"

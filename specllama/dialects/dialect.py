@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from specllama.server.dialects.calls import ToolCall, new_call_id
+from specllama.dialects.calls import ToolCall, new_call_id
 
 
 @dataclass(frozen=True)

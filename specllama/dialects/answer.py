@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from specllama.server.dialects.calls import ToolCall
-from specllama.server.dialects.dialect import Dialect, ToolSet
-from specllama.server.dialects.parts import Reasoning
-from specllama.server.dialects.scanner import Scanner
+from specllama.dialects.calls import ToolCall
+from specllama.dialects.dialect import Dialect, ToolSet
+from specllama.dialects.parts import Reasoning
+from specllama.dialects.scanner import Scanner
 
 
 class AnswerParser:

@@ -3,17 +3,17 @@ chat template: one parser interface (dialect.Dialect), one table or decoder per 
 
 from __future__ import annotations
 
-from specllama.server.dialects.deepseek import DEEPSEEK
-from specllama.server.dialects.dialect import Dialect, ToolSet
-from specllama.server.dialects.gemma import GEMMA4
-from specllama.server.dialects.glm import GLM
-from specllama.server.dialects.harmony import HARMONY
-from specllama.server.dialects.hermes import HERMES
-from specllama.server.dialects.kimi import KIMI
-from specllama.server.dialects.llama import LLAMA3
-from specllama.server.dialects.mistral import MISTRAL
-from specllama.server.dialects.parts import Reasoning
-from specllama.server.dialects.qwen_xml import QWEN_XML
+from specllama.dialects.deepseek import DEEPSEEK
+from specllama.dialects.dialect import Dialect, ToolSet
+from specllama.dialects.gemma import GEMMA4
+from specllama.dialects.glm import GLM
+from specllama.dialects.harmony import HARMONY
+from specllama.dialects.hermes import HERMES
+from specllama.dialects.kimi import KIMI
+from specllama.dialects.llama import LLAMA3
+from specllama.dialects.mistral import MISTRAL
+from specllama.dialects.parts import Reasoning
+from specllama.dialects.qwen_xml import QWEN_XML
 
 # Most specific first: Qwen3-Coder's and GLM's templates hold <tool_call> too, and a Hermes-style
 # Llama fine-tune holds Llama's header markers as well as <tool_call>.

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from specllama.server.dialects.dialect import Dialect, ToolSet, call
-from specllama.server.dialects.values import convert, param_schema
+from specllama.dialects.dialect import Dialect, ToolSet, call
+from specllama.dialects.values import convert, param_schema
 
 FUNCTION = re.compile(r"<function=([^>\n]*)>(.*?)</function>", re.S)
 # A value ends at its </parameter> (on a line of its own when the value holds more lines), or where

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from specllama.server.dialects.parts import Reasoning
+from specllama.dialects.parts import Reasoning
 
 if TYPE_CHECKING:
-    from specllama.server.dialects.dialect import Dialect, ToolSet
+    from specllama.dialects.dialect import Dialect, ToolSet
 
 CONTENT, REASONING, CALL = "content", "reasoning", "call"
 

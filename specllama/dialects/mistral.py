@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from specllama.server.dialects.dialect import Dialect, ToolSet, call, json_call, json_prefix
+from specllama.dialects.dialect import Dialect, ToolSet, call, json_call, json_prefix
 
 OPEN = "[TOOL_CALLS]"
 NAMED = re.compile(r"\s*([^\[\]\s{]+)\s*(?:\[CALL_ID\]\s*[^\[\s]*\s*)?\[ARGS\]", re.S)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
-from specllama.server.dialects.dialect import Dialect, ToolSet, call, json_prefix
-from specllama.server.dialects.parts import Reasoning
-from specllama.server.dialects.scanner import partial_tail
+from specllama.dialects.dialect import Dialect, ToolSet, call, json_prefix
+from specllama.dialects.parts import Reasoning
+from specllama.dialects.scanner import partial_tail
 
 MESSAGE = "<|message|>"
 ENDS = ("<|end|>", "<|call|>", "<|return|>")

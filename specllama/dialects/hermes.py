@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from specllama.server.dialects.calls import CLOSE, OPEN, bare_calls
-from specllama.server.dialects.dialect import Dialect, ToolSet, json_call, json_prefix
+from specllama.dialects.calls import CLOSE, OPEN, bare_calls
+from specllama.dialects.dialect import Dialect, ToolSet, json_call, json_prefix
 
 
 def decode(open_: str, body: str, tools: ToolSet, complete: bool):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from specllama.server.dialects.dialect import Dialect, ToolSet, call
+from specllama.dialects.dialect import Dialect, ToolSet, call
 
 OPEN, CLOSE, QUOTE = "<|tool_call>", "<tool_call|>", '<|"|>'
 STRING = re.compile(re.escape(QUOTE) + r"(.*?)" + re.escape(QUOTE), re.S)

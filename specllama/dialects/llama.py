@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import json
 
-from specllama.server.dialects.dialect import Dialect, ToolSet, call, json_call, json_prefix
+from specllama.dialects.dialect import Dialect, ToolSet, call, json_call, json_prefix
 
 TAG = "<|python_tag|>"
 START, END = "<|python_start|>", "<|python_end|>"

@@ -18,7 +18,7 @@ import json
 from typing import Callable
 
 from specllama.decoding.constraint import Constraint
-from specllama.server.dialects.dialect import Dialect
+from specllama.dialects.dialect import Dialect
 from specllama.server.tools import ToolUse, _schema_text, answer_rule, tool_constraint
 
 Namer = Callable[[str], str]  # text -> how a grammar names it (<[id]> for one special token)
@@ -26,7 +26,7 @@ Namer = Callable[[str], str]  # text -> how a grammar names it (<[id]> for one s
 
 def call_constraint(use: ToolUse, dialect: Dialect | None, grammar_token,
                     answer: Constraint | None = None) -> Constraint | None:
-    """The grammar a call follows in the model's dialect (grammars.py), from where the answer's
+    """The grammar a call follows in the model's dialect (dialect_grammars.py), from where the answer's
     forced start leaves off; None where the dialect has none (the call is still parsed). `answer`:
     the request's response_format, kept for an answer that is not a call (see tool_constraint)."""
     if not use.parses or dialect is None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from specllama.server.dialects.dialect import Dialect, ToolSet, call, json_prefix
-from specllama.server.dialects.values import convert, param_schema
+from specllama.dialects.dialect import Dialect, ToolSet, call, json_prefix
+from specllama.dialects.values import convert, param_schema
 
 BEGIN, END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 SEP = "<｜tool▁sep｜>"
