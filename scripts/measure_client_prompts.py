@@ -18,7 +18,7 @@ from pathlib import Path
 
 from specllama.decoding.request import DRAFTERS, GenerationConfig
 from specllama.llama.model import GGUFModel
-from specllama.server import anthropic, openai_responses
+from specllama.server.api import anthropic, openai_responses
 from specllama.server.schema import ServedModel, parse_chat
 
 

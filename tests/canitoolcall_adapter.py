@@ -35,7 +35,7 @@ from canitoolcall.results import ParsedToolCall, ParseResult, StreamAccumulator
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.decoding.request import GenerationConfig
 from specllama.dialects import BY_NAME
-from specllama.server.responses import Answer
+from specllama.server.api.openai_chat import Answer
 from specllama.server.schema import Job
 from specllama.server.tools import ToolUse
 from specllama.server.writer import OpenAIWriter

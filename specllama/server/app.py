@@ -31,16 +31,16 @@ from specllama.decoding.engine import DoneEvent, TokenEvent
 from specllama.decoding.engine import Request as EngineRequest
 from specllama.decoding.grammar import GrammarFault
 from specllama.errors import ContextOverflowError, SpecllamaError
-from specllama.server import anthropic, openai_responses
-from specllama.server.anthropic import AnthropicWriter
+from specllama.server.api import anthropic, openai_responses
+from specllama.server.api.anthropic import AnthropicWriter
+from specllama.server.api.openai_chat import Answer
+from specllama.server.api.openai_responses import ResponsesWriter
 from specllama.server.api_errors import APIError, invalid
 from specllama.server.browser_guard import BrowserGuard, allowed_hosts
 from specllama.server.metrics import Metrics
-from specllama.server.openai_responses import ResponsesWriter
 from specllama.server.prepare import ClientGone, Preparer, ServerStopping, disconnected
 from specllama.server.request_body import body_json
 from specllama.server.request_log import log_request
-from specllama.server.responses import Answer
 from specllama.server.schema import Job, ServedModel, chat_prompt_tokens, parse_chat, parse_completion
 from specllama.server.stopping import Stopping, unless_stopping
 from specllama.server.worker import EngineWorker, QueueFull, Refused, ShuttingDown

@@ -1,4 +1,4 @@
-"""What one socket may hold (protocol.py enforces it; `serve --header-timeout` etc. set it)."""
+"""What one socket may hold (http_limits.py enforces it; `serve --header-timeout` etc. set it)."""
 
 from __future__ import annotations
 

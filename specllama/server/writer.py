@@ -14,8 +14,8 @@ from typing import Callable, Protocol
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.dialects import Reasoning, ToolSet
 from specllama.dialects.answer import AnswerParser, split_answer
+from specllama.server.api.openai_chat import Answer, usage
 from specllama.server.api_errors import APIError
-from specllama.server.responses import Answer, usage
 from specllama.server.schema import Job
 from specllama.server.tool_calls import ToolCall
 
