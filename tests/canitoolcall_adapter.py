@@ -1,8 +1,8 @@
 """specllama's adapter for canitoolcall (a neutral conformance suite for tool-call and reasoning
 parsers): its offline fixtures replayed through our serving layer.
 
-What it drives is what `serve` runs: the OpenAI writer (server/writer.py) with a Job carrying the
-family's dialect (dialects/), fed TokenEvents and a DoneEvent exactly as app.py feeds it, and
+What it drives is what `serve` runs: the OpenAI writer (server/api/openai_chat.py) with a Job carrying the
+family's dialect (dialects/), fed TokenEvents and a DoneEvent exactly as exchange.py feeds it, and
 its server-sent events read back and merged as an OpenAI client merges deltas; the non-streamed
 parse is the writer's `whole()`. Each chunk of the stream is one TokenEvent holding the chunk's
 text: one speculative step can emit several tokens, so every chunking strategy counts
@@ -35,10 +35,9 @@ from canitoolcall.results import ParsedToolCall, ParseResult, StreamAccumulator
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.decoding.request import GenerationConfig
 from specllama.dialects import BY_NAME
-from specllama.server.api.openai_chat import Answer
+from specllama.server.api.openai_chat import Answer, OpenAIWriter
 from specllama.server.schema import Job
 from specllama.server.tools import ToolUse
-from specllama.server.writer import OpenAIWriter
 
 FAMILIES = {"qwen3-hermes": "hermes", "qwen3-xml": "qwen3-xml", "gpt-oss": "harmony", "deepseek": "deepseek",
             "kimi": "kimi-k2", "glm": "glm", "llama": "llama3", "mistral": "mistral", "gemma4": "gemma4"}

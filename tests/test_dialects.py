@@ -238,7 +238,7 @@ def test_auto_tools_keep_the_response_format_in_each_dialect(vocab, dialect, tex
     model, tokenizer = vocab
     use = parse_tools({"tools": [WEATHER, TIME], "tool_choice": "auto"})
     answer = Constraint(kind="json_schema", schema=ANSWER, strict=True)
-    def token(text: str) -> str:  # as serve names a marker (app.SessionTemplate.grammar_token)
+    def token(text: str) -> str:  # as serve names a marker (exchange.SessionTemplate.grammar_token)
         ids = model.tokenize(text, add_special=False)
         return f"<[{ids[0]}]>" if len(ids) == 1 and model.detokenize(ids) == text else json.dumps(text)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specllama.server import openai_responses
 from specllama.server.api import anthropic as anthropic_api
+from specllama.server.api import openai_responses
 from tests.live_serve import LiveServer
 from tests.tiny_gguf import write_tiny_model
 

@@ -27,7 +27,7 @@ import time
 import uvicorn
 
 from specllama.errors import SpecllamaError
-from specllama.server.app import ServerState
+from specllama.server.exchange import ServerState
 from specllama.server.http_limits import guarded_protocol
 from specllama.server.limits import ConnectionLimits
 

@@ -47,7 +47,7 @@ HOSTED_FIELDS = {
 
 
 class ChatTemplate(Protocol):
-    """What parse_chat needs of the served model's chat template (app.py binds the Session)."""
+    """What parse_chat needs of the served model's chat template (exchange.SessionTemplate binds the Session)."""
 
     def tokens(self, messages: list[dict], tools: list[dict] | None, continue_last: bool,
                template_kwargs: dict | None = None) -> list[int]: ...

@@ -18,18 +18,27 @@ it changes on every request, and in the prompt it would defeat the slot's prefix
 from __future__ import annotations
 
 import json
+import sys
+import traceback
 import uuid
+from typing import Callable
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.dialects import Reasoning
-from specllama.server.api_errors import APIError, invalid
+from specllama.server.api_errors import APIError, invalid, renamed
+from specllama.server.exchange import ServerState, SessionTemplate, answer, checked, prepare_request, refuse_if_draining
 from specllama.server.ignored import note
-from specllama.server.schema import Job
+from specllama.server.prepare import ClientGone, ServerStopping
+from specllama.server.schema import Job, chat_prompt_tokens, parse_chat
 from specllama.server.tool_calls import ToolCall
 from specllama.server.writer import AnswerParts, cut_short, sse
 
 BILLING_LINE = "x-anthropic-billing-header:"
 ROUTE = "/v1/messages"
+ANTHROPIC_NAMES = {"stop": "stop_sequences"}
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
                413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
 # Fields that tune Anthropic's hosted service and leave the answer's meaning as it is: taken and
@@ -392,3 +401,50 @@ def _thinking(text: str) -> dict:
 def _tool_use(call: ToolCall) -> dict:
     return {"type": "tool_use", "id": "toolu_" + call.id.removeprefix("call_"), "name": call.name,
             "input": json.loads(call.arguments)}
+
+
+def messages_handler(state: ServerState):
+    """Anthropic's Messages API: the request as a chat request, the answer in Anthropic's shapes
+    (errors too: {"type": "error", "error": {...}})."""
+    async def handle(request: Request) -> Response:
+        try:
+            refuse_if_draining(state)
+            job, stops = await prepare_request(state, request, lambda body, stop: _parse_messages(state, body, stop))
+            return await answer(state, request, job, AnthropicWriter(job, state.served.name, stops))
+        except Exception as e:
+            return _error(request, e)
+
+    return handle
+
+
+def _error(request: Request, e: Exception) -> Response:
+    """An Anthropic route's error in Anthropic's shape, a bug's 500 included (issue 41: they came
+    in OpenAI's); a client that left or a server stopping are answered as on every route."""
+    if isinstance(e, (ClientGone, ServerStopping)):
+        raise e
+    if not isinstance(e, APIError):
+        traceback.print_exception(e, file=sys.stderr)
+        e = APIError(500, f"internal server error ({type(e).__name__})")
+    e = renamed(e, ANTHROPIC_NAMES)
+    retry = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else None
+    return JSONResponse(error_body(e), status_code=e.status, headers=retry)
+
+
+def _parse_messages(state: ServerState, body: object, stop: Callable[[], bool]) -> tuple[Job, tuple[str, ...]]:
+    chat = chat_request(body)
+    job = checked(state, lambda: parse_chat(chat, state.served, SessionTemplate(state.runtime, stop)), "messages")
+    stops = chat.get("stop") or ()
+    return job, tuple(stops) if isinstance(stops, list) else (stops,)
+
+
+def count_tokens_handler(state: ServerState):
+    """POST /v1/messages/count_tokens: the prompt's tokens, as Claude Code asks before sending."""
+    async def handle(request: Request) -> Response:
+        try:
+            count = await prepare_request(state, request, lambda body, stop: chat_prompt_tokens(
+                chat_request(body), state.served, SessionTemplate(state.runtime, stop, bounded=False)))
+            return JSONResponse({"input_tokens": count})
+        except Exception as e:
+            return _error(request, e)
+
+    return handle

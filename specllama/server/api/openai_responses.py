@@ -17,17 +17,23 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
+
+from starlette.requests import Request
+from starlette.responses import Response
 
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.dialects import Reasoning
-from specllama.server.api_errors import APIError, invalid
+from specllama.server.api_errors import APIError, invalid, renamed
+from specllama.server.exchange import ServerState, SessionTemplate, answer, checked, prepare_request, refuse_if_draining
 from specllama.server.ignored import note
-from specllama.server.schema import Job
+from specllama.server.schema import Job, parse_chat
 from specllama.server.tool_calls import ToolCall
 from specllama.server.writer import AnswerParts, sse
 
 ROLES = ("user", "system", "developer", "assistant")
 ROUTE = "/v1/responses"
+RESPONSES_NAMES = {"max_tokens": "max_output_tokens", "messages": "input"}
 # Fields that tune OpenAI's hosted service and leave the answer's meaning as it is: taken and
 # ignored (said once at -v). Codex sends most of them on every request.
 HOSTED_FIELDS = {
@@ -389,3 +395,21 @@ def _reasoning(text: str) -> dict:
 def _function_call(call: ToolCall, status: str, names: Names) -> dict:
     return {"type": "function_call", "id": "fc_" + call.id.removeprefix("call_"), "call_id": call.id,
             **names.call_fields(call.name), "arguments": call.arguments, "status": status}
+
+
+def handler(state: ServerState):
+    """OpenAI's Responses API: the request as a chat request, the answer as a Response."""
+    async def handle(request: Request) -> Response:
+        refuse_if_draining(state)
+        try:
+            job, names = await prepare_request(state, request, lambda body, stop: _parse_responses(state, body, stop))
+        except APIError as e:
+            raise renamed(e, RESPONSES_NAMES) from None
+        return await answer(state, request, job, ResponsesWriter(job, state.served.name, names))
+
+    return handle
+
+
+def _parse_responses(state: ServerState, body: object, stop: Callable[[], bool]) -> tuple[Job, Names]:
+    chat, names = parse(body)
+    return checked(state, lambda: parse_chat(chat, state.served, SessionTemplate(state.runtime, stop)), "input"), names
