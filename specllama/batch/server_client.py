@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
-from specllama.batch.serve_reply import with_speculation
-from specllama.batch.server_reply import ServerReply
+from specllama.batch.server_reply import ServerReply, with_speculation
 from specllama.errors import SpecllamaError
 
 # A chat completion is a few kilobytes (100k tokens of text stay under 1 MB); a body past this is a
