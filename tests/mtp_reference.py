@@ -1,6 +1,6 @@
 """llama.cpp's draft-mtp protocol written out plainly (common/speculative.cpp,
 common_speculative_impl_draft_mtp, single head), straight on the bindings: the reference the MTP
-drafter's drafts are checked against, and what scripts/probe_mtp.py runs."""
+drafter's drafts are checked against, and what scripts/measure/probe_mtp.py runs."""
 
 from __future__ import annotations
 

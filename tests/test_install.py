@@ -24,8 +24,8 @@ def copy_sources(source: Path) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md", "models.toml"):
         shutil.copy(REPO / name, source / name)
-    (source / "scripts").mkdir()
-    shutil.copy(REPO / "scripts" / "build_backend.py", source / "scripts")
+    (source / "_custom_build").mkdir()
+    shutil.copy(REPO / "_custom_build" / "build_backend.py", source / "_custom_build")
     shutil.copytree(REPO / "specllama", source / "specllama", ignore=shutil.ignore_patterns("__pycache__"))
     return source
 
@@ -79,13 +79,13 @@ def test_a_checkout_reads_the_top_level_registry():
 def test_an_sdist_carries_the_registry_so_its_wheel_does_too(tmp_path):
     """pip builds a wheel from an sdist when it has no wheel: the file must travel in it."""
     source, out = copy_sources(tmp_path / "source"), tmp_path / "sdist"
-    subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'scripts'); import build_backend; "
+    subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, '_custom_build'); import build_backend; "
                     f"print(build_backend.build_sdist({str(out)!r}))"], cwd=source, check=True, timeout=300,
                    capture_output=True, text=True)
 
     with tarfile.open(next(out.glob("specllama-*.tar.gz"))) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
-    assert {"models.toml", "scripts/build_backend.py", "pyproject.toml"} <= names
+    assert {"models.toml", "_custom_build/build_backend.py", "pyproject.toml"} <= names
 
 
 def test_the_installed_package_is_the_wheel_not_the_checkout(installed):

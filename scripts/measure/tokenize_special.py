@@ -5,7 +5,7 @@ For each size, `<|im_end|>x` repeated, parse_special on (a raw /v1/completions p
 chat), the two are timed interleaved (old, new, new, old, ...) and the medians reported; the
 tokens are checked equal. The old way is skipped above --old-up-to bytes (it grows as the square).
 
-  flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure_tokenize_special.py --out bench/measured/NAME
+  flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure/tokenize_special.py --out bench/measured/NAME
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from specllama.llama.machine import cpu_model  # noqa: E402
@@ -72,7 +72,7 @@ def main() -> int:
     if args.out:
         Path(args.out + ".json").write_text(json.dumps(result, indent=2) + "\n")
         lines = ["# Tokenizing `<|im_end|>x` repeated: llama.cpp whole vs in pieces", "",
-                 f"Command: `flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure_tokenize_special.py "
+                 f"Command: `flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure/tokenize_special.py "
                  f"--out {args.out}`",
                  f"Machine: {result['machine']['cpu']}, {result['machine']['cores']} cores (shared), "
                  f"{result['machine']['system']}; one thread. Vocabulary: {path.name} (Qwen2.5), parse_special on; "

@@ -3,7 +3,7 @@ in a fresh process (so resident memory is the load's own), interleaved rounds, f
 cache (a first untimed load of each reads them from disk). runtime/draft_load.py's margin is priced
 on this.
 
-Usage: python scripts/measure_draft_load.py [--rounds 5] [--ctx 4096] [--out bench/measured/NAME]
+Usage: python scripts/measure/draft_load.py [--rounds 5] [--ctx 4096] [--out bench/measured/NAME]
 Writes NAME.json and NAME.md when --out is given.
 """
 
@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 ONE_LOAD = """
 import json, sys, time
@@ -59,7 +59,7 @@ def main() -> int:
     extra_s = med["draft"]["seconds"] - med["target"]["seconds"]
     extra_mb = med["draft"]["rss_mb"] - med["target"]["rss_mb"]
     first = runs["draft"][0]
-    doc = {"command": "python scripts/measure_draft_load.py " + " ".join(sys.argv[1:]), "cpu": cpu_model(),
+    doc = {"command": "python scripts/measure/draft_load.py " + " ".join(sys.argv[1:]), "cpu": cpu_model(),
            "threads": first["threads"], "target": first["target"], "draft": first["draft"], "n_ctx": args.ctx,
            "rounds": args.rounds, "runs": runs, "median": med, "draft_load_s": extra_s, "draft_rss_mb": extra_mb}
     lines = [f"# Loading the draft model: what it costs ({doc['cpu']}, {doc['threads']} threads)", "",

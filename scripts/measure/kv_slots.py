@@ -8,7 +8,7 @@ interleave them), prefills three 60-token prompts into slots 0-2 and times STEPS
 shape, rolling the cache back after each. A shape [1, 1, 5] is three sequences decoding 1, 1 and 5
 tokens in one llama_decode (what a speculative step of three prompts looks like).
 
-    flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure_kv_slots.py --slots 3 16 --rounds 3 \\
+    flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure/kv_slots.py --slots 3 16 --rounds 3 \\
         --out bench/measured/NAME
 """
 
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from specllama.llama.backend import default_threads  # noqa: E402

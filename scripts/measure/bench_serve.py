@@ -21,13 +21,13 @@ rounds; the worst one named), and whether the texts are identical; OUT.json hold
 
 The issue-29 agentic measurement (fresh cost cache, llama.cpp's server side by side):
 
-  flock /tmp/specllama-heavy.lock .venv/bin/python scripts/bench_serve.py --parts agentic --rounds 3 \
+  flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure/bench_serve.py --parts agentic --rounds 3 \
       --llama-server /work/llama-server-build/llama_cpp_python-0.3.36/vendor/llama.cpp/build/bin/llama-server \
       --out bench/measured/vm-20261125-serve-replay
 
 Everything:
 
-  flock /tmp/specllama-heavy.lock .venv/bin/python scripts/bench_serve.py --parts all --out bench/measured/NAME
+  flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure/bench_serve.py --parts all --out bench/measured/NAME
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from pathlib import Path
 
 import openai
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from specllama.llama.machine import cpu_model  # noqa: E402

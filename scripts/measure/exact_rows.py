@@ -10,7 +10,7 @@ and to pure Q4_0 and Q5_0 (every matrix, output layer included) and, for each fi
 from the same cache, and prints per n the largest |batch row - reference row| over all rows.
 
 Usage (loads four 1.5B files, ~4 min on 2 cores; requantized files are kept for reuse):
-  flock /tmp/specllama-models.lock python scripts/measure_exact_rows.py [--threads N] [extra.gguf ...]
+  flock /tmp/specllama-models.lock python scripts/measure/exact_rows.py [--threads N] [extra.gguf ...]
 """
 from __future__ import annotations
 

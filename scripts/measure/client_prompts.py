@@ -4,7 +4,7 @@ client needs before the model writes a word): the request translated exactly as 
 it (anthropic.py / openai_responses.py / schema.py), rendered through the model's chat template
 and tokenized with the real tokenizer (the GGUF's vocabulary only: no weights are loaded).
 
-    python scripts/measure_client_prompts.py MODEL.gguf CAPTURED.json [CAPTURED.json ...]
+    python scripts/measure/client_prompts.py MODEL.gguf CAPTURED.json [CAPTURED.json ...]
 
 CAPTURED: files that scripts/capture_requests.py wrote (untrimmed: the fixtures in
 tests/fixtures/clients/ are cut short and would undercount).

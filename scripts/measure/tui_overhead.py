@@ -11,7 +11,7 @@ every frame as escape sequences, which this script reads and discards like a ter
 `--headless` uses `App.run_test()` instead, which still lays out and renders every frame through
 the compositor but writes nothing.
 
-    .venv/bin/python scripts/measure_tui_overhead.py --rounds 3 --max-tokens 128
+    .venv/bin/python scripts/measure/tui_overhead.py --rounds 3 --max-tokens 128
     # what bench/measured/ keeps: --out bench/measured/NAME writes NAME.json and NAME.md
 """
 
@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 # The sample prompt `specllama run` answered when given none (it now prints its usage instead).

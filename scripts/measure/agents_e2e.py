@@ -13,8 +13,8 @@ that client and the tail of the client's own output, all kept under the scratch 
 Not part of the test suite: a ~10k-token agent prompt takes minutes to prefill on a small CPU.
 Run it alone (it loads the real pair):
 
-    flock /tmp/specllama-heavy.lock nice -n 19 python scripts/agents_e2e.py --clients claude,codex
-    python scripts/agents_e2e.py --clients opencode --scratch /tmp/e2e --ctx 16384 --timeout 900
+    flock /tmp/specllama-heavy.lock nice -n 19 python scripts/measure/agents_e2e.py --clients claude,codex
+    python scripts/measure/agents_e2e.py --clients opencode --scratch /tmp/e2e --ctx 16384 --timeout 900
 
 Clients: claude (Claude Code, /v1/messages), codex (Codex CLI, /v1/responses), opencode and qwen
 (OpenAI chat), aider (OpenAI chat, whole-file edits). Node >= 20 and npm for the first four; aider
@@ -36,7 +36,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NPM = {"claude": ("@anthropic-ai/claude-code", "2.1.332"), "codex": ("@openai/codex", "0.169.0"),
        "opencode": ("opencode-ai", "1.18.33"), "qwen": ("@qwen-code/qwen-code", "0.24.4")}
 PIP = {"aider": ("aider-chat", "0.86.2")}

@@ -20,7 +20,7 @@ slot leaked), the server's RSS grew less than 10 % from after the warm-up, /heal
 correctly, and SIGTERM stops it with exit 0. Not part of the test suite (minutes of CPU); run it
 under the heavy-work lock and keep its report:
 
-  flock /tmp/specllama-heavy.lock .venv/bin/python scripts/soak_serve.py --out bench/measured/NAME
+  flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure/soak_serve.py --out bench/measured/NAME
 
 `--target` also takes a GGUF path (the test suite's tiny models: a short soak in seconds).
 """
@@ -44,7 +44,7 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from specllama.llama.machine import cpu_model  # noqa: E402
@@ -350,7 +350,7 @@ def main() -> int:
         title = f"serve soak: {args.requests} requests, {args.clients} clients, --parallel {args.parallel}"
         Path(args.out + ".md").write_text(f"""# {title}
 
-Command: `flock /tmp/specllama-heavy.lock .venv/bin/python scripts/soak_serve.py --out {args.out}`
+Command: `flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure/soak_serve.py --out {args.out}`
 Machine: {result['machine']['cpu']}, {result['machine']['cores']} cores, {result['machine']['system']}.
 Server: `specllama {result['command']}` ({target.name}, greedy, max_tokens {args.max_tokens}); references from
 `specllama run --exact` with the same model, context and max tokens. Wall time {result['wall_s']} s.

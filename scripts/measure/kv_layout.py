@@ -5,7 +5,7 @@ cost grows with the sum of their lengths; a per-sequence cache (llama.cpp kv_uni
 gives each sequence its own stream. Both hold N x n_ctx cells here. N sequences, each a prompt of
 PROMPT tokens, then STEPS decodes of one token per sequence; rounds interleave the two layouts.
 
-    python scripts/measure_kv_layout.py [--n 4 8] [--prompt 512] [--steps 32] [--rounds 3] [--model PATH]
+    python scripts/measure/kv_layout.py [--n 4 8] [--prompt 512] [--steps 32] [--rounds 3] [--model PATH]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ on a GGUF with nextn layers (default: tests/toy_models.py's qwen35 toy, written 
 target's next token and the MTP layer's drafts after it; `--drafter mtp` (llama/mtp.py) is checked
 against the same reference by tests/test_mtp_drafter.py.
 
-    nice -n 19 python scripts/probe_mtp.py --tokenizer-from QWEN.gguf [--gguf MODEL.gguf] [-k 3]
+    nice -n 19 python scripts/measure/probe_mtp.py --tokenizer-from QWEN.gguf [--gguf MODEL.gguf] [-k 3]
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from specllama.llama.backend import C  # noqa: E402
 from tests.mtp_reference import reference_drafts  # noqa: E402

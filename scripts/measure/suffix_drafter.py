@@ -5,7 +5,7 @@ engine would under greedy verification.
 
 Text: Python stdlib sources split into words, spaces and punctuation (a stand-in for a tokenizer).
 
-    PYTHONPATH=. python scripts/measure_suffix_drafter.py [--k 8] [--steps 400] [--corpus-bytes N]
+    PYTHONPATH=. python scripts/measure/suffix_drafter.py [--k 8] [--steps 400] [--corpus-bytes N]
 """
 
 from __future__ import annotations

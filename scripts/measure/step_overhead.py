@@ -10,7 +10,7 @@ then argmax) and now (one argmax over the buffer, the finite check on its value)
 with a draft of 8 rejected at its first token, the probabilities of all 9 rows before and of the one
 row read now (LazyProbabilities).
 
-    flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure_step_overhead.py --out bench/measured/NAME
+    flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure/step_overhead.py --out bench/measured/NAME
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Each round: a checkpoint where the way back needs one (timed apart), a verificat
 [last] + K tokens, then the rollback of `drop` of them (timed); drop cycles 1..K. Prints the median
 per rollback and per dropped token, and a one-token decode's time for scale.
 
-    nice -n 19 python scripts/measure_rollback_cost.py --tokenizer-from QWEN.gguf [--rounds 60]
+    nice -n 19 python scripts/measure/rollback_cost.py --tokenizer-from QWEN.gguf [--rounds 60]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from specllama.llama.context import DecodeContext  # noqa: E402
 from specllama.llama.model import GGUFModel  # noqa: E402

@@ -34,4 +34,4 @@ class BuildPy(build_py):
 class Sdist(sdist):
     def make_release_tree(self, base_dir, files) -> None:
         # setuptools lists an sdist's files from the package and its manifest; these two are neither.
-        super().make_release_tree(base_dir, [*files, REGISTRY, "scripts/build_backend.py"])
+        super().make_release_tree(base_dir, [*files, REGISTRY, "_custom_build/build_backend.py"])

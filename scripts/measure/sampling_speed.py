@@ -1,7 +1,7 @@
 """How long `probabilities()` takes on a Qwen-sized vocabulary (9 rows: [last] + 8 drafts), with
 LLM-like and worst-case flat logits. A measurement, not a test: the machine is shared.
 
-    .venv/bin/python scripts/measure_sampling_speed.py
+    .venv/bin/python scripts/measure/sampling_speed.py
 """
 
 from __future__ import annotations

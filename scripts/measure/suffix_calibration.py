@@ -8,7 +8,7 @@ calibrator's table at the end is the acceptance observed per match-length class 
 bin. Each prompt starts with a fresh drafter (no earlier text to draft from but its own prompt and
 output), as in a one-shot `run`.
 
-    .venv/bin/python scripts/measure_suffix_calibration.py bench/prompts_similar.jsonl --agent-sessions
+    .venv/bin/python scripts/measure/suffix_calibration.py bench/prompts_similar.jsonl --agent-sessions
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import platform
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from specllama.decoding.acceptance import Calibrator  # noqa: E402

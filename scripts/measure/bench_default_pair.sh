@@ -2,10 +2,10 @@
 # Reproduce docs/benchmarks.md's benchmark table: the default pair (Qwen2.5-Coder 1.5B target, 0.5B draft)
 # on bench/prompts.jsonl, every configuration against plain decoding, greedy.
 #
-#   ./scripts/bench_default_pair.sh                 # results in bench/results/<host>-<date>.{json,md}
-#   MAX_TOKENS=64 REPEAT=1 ./scripts/bench_default_pair.sh      # quicker, noisier
-#   CONFIGS="none;model:k=3;auto:k=auto" ./scripts/bench_default_pair.sh
-#   ./scripts/bench_default_pair.sh --threads 1    # extra arguments go to `specllama bench`
+#   ./scripts/measure/bench_default_pair.sh                 # results in bench/results/<host>-<date>.{json,md}
+#   MAX_TOKENS=64 REPEAT=1 ./scripts/measure/bench_default_pair.sh      # quicker, noisier
+#   CONFIGS="none;model:k=3;auto:k=auto" ./scripts/measure/bench_default_pair.sh
+#   ./scripts/measure/bench_default_pair.sh --threads 1    # extra arguments go to `specllama bench`
 #
 # About 20 minutes on a 2-core CPU with the defaults (12 prompts x 12 configurations x 96 tokens).
 # Leave the machine otherwise idle: with 2 threads on 2 cores, any other busy process slows decoding
@@ -14,7 +14,7 @@
 # cannot remove it.
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out_dir=${OUT_DIR:-$repo/bench/results}
 stem=$out_dir/$(hostname -s 2>/dev/null || echo host)-$(date +%Y%m%d-%H%M)
 mkdir -p "$out_dir"

@@ -5,10 +5,10 @@ tests streams a 77-step code answer at 65 ms a step (about this machine's decode
 core the UI thread may use while an answer streams; "none" paints at the shortest interval
 whatever it costs, see specllama/tui/cadence.py), with how many screen updates (compositor passes)
 each answer took and the gap between paints the budget led to.
-A model-free view of what scripts/measure_tui_overhead.py measures through noise: on two cores,
+A model-free view of what scripts/measure/tui_overhead.py measures through noise: on two cores,
 every second the UI thread spends comes out of llama.cpp's time.
 
-    .venv/bin/python scripts/measure_ui_cpu.py [--rounds 3] [--budgets none,0.05,0.08] [--interval 0.25]
+    .venv/bin/python scripts/measure/ui_cpu.py [--rounds 3] [--budgets none,0.05,0.08] [--interval 0.25]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from textual.screen import Screen  # noqa: E402
 

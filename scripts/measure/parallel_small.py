@@ -8,7 +8,7 @@ rotating order, so none always runs first on a machine whose load drifts). A set
 its own code: `auto@DIR` runs `--parallel auto` with DIR put first on PYTHONPATH (e.g. an export
 of the commit before a change), so before and after are measured side by side.
 
-    flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure_parallel_small.py \\
+    flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure/parallel_small.py \\
         --settings 1 2 3 auto --repeats 3 --out bench/measured/NAME
 
 Writes NAME.json (every run) and NAME.md (medians and ratios against the best fixed N).
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from specllama.llama.machine import cpu_model  # noqa: E402

@@ -2,9 +2,9 @@
 # Cross-prompt drafting on a batch job: `specllama batch bench/prompts_similar.jsonl` with
 # --drafter none and auto, interleaved, for each --parallel value, ROUNDS rounds; prints each run's
 # job tokens/s over its wall time (model load included, alike for both) and whether the texts match.
-#   PARALLEL="1 auto" ROUNDS=2 ./scripts/measure_batch_similar.sh [OUT_DIR]
+#   PARALLEL="1 auto" ROUNDS=2 ./scripts/measure/batch_similar.sh [OUT_DIR]
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=${1:-$(mktemp -d)}
 mkdir -p "$out"
 for round in $(seq 1 "${ROUNDS:-2}"); do

@@ -1,6 +1,6 @@
 """Plain decoding with and without --exact, interleaved on one machine: what exact mode costs.
 
-Usage: python scripts/measure_exact_cost.py [bench/measured/NAME] (loads the default pair's target
+Usage: python scripts/measure/exact_cost.py [bench/measured/NAME] (loads the default pair's target
 twice, ~2 min on 2 cores); with NAME, also writes NAME.md and NAME.json.
 """
 import json

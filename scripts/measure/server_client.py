@@ -2,7 +2,7 @@
 server, whose answers are instant, so requests/s is the client's ceiling (HTTP, JSON, the queue,
 one fsynced line per prompt) and not a model's speed.
 
-    python scripts/measure_server_client.py [N_PROMPTS]
+    python scripts/measure/server_client.py [N_PROMPTS]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from specllama.cli.main import main  # noqa: E402
 from tests.fake_openai_server import FakeServer  # noqa: E402

@@ -7,7 +7,7 @@ same text (checked; a difference is reported, never hidden). Prompts: bench/sche
 (held out: written for this measurement, not tuned on).
 
 Usage (loads the default pair; ~15 min on 2 cores; run under `flock /tmp/specllama-heavy.lock`):
-    python scripts/measure_grammar_speculation.py [--repeats 3] [--arms none,suffix,auto] [--out bench/measured/NAME]
+    python scripts/measure/grammar_speculation.py [--repeats 3] [--arms none,suffix,auto] [--out bench/measured/NAME]
 Writes NAME.json and NAME.md when --out is given.
 """
 
@@ -28,7 +28,7 @@ from specllama.decoding.engine import GenerationConfig
 from specllama.llama.machine import cpu_model
 from specllama.runtime import LoadOptions, Runtime
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SYSTEM = "You answer with JSON only."
 
 
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
                 print(json.dumps({k: v for k, v in run.items() if k != "text"}), flush=True)
     result = summarise(runs, arms, prompts)
     result["machine"] = machine
-    result["command"] = "python scripts/measure_grammar_speculation.py " + " ".join(argv or sys.argv[1:])
+    result["command"] = "python scripts/measure/grammar_speculation.py " + " ".join(argv or sys.argv[1:])
     print(markdown(result))
     if args.out:
         Path(args.out + ".json").write_text(json.dumps({**result, "runs": runs}, indent=1) + "\n")

@@ -16,7 +16,7 @@ something else wants the cores too, which is where spinning threads can lose bad
 
 The figure is generation tokens/s (prompt excluded): `run --stats`'s and llama-server's timings.
 
-  flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure_thread_wait.py --rounds 3 \
+  flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure/thread_wait.py --rounds 3 \
       --llama-server PATH --out bench/measured/vm-20261125-thread-wait
 """
 
@@ -33,7 +33,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from specllama.llama.machine import cpu_model  # noqa: E402

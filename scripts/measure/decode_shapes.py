@@ -15,7 +15,7 @@ Patterns, each timed over the same number of draft positions (interleaved rounds
   loop     2,1,1,1, 2,1,1,1, ...  what ModelDrafter does at K = 4 (catch-up, then 3 positions)
   split    1,1,1,1,1, ...         the catch-up as two one-token decodes: one more decode, one shape
 
-    python scripts/measure_decode_shapes.py [--model PATH] [--gpu-layers N] [--steps 64] [--rounds 3]
+    python scripts/measure/decode_shapes.py [--model PATH] [--gpu-layers N] [--steps 64] [--rounds 3]
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ The abusive bodies:
   budget  a chat of plain words just under the size budget of the context (so it is tokenized,
           about a second of CPU each): the most work a body may cost now.
 
-  flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure_serve_abuse.py --out bench/measured/NAME
+  flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure/serve_abuse.py --out bench/measured/NAME
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from specllama.llama.machine import cpu_model  # noqa: E402
@@ -178,7 +178,7 @@ def main() -> int:
         Path(args.out + ".json").write_text(json.dumps(result, indent=2) + "\n")
         lines = [f"# serve under {args.clients} abusive requests: /health and a normal chat",
                  "",
-                 f"Command: `flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure_serve_abuse.py --out {args.out}`",
+                 f"Command: `flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure/serve_abuse.py --out {args.out}`",
                  f"Machine: {result['machine']['cpu']}, {result['machine']['cores']} cores (shared with other jobs), "
                  f"{result['machine']['system']}.",
                  f"Server: `specllama {result['command']}` ({target.name}, context {n_ctx}, defaults otherwise). Normal "

@@ -5,7 +5,7 @@ llama-cpp-python's server has no parallel slots: it answers one request at a tim
 client's concurrency (llama.cpp's `llama-server -np N` does have them; it is not in the registry
 here). So the server is driven at --concurrency 2 and compared with local --parallel 1 and 2.
 
-    python scripts/measure_server_vs_parallel.py [--prompts bench/prompts.jsonl] [--max-tokens 64] [--rounds 2]
+    python scripts/measure/server_vs_parallel.py [--prompts bench/prompts.jsonl] [--max-tokens 64] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from specllama.batch.local import run_batch  # noqa: E402
 from specllama.batch.prompts_file import read_prompts  # noqa: E402
