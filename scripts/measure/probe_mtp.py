@@ -1,8 +1,8 @@
 """Does llama-cpp-python 0.3.36 reach everything an MTP (multi-token prediction) drafter needs?
-Runs llama.cpp's draft-mtp protocol (tests/mtp_reference.py, written out plainly on the bindings)
-on a GGUF with nextn layers (default: tests/toy_models.py's qwen35 toy, written now) and prints the
+Runs llama.cpp's draft-mtp protocol (tests/support/mtp_reference.py, written out plainly on the bindings)
+on a GGUF with nextn layers (default: tests/support/toy_models.py's qwen35 toy, written now) and prints the
 target's next token and the MTP layer's drafts after it; `--drafter mtp` (llama/mtp.py) is checked
-against the same reference by tests/test_mtp_drafter.py.
+against the same reference by tests/integration/test_mtp_drafter.py.
 
     nice -n 19 python scripts/measure/probe_mtp.py --tokenizer-from QWEN.gguf [--gguf MODEL.gguf] [-k 3]
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from specllama.llama.backend import C  # noqa: E402
-from tests.mtp_reference import reference_drafts  # noqa: E402
+from tests.support.mtp_reference import reference_drafts  # noqa: E402
 
 
 def main() -> None:
@@ -29,7 +29,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = args.gguf
         if path is None:
-            from tests.toy_models import write_toy_model
+            from tests.support.toy_models import write_toy_model
             path = write_toy_model(Path(tmp) / "qwen35.gguf", "qwen35", args.tokenizer_from)
         prompt = [1000 + 37 * i % 5000 for i in range(20)]
         last, drafts = reference_drafts(path, prompt, args.k)

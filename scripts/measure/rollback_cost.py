@@ -1,5 +1,5 @@
 """What dropping a rejected draft's tail costs, by way back (llama/rollback.py), on the toy models
-of tests/toy_models.py: cells (attention only), snapshots (qwen35, lfm2), checkpoints (mamba; and
+of tests/support/toy_models.py: cells (attention only), snapshots (qwen35, lfm2), checkpoints (mamba; and
 qwen35 made without snapshots, to compare the two ways on one model).
 
 Each round: a checkpoint where the way back needs one (timed apart), a verification-like decode of
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from specllama.llama.context import DecodeContext  # noqa: E402
 from specllama.llama.model import GGUFModel  # noqa: E402
-from tests.toy_models import write_toy_model  # noqa: E402
+from tests.support.toy_models import write_toy_model  # noqa: E402
 
 K = 6
 

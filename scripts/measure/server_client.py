@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from specllama.cli.main import main  # noqa: E402
-from tests.fake_openai_server import FakeServer  # noqa: E402
+from tests.support.fake_openai_server import FakeServer  # noqa: E402
 
 
 def measure(n: int, concurrency: int) -> float:

@@ -21,7 +21,7 @@ subclass of its h11 protocol adds, per connection:
   that leaves.
 
 The h11 states used (their_state IDLE / SEND_BODY / DONE) are h11's public API; the hooks are
-uvicorn's protocol methods, which these tests pin: tests/test_serve_timeouts.py.
+uvicorn's protocol methods, which these tests pin: tests/integration/test_serve_timeouts.py.
 """
 
 from __future__ import annotations
