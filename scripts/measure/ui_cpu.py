@@ -26,7 +26,7 @@ from textual.screen import Screen  # noqa: E402
 
 from specllama.tui import ChatApp, ChatSettings  # noqa: E402
 from specllama.tui.app import LIVE_INTERVAL  # noqa: E402
-from tests.unit.test_tui import FakeRuntime, wait_until  # noqa: E402
+from tests.support.chat_app import FakeRuntime, wait_until  # noqa: E402
 
 ANSWER = ("Here is a function:\n\n```python\ndef is_prime(n: int) -> bool:\n    \"\"\"Tell whether n is prime.\"\"\"\n"
           "    if n < 2:\n        return False\n    for d in range(2, int(n ** 0.5) + 1):\n        if n % d == 0:\n"

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from specllama.cli.main import main
-from tests.integration.test_serve_thinking import QWEN3_STYLE
+from tests.support.templates import QWEN3_STYLE
 from tests.support.tiny_gguf import write_tiny_model
 
 

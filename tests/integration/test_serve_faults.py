@@ -12,7 +12,7 @@ import time
 import openai
 import pytest
 
-from tests.support.live_serve import LiveServer, chat_body
+from tests.support.live_serve import LiveServer, chat_body, outcomes, wait_for
 
 LONG = 3000  # tokens: a generation still running when the test acts on it (the engine stops it early)
 
@@ -20,20 +20,6 @@ LONG = 3000  # tokens: a generation still running when the test acts on it (the 
 def tiny_server(tiny_models, tmp_path, *extra: str) -> LiveServer:
     return LiveServer(["--target", str(tiny_models["a"]), "--no-draft", "--ctx", "4096", *extra],
                       tmp_path / "serve.log")
-
-
-def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def outcomes(live: LiveServer) -> dict[str, float]:
-    return {k.split('"')[1]: v for k, v in live.metrics().items() if k.startswith("specllama_requests_total{")}
 
 
 def long_stream(live: LiveServer):

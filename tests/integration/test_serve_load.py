@@ -12,8 +12,7 @@ from collections import Counter, defaultdict
 
 import openai
 
-from tests.integration.test_serve_faults import outcomes, wait_for
-from tests.support.live_serve import LiveServer
+from tests.support.live_serve import LiveServer, outcomes, wait_for
 
 PROMPTS = ["Say hi.", "Write a haiku about rivers.", "def fib(n):", "List three colours.",
            "Explain recursion in one line. " * 3, "Translate 'good morning' to French.",

@@ -15,7 +15,7 @@ from specllama.cli.main import main
 from specllama.runtime.loaded import Runtime
 from specllama.runtime.notices import Notice
 from specllama.runtime.session import Session
-from tests.unit.test_tui import SIZE, FakeRuntime, chat_app, run, send, wait_until
+from tests.support.chat_app import SIZE, FakeRuntime, chat_app, run, send, wait_until
 
 PACKAGE = Path(__file__).resolve().parents[2] / "specllama"
 FRONT_ENDS = ("cli", "tui", "server", "batch", "bench")

@@ -112,3 +112,17 @@ class LiveServer:
 
 def chat_body(model: str, content: str, **fields) -> bytes:
     return json.dumps({"model": model, "messages": [{"role": "user", "content": content}], **fields}).encode()
+
+
+def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def outcomes(live: LiveServer) -> dict[str, float]:
+    return {k.split('"')[1]: v for k, v in live.metrics().items() if k.startswith("specllama_requests_total{")}

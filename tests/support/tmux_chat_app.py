@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from specllama.cli.cmd_chat import pinned_fields, saved_conversation  # noqa: E402
 from specllama.cli.main import build_parser  # noqa: E402
 from specllama.tui import ChatApp, ChatSettings  # noqa: E402
-from tests.unit.test_tui import FakeRuntime  # noqa: E402
+from tests.support.chat_app import FakeRuntime  # noqa: E402
 
 # One word per source, for the colour checks: (text, origin, the draft's source).
 SOURCES_ANSWER = [

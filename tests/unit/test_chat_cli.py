@@ -89,7 +89,7 @@ def test_flags_typed_with_continue_win_over_the_conversations_settings(tmp_path)
 
 def test_the_app_reopened_at_the_start_keeps_the_pinned_settings(tmp_path):
     from specllama.tui import ChatApp, ChatSettings
-    from tests.unit.test_tui import SIZE, FakeRuntime, run, wait_until
+    from tests.support.chat_app import SIZE, FakeRuntime, run, wait_until
 
     path = tmp_path / "chats.sqlite3"
     history = History(path)

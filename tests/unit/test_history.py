@@ -9,11 +9,10 @@ import sqlite3
 import pytest
 from textual.notifications import Notify
 
-from specllama.tui import ChatApp, ChatSettings
 from specllama.tui.history import SCHEMA_VERSION, History, HistoryUnavailable, default_path, title_for
 from specllama.tui.screens import HistoryScreen
 from specllama.tui.widgets import ChatMessage
-from tests.unit.test_tui import ANSWER, FakeRuntime, run, send, wait_until
+from tests.support.chat_app import ANSWER, FakeRuntime, app_with_history, run, send, wait_until
 
 SIZE = (120, 36)
 
@@ -104,11 +103,6 @@ def test_title_is_the_first_line_cut_short():
 
 # --- in the app ----------------------------------------------------------------------------------
 
-def app_with_history(path, runtime=None, **settings) -> ChatApp:
-    runtime = runtime or FakeRuntime()
-    return ChatApp(lambda progress, status: runtime, ChatSettings(**settings), flush_interval=0, history_path=path)
-
-
 def notices_hook(notices: list):
     return lambda m: notices.append(m.notification) if isinstance(m, Notify) else None
 
@@ -152,7 +146,7 @@ def test_every_turn_is_saved_as_it_happens_and_reopens(tmp_path):
 
 
 def test_the_answer_is_saved_while_it_streams(tmp_path):
-    from tests.unit.test_tui_daily import MD_SCRIPT, GatedScript
+    from tests.support.chat_app import MD_SCRIPT, GatedScript
 
     path = tmp_path / "chats.sqlite3"
     script = GatedScript(MD_SCRIPT, gate_at=3)

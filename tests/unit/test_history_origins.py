@@ -7,8 +7,7 @@ import sqlite3
 
 from specllama.tui.history import History, _v1, origin_runs, segments_from_runs
 from specllama.tui.widgets import ChatMessage
-from tests.unit.test_history import app_with_history
-from tests.unit.test_tui import SCRIPT, origin_per_char, run, send, wait_until
+from tests.support.chat_app import SCRIPT, app_with_history, origin_per_char, run, send, wait_until
 
 SIZE = (100, 32)
 

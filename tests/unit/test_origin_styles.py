@@ -15,7 +15,7 @@ from specllama.tui.screens import HelpScreen
 from specllama.tui.streaming import token_origin
 from specllama.tui.widgets import ChatMessage
 from specllama.tui.widgets.chat_message import ORIGIN_LABELS, ORIGIN_STYLES
-from tests.unit.test_tui import TALL, FakeRuntime, chat_app, run, send
+from tests.support.chat_app import TALL, FakeRuntime, chat_app, run, send
 
 SHOWN = ("suffix", "model", "grammar", "target", "bonus")  # what a user can tell apart
 DRAFT_SOURCES = ("suffix", "model", "grammar")

@@ -7,7 +7,7 @@ import threading
 
 from specllama.decoding.engine import DoneEvent, GenerationConfig, Request, TokenEvent
 from specllama.decoding.request_queue import CLOSED, RequestQueue
-from tests.unit.test_scheduler import PROMPTS, alone, model_engine
+from tests.support.engines import PROMPTS, alone, model_engine
 
 
 def test_poll_says_nothing_waiting_then_closed():

@@ -13,14 +13,8 @@ from specllama.decoding.drafters import ModelDrafter
 from specllama.decoding.engine import DoneEvent, Engine, FailedEvent, GenerationConfig, Request, StepEvent, TokenEvent
 from specllama.decoding.sampling import SamplingParams
 from specllama.decoding.suffix_drafter import SuffixDrafter
+from tests.support.engines import PROMPTS, alone, model_engine
 from tests.support.fake_llm import FakeClock, FakeContext, counting_rule, noisy_rule, random_rule
-
-PROMPTS = [[5, 6, 7], [9, 3], [1, 2, 3, 4], [20, 21, 22], [11]]
-
-
-def model_engine(n: int, rule=None, draft_rule=None) -> Engine:
-    target = FakeContext(rule or noisy_rule(4), n_seq_max=n)
-    return Engine(target, {"model": ModelDrafter(FakeContext(draft_rule or counting_rule(), n_seq_max=n))})
 
 
 def costed_engine(n: int, curve, drafters, rule=None) -> Engine:
@@ -31,11 +25,6 @@ def costed_engine(n: int, curve, drafters, rule=None) -> Engine:
     costs = StepCosts(Prior(seconds, 1.0, learned=True))
     return Engine(FakeContext(rule or counting_rule(), n_seq_max=n, clock=clock, cost=seconds), drafters(costs),
                   costs=costs, clock=clock)
-
-
-def alone(config: GenerationConfig, prompt, rule=None, draft_rule=None) -> list[int]:
-    tokens, _ = model_engine(1, rule, draft_rule).generate(prompt, config).tokens()
-    return [t.id for t in tokens]
 
 
 def together(engine: Engine, config: GenerationConfig, prompts, parallel) -> dict:

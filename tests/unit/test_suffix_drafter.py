@@ -193,7 +193,7 @@ def test_sampled_text_under_auto_follows_the_target_distribution():
     """Sampling stays exact with suffix drafts (deterministic proposals, q = None): over many seeds
     the first three tokens' joint frequencies match the target's own Markov chain (chi-square at
     alpha = 1e-3, as tests/unit/test_verify.py), while most tokens come from accepted drafts."""
-    from tests.unit.test_verify import follows
+    from tests.support.chi_square import follows
     cycle = {1: 2, 2: 3, 3: 1}
 
     def markov(tokens):  # next token: the cycle's with p ~ 0.79, the two others ~ 0.105 each

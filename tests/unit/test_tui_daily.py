@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 import time
 
 import pytest
@@ -20,17 +19,10 @@ from specllama.tui.capture import screen_text
 from specllama.tui.clipboard import OSC52
 from specllama.tui.widgets import ChatMessage, StatsPanel
 from specllama.tui.widgets.chat_message import code_blocks
-from tests.unit.test_tui import FakeRuntime, assert_snapshot, chat_app, run, send, wait_until
+from tests.support.chat_app import MD_SCRIPT, FakeRuntime, GatedScript, assert_snapshot, chat_app, run, send, wait_until
 
 SIZE = (120, 36)
 # An answer with prose and two fenced blocks, streamed a few tokens per step.
-MD_SCRIPT = [
-    [("Here", "draft"), (" it is:\n\n", "target")],
-    [("```python\n", "draft"), ("def sq(x):\n", "bonus")],
-    [("    return x * x\n```\n\n", "target")],
-    [("And a test:\n\n```python\nassert sq(3) == 9\n", "draft")],
-    [("```\n", "target")],
-]
 MD_ANSWER = "".join(t for step in MD_SCRIPT for t, _ in step)
 
 
@@ -67,20 +59,6 @@ def test_answer_renders_as_markdown_with_highlighted_code_blocks(no_clipboard_to
             await pilot.press("ctrl+y")
             assert pilot.app.clipboard == MD_ANSWER
     run(scenario)
-
-
-class GatedScript:
-    """Steps that stop before step `gate_at` until the test opens the gate: "mid-answer" is then a
-    fact, not a hope about timing."""
-
-    def __init__(self, steps, gate_at: int):
-        self.steps, self.gate_at, self.gate = steps, gate_at, threading.Event()
-
-    def __iter__(self):
-        for i, step in enumerate(self.steps):
-            if i == self.gate_at:
-                self.gate.wait(20)
-            yield step
 
 
 def test_markdown_streams_while_the_answer_is_generated():

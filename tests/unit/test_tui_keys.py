@@ -9,7 +9,7 @@ from specllama.tui.history import History
 from specllama.tui.keys import CHAT_KEYS
 from specllama.tui.screens import HelpScreen, SettingsScreen
 from specllama.tui.widgets import ChatMessage, PromptInput
-from tests.unit.test_tui import ANSWER, SCRIPT, SIZE, FakeRuntime, chat_app, run, send, wait_until
+from tests.support.chat_app import ANSWER, SCRIPT, SIZE, FakeRuntime, chat_app, run, send, wait_until
 
 
 def texts(app) -> list[tuple[str, str]]:

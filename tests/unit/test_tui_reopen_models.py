@@ -12,11 +12,11 @@ from specllama.runtime import LoadOptions
 from specllama.tui import ChatApp, ChatSettings
 from specllama.tui.history import History
 from specllama.tui.screens import HistoryScreen
-from tests.unit import test_tui_models
-from tests.unit.test_tui import run, send, wait_until
-from tests.unit.test_tui_models import SIZE, ClosingRuntime
+from tests.support import model_picker
+from tests.support.chat_app import run, send, wait_until
+from tests.support.model_picker import SIZE, ClosingRuntime
 
-registry = test_tui_models.registry  # the picker tests' fixture: local target and drafts, a hub-only target
+registry = model_picker.registry  # the picker tests' fixture: local target and drafts, a hub-only target
 
 
 def app_for(registry, path, first, builder, load: LoadOptions, **settings) -> ChatApp:

@@ -5,8 +5,9 @@ message selected) shows every answer's."""
 from __future__ import annotations
 
 from specllama.dialects import BY_NAME
+from specllama.tui.capture import screen_text
 from specllama.tui.widgets.chat_message import ChatMessage
-from tests.unit.test_tui import SIZE, FakeRuntime, chat_app, run, screen_text, send
+from tests.support.chat_app import SIZE, FakeRuntime, chat_app, run, send
 
 # A Qwen3-style answer, token by token, in two speculative steps.
 THINKING_SCRIPT = [

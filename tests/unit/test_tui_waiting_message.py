@@ -8,7 +8,7 @@ import threading
 from specllama.errors import ModelFileError
 from specllama.tui import ChatApp, ChatSettings
 from specllama.tui.capture import screen_text
-from tests.unit.test_tui import SIZE, FakeRuntime, run, wait_until
+from tests.support.chat_app import SIZE, FakeRuntime, run, wait_until
 
 
 def slow_load(release: threading.Event, outcome):

@@ -1,16 +1,15 @@
 """Tests for specllama.decoding.verify: exact greedy rules, and a chi-square check that rejection sampling
 emits tokens distributed exactly as the target's own distribution p."""
 
-import math
 
 import numpy as np
 import pytest
 
 from specllama.decoding.sampling import LazyProbabilities, SamplingParams, probabilities, sample
 from specllama.decoding.verify import Verdict, verify_greedy, verify_sampling
+from tests.support.chi_square import chi_square_critical, follows
 
 DRAWS = 100_000
-SIGNIFICANCE = 1e-3
 
 
 # ---------------------------------------------------------------------------------------------
@@ -67,53 +66,11 @@ def test_greedy_rejects_wrong_number_of_rows():
 # ---------------------------------------------------------------------------------------------
 
 
-def upper_normal_quantile(alpha):
-    """z with P(Z > z) = alpha, by bisection on erfc (no scipy)."""
-    low, high = 0.0, 40.0
-    for _ in range(200):
-        middle = (low + high) / 2
-        if 0.5 * math.erfc(middle / math.sqrt(2)) > alpha:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
-
-
-def chi_square_critical(df, alpha=SIGNIFICANCE):
-    """Wilson–Hilferty: (X/df)^(1/3) is close to normal with mean 1 - 2/(9df), variance 2/(9df)."""
-    z = upper_normal_quantile(alpha)
-    h = 2.0 / (9.0 * df)
-    return df * (1.0 - h + z * math.sqrt(h)) ** 3
-
-
 def test_chi_square_critical_matches_tables():
     # Table values at alpha = 1e-3: df 5 -> 20.515, df 9 -> 27.877. Wilson–Hilferty overshoots a
     # little this far in the tail at small df (about 1%), which only makes the tests slightly lenient.
     assert chi_square_critical(5) == pytest.approx(20.515, rel=0.02)
     assert chi_square_critical(9) == pytest.approx(27.877, rel=0.02)
-
-
-def chi_square_statistic(counts, expected_probs):
-    """Pearson statistic and degrees of freedom. Cells with expected count < 5 are pooled so the
-    chi-square approximation holds; a token with zero target probability must never appear."""
-    counts = np.asarray(counts, dtype=np.float64)
-    expected = counts.sum() * np.asarray(expected_probs, dtype=np.float64)
-    impossible = expected == 0
-    assert counts[impossible].sum() == 0, f"emitted tokens the target forbids: {np.flatnonzero(impossible & (counts > 0))}"
-    small = ~impossible & (expected < 5)
-    observed_cells = list(counts[~impossible & ~small])
-    expected_cells = list(expected[~impossible & ~small])
-    if small.any():
-        observed_cells.append(counts[small].sum())
-        expected_cells.append(expected[small].sum())
-    observed_cells, expected_cells = np.array(observed_cells), np.array(expected_cells)
-    statistic = float(((observed_cells - expected_cells) ** 2 / expected_cells).sum())
-    return statistic, len(observed_cells) - 1
-
-
-def follows(counts, expected_probs):
-    statistic, df = chi_square_statistic(counts, expected_probs)
-    return statistic < chi_square_critical(df), statistic, df
 
 
 def emitted_counts(verifier, p, q_rows, q_arg, seed, draws=DRAWS):
