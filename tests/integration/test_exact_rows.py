@@ -59,11 +59,6 @@ def test_exact_mode_on_q8_0_verifies_full_batches_silently(exact_tiny):
     assert said == []
 
 
-@pytest.mark.real_models
-def test_the_default_target_keeps_the_exact_batch(real_model_paths):
-    assert GGUFModel(real_model_paths["qwen1.5b"], vocab_only=True).exact_max_batch == EXACT_MAX_BATCH
-
-
 def _gguf_with(path, tensors: dict[str, T]):
     """A header-only model: the named 2-row matrices of 32 columns in the given types."""
     writer = GGUFWriter(path, "llama")

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-
-import llama_cpp as C
 import numpy as np
 import pytest
 
@@ -106,53 +103,6 @@ def _not_utf8(data: bytes) -> bool:
         return False
     except UnicodeDecodeError:
         return True
-
-
-def _gpt2_byte_decoder() -> dict[str, int]:
-    # GPT-2's byte-level BPE stores bytes as printable code points; invert that map.
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    codes = printable[:]
-    n = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            codes.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(printable, codes)}
-
-
-@pytest.mark.real_models
-def test_every_long_qwen_token_detokenizes_in_full(real_model):
-    model = GGUFModel(real_model("qwen2.5-coder-0.5b"), vocab_only=True)
-    decode = _gpt2_byte_decoder()
-    long_tokens = []
-    for t in range(model.n_vocab):
-        text = model.token_text(t)
-        if all(ch in decode for ch in text):
-            expected = bytes(decode[ch] for ch in text)
-            if len(expected) > 32:
-                long_tokens.append((t, expected))
-    assert len(long_tokens) > 100  # the Qwen2 vocabulary has 240 tokens longer than 32 bytes
-    for t, expected in long_tokens:
-        assert model.piece(t) == expected, f"token {t}"
-    # The trap we avoid: a 32-byte buffer (what llama-cpp-python's wrappers use) cannot hold them.
-    t, expected = long_tokens[0]
-    buf = ctypes.create_string_buffer(32)
-    assert C.llama_token_to_piece(model._vocab, t, buf, 32, 0, False) == -len(expected)
-    model.close()
-
-
-@pytest.mark.real_models
-def test_qwen_chat_template_and_end_of_generation(real_model):
-    model = GGUFModel(real_model("qwen2.5-coder-0.5b"), vocab_only=True)
-    text = model.render_chat([{"role": "user", "content": "hi"}])
-    assert text.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
-    tokens = model.chat_tokens([{"role": "user", "content": "hi"}])
-    im_start = model.tokenize("<|im_start|>", add_special=False)
-    assert len(im_start) == 1 and im_start[0] in tokens  # special tokens parsed, not spelled out
-    assert model.is_eog(model.tokenize("<|im_end|>", add_special=False)[0])
-    assert model.is_eog(model.eos_id) and not model.is_eog(im_start[0])
-    model.close()
 
 
 def test_load_errors_are_clear(tmp_path, tiny_models):

@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gguf import GGUFWriter
+from textual.widgets import Select
 
 from specllama.models.registry import load_registry
-from tests.support.chat_app import FakeRuntime
+from specllama.tui.screens import ModelPickerScreen
+from tests.support.chat_app import FakeRuntime, wait_until
 
 SIZE = (120, 40)
 QWEN_LIKE = [f"tok{i}" for i in range(300)]
@@ -76,3 +78,14 @@ class ClosingRuntime(FakeRuntime):
 
     def close(self) -> None:
         self.closed = True
+
+
+async def open_picker(pilot, target: str, draft: str | None) -> ModelPickerScreen:
+    await wait_until(pilot, lambda: pilot.app.runtime is not None)
+    await pilot.press("f12")
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, ModelPickerScreen))
+    screen = pilot.app.screen
+    screen.query_one("#target", Select).value = target
+    screen.query_one("#draft", Select).value = draft or "-"
+    await pilot.pause()
+    return screen

@@ -1,7 +1,7 @@
 """The chat app, driven with Pilot.
 
 A scripted fake runtime stands where the real one goes (the app is given a function that builds
-it), so these tests need no llama.cpp; one test chats with the real Qwen pair. Snapshots are plain
+it), so these tests need no llama.cpp (the real pair: tests/real/test_real_chat.py). Snapshots are plain
 text of the rendered screen (tests/snapshots/*.txt): reviewable in a diff, unlike SVG; colours are
 checked on the message content instead. SPECLLAMA_UPDATE_SNAPSHOTS=1 rewrites them.
 """
@@ -315,33 +315,3 @@ def test_snapshot_loading_with_download_progress():
 
 
 # --- the real pair -------------------------------------------------------------------------------
-
-@pytest.mark.real_models
-def test_real_pair_two_turns_reuse_the_cache():
-    from specllama.runtime import LoadOptions, Runtime
-
-    opts = LoadOptions(pair="qwen2.5-coder", n_ctx=1024)
-    app = ChatApp(lambda progress, status: Runtime(opts, progress=progress, status=status),
-                  ChatSettings(max_tokens=24, k=4, drafter="model"))
-
-    async def scenario():
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: app.runtime is not None, timeout=300)
-            app.query_one("#prompt").value = "Write a Python function that returns the square of a number."
-            await pilot.press("enter")
-            await wait_until(pilot, lambda: not app.busy, timeout=300)
-            first = app.last_summary
-            reply = app.query(ChatMessage).last()
-            assert first.tokens > 0 and reply.text == first.text
-            assert "model" in origin_per_char(reply.segments)  # the 0.5B's tokens are accepted
-            app.query_one("#prompt").value = "Now add a docstring."
-            await pilot.press("enter")
-            await wait_until(pilot, lambda: not app.busy, timeout=300)
-            second = app.last_summary
-            # The first turn stays in the target's cache: only the new turn is decoded.
-            assert second.reused_tokens >= first.prompt_tokens, (second.reused_tokens, first.prompt_tokens)
-            assert second.tokens > 0 and app.runtime.context_use()[0] > second.prompt_tokens
-    try:
-        run(scenario)
-    finally:
-        app.close_runtime()

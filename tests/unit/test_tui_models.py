@@ -8,9 +8,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import pytest
 from textual.notifications import Notify
-from textual.widgets import Select
 
 from specllama.errors import ModelFileError
 from specllama.models.registry import load_registry
@@ -19,7 +17,7 @@ from specllama.tui.model_choice import HUB_NOTE, Choice, model_rows, precheck
 from specllama.tui.screens import ModelPickerScreen
 from tests.support import model_picker
 from tests.support.chat_app import run, send, wait_until
-from tests.support.model_picker import SIZE, ClosingRuntime
+from tests.support.model_picker import SIZE, ClosingRuntime, open_picker
 
 registry = model_picker.registry  # the fixture: local target and drafts, a hub-only target
 
@@ -28,17 +26,6 @@ def picker_app(registry, builder, first=None) -> ChatApp:
     first = first or ClosingRuntime("old target")
     return ChatApp(lambda progress, status: first, ChatSettings(), flush_interval=0,
                    build_runtime=builder, registry=registry)
-
-
-async def open_picker(pilot, target: str, draft: str | None) -> ModelPickerScreen:
-    await wait_until(pilot, lambda: pilot.app.runtime is not None)
-    await pilot.press("f12")
-    await wait_until(pilot, lambda: isinstance(pilot.app.screen, ModelPickerScreen))
-    screen = pilot.app.screen
-    screen.query_one("#target", Select).value = target
-    screen.query_one("#draft", Select).value = draft or "-"
-    await pilot.pause()
-    return screen
 
 
 # --- what the picker knows without widgets ---------------------------------------------------------------------
@@ -195,39 +182,3 @@ def test_picking_a_pair_fills_target_and_draft(registry):
 
 
 # --- the real pair -----------------------------------------------------------------------------------------------
-
-@pytest.mark.real_models
-def test_real_switch_from_the_pair_to_the_small_model_alone(real_model_paths):
-    """The default pair loaded, then the picker's switch to the 0.5B as a target with no draft: the
-    next answer comes from the new runtime and the old one's models are freed."""
-    from specllama.runtime import LoadOptions, Runtime
-
-    opts = LoadOptions(pair="qwen2.5-coder", n_ctx=512)
-    app = ChatApp(lambda progress, status: Runtime(opts, progress=progress, status=status),
-                  ChatSettings(max_tokens=8, k=4), load_options=opts)
-    closed = []
-
-    async def scenario():
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: app.runtime is not None, timeout=300)
-            old = app.runtime
-            assert old.has_draft_model
-            free = old.close
-            old.close = lambda: (closed.append(old), free())
-            await open_picker(pilot, "qwen2.5-coder-0.5b", None)
-            await pilot.press("ctrl+s")
-            await wait_until(pilot, lambda: app.runtime is not old, timeout=300)
-            new = app.runtime
-            assert closed == [old] and old.target_ctx._ctx is None  # llama.cpp's context freed
-            assert not new.has_draft_model and new.target_path.name.startswith("qwen2.5-coder-0.5b")
-            assert app.settings.drafter == "auto"  # the model drafter left with the draft model
-            assert app.models.loaded_refs() == ("qwen2.5-coder-0.5b", None)
-            app.query_one("#prompt").value = "Say hello."
-            await pilot.press("enter")
-            await wait_until(pilot, lambda: app.last_summary is not None, timeout=300)
-            assert app.last_summary is not None and app.last_summary.tokens > 0
-            assert new.context_use()[0] > 0  # decoded in the new runtime's context
-    try:
-        run(scenario)
-    finally:
-        app.close_runtime()
