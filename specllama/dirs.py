@@ -7,6 +7,8 @@
   %LOCALAPPDATA%\\specllama\\Cache; SPECLLAMA_CACHE overrides. What each machine's decodes cost
   (costs/ in the cache) can be kept elsewhere with SPECLLAMA_COSTS: the tests do, so they neither
   read what earlier runs learnt on this machine nor leave their tiny models' costs there.
+- prompt cache (`serve`'s kept prompt prefixes): prompt-cache/ in the cache; SPECLLAMA_PROMPT_CACHE
+  overrides (the tests do: their servers must not leave entries in the user's cache).
 - data (chat history): ~/.local/share/specllama, ~/Library/Application Support/specllama,
   %LOCALAPPDATA%\\specllama; SPECLLAMA_DATA overrides.
 """
@@ -35,6 +37,12 @@ def costs_dir() -> Path:
     if os.environ.get("SPECLLAMA_COSTS"):
         return Path(os.environ["SPECLLAMA_COSTS"])
     return cache_dir() / "costs"
+
+
+def prompt_cache_dir() -> Path:
+    if os.environ.get("SPECLLAMA_PROMPT_CACHE"):
+        return Path(os.environ["SPECLLAMA_PROMPT_CACHE"])
+    return cache_dir() / "prompt-cache"
 
 
 def data_dir() -> Path:

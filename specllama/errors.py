@@ -23,7 +23,12 @@ class IncompatiblePairError(SpecllamaError):
 
 
 class ContextOverflowError(SpecllamaError):
-    """The prompt (or prompt plus generation) does not fit in the context window."""
+    """The prompt (or prompt plus generation) does not fit in the context window. The numbers, when
+    given, let a front end say it in its own words (a server's 400 in Anthropic's phrasing)."""
+
+    def __init__(self, message: str, prompt_tokens: int | None = None, n_ctx: int | None = None):
+        super().__init__(message)
+        self.prompt_tokens, self.n_ctx = prompt_tokens, n_ctx
 
 
 class DownloadError(SpecllamaError):

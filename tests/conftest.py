@@ -8,6 +8,7 @@ cannot fetch them fails loudly. Tiny models are written once per session and bor
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 # The suite checks behaviour, never speed, and runs servers, clients and models side by side on two
@@ -15,6 +16,9 @@ from pathlib import Path
 # measured 1.2 tok/s instead of 14 beside a compiler): threads sleep here, in this process and in
 # every command a test starts. tests/integration/test_thread_wait.py checks the levels themselves.
 os.environ.setdefault("SPECLLAMA_THREAD_WAIT", "sleep")
+# `serve`'s prompt cache (runtime/prompt_cache.py) writes its entries to a scratch folder, never the
+# user's cache; set here, not in a fixture, since module-scoped servers start before any fixture's patch.
+os.environ.setdefault("SPECLLAMA_PROMPT_CACHE", tempfile.mkdtemp(prefix="specllama-tests-prompt-cache-"))
 
 import pytest
 

@@ -1,7 +1,7 @@
 """Benchmark configurations: "none;model:k=2;suffix:k=auto;auto:k=auto;model:k=4,verify=stairs".
 
 Grammar: configurations separated by `;`, each `DRAFTER[:OPTION=VALUE[,OPTION=VALUE...]]` with
-DRAFTER one of none | auto | suffix | model ("lookup" is read as suffix) and options k (int),
+DRAFTER one of none | auto | suffix | model | mtp ("lookup" is read as suffix) and options k (int),
 verify (causal | stairs), p_min (float).
 Each parses into a small frozen dataclass whose `label` is the canonical spelling, used as the key
 in every table and JSON record.
@@ -15,7 +15,7 @@ from specllama.decoding.request import drafter_name
 from specllama.errors import SpecllamaError
 
 DEFAULT_CONFIGS = "none;auto:k=auto;suffix:k=auto;model:k=2;model:k=4;model:k=4,verify=stairs"
-DRAFTER_KINDS = ("none", "auto", "suffix", "model")
+DRAFTER_KINDS = ("none", "auto", "suffix", "model", "mtp")  # mtp: the target's own MTP head (llama/mtp.py)
 VERIFY_MODES = ("causal", "stairs")
 DEFAULT_K = "auto"
 

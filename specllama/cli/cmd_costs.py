@@ -125,6 +125,18 @@ def learnt_line(learnt: dict) -> str:
             f"T(n)/T(1) {ratios}{c}")
 
 
+def bets_for(runtime, curve: CostCurve, has_draft: bool) -> list:
+    """Each source's bet on what this machine's decodes cost: the learnt costs where earlier runs
+    taught some (the engine starts from them), else the startup curve."""
+    from specllama.runtime.rollback_note import mtp_layers
+    from specllama.runtime.source_bets import source_bets
+
+    learnt = runtime.learned_costs()
+    ratio = runtime.costs.ratio if learnt else curve.ratio
+    draft_cost = (runtime.costs.draft_ratio() if learnt else None) or curve.draft_ratio
+    return source_bets(ratio, draft_cost, has_draft=has_draft, has_mtp=mtp_layers(runtime.target_path) > 0)
+
+
 def run(args: argparse.Namespace) -> int:
     from specllama.cli.options import resolved_for, status_lines  # the runtime loads llama.cpp: only when measuring
     from specllama.cli.progress import download_bar
@@ -132,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
     from specllama.llama import thread_wait
     from specllama.llama.machine import cpu_model
     from specllama.runtime.loaded import Runtime
+    from specllama.runtime.source_bets import bet_lines
 
     status = status_lines(args)
     opts = resolved_for(args, status).load  # costs decodes nothing: the target alone is measured alone, silently
@@ -146,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         info = runtime.describe()
         draft = info.draft.file if info.draft else None
         note = weight_note(info.target.path) if curve.max_n > K_SHOWN + 1 else None
+        bets = bets_for(runtime, curve, has_draft=draft is not None)
         if args.json:
             print(json.dumps({
                 "machine": {"cpu": cpu_model(), "threads": info.threads, "thread_wait": thread_wait.in_force()},
@@ -157,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
                 "weights_note": note,
                 "cache_file": str(runtime.cost_cache_file()),
                 "learnt": learnt,
+                "source_bets": [bet.to_dict() for bet in bets],
             }, indent=1))
             return 0
         print(f"machine: {cpu_model()}, {info.threads} threads ({thread_wait.in_force()} between ops: "
@@ -168,4 +183,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"(bare decodes, cached in {runtime.cost_cache_file()}; --remeasure to measure again)")
         if learnt:
             print(learnt_line(learnt))
+        for line in bet_lines(bets):
+            print(line)
     return 0

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from specllama.errors import SpecllamaError
+from specllama.llama.kv_memory import human_bytes
 
 HELP = "what a running `specllama serve` has loaded, its slots and its speed"
 DESCRIPTION = """Asks a running server (specllama serve, or llama.cpp's llama-server) over HTTP: its model files,
@@ -113,7 +114,19 @@ def summary(seen: dict) -> dict:
         "tokens_generated": _one(metrics, "specllama_generated_tokens_total", "llamacpp:tokens_predicted_total"),
         "requests": {lab.get("outcome", "?"): int(v) for lab, v in metrics.get("specllama_requests_total", [])},
         "drafts": {s: {"drafted": int(drafted[s]), "accepted": int(accepted.get(s, 0))} for s in drafted},
+        "prompt_cache": _prompt_cache(metrics),
     }
+
+
+def _prompt_cache(metrics: dict) -> dict | None:
+    """The prompt cache's series by where (memory, disk), None when the server has none."""
+    if "specllama_prompt_cache_entries" not in metrics:
+        return None
+    out: dict = {}
+    for name in ("entries", "bytes", "limit_bytes", "hits_total", "tokens_total"):
+        for labels, value in metrics.get(f"specllama_prompt_cache_{name}", []):
+            out.setdefault(labels.get("where", "?"), {})[name.removesuffix("_total")] = int(value)
+    return out
 
 
 def text(s: dict) -> str:
@@ -137,6 +150,11 @@ def text(s: dict) -> str:
             f"{src} {d['accepted']}/{d['drafted']} accepted" for src, d in sorted(s["drafts"].items())))
     if s["drafters"]:
         lines.append(f"drafters   {', '.join(s['drafters'])}")
+    for where, c in (s.get("prompt_cache") or {}).items():
+        if c.get("limit_bytes"):
+            lines.append(f"cache      {where}: {c.get('entries', 0)} prompt(s), {human_bytes(c.get('bytes', 0))} of "
+                         f"{human_bytes(c['limit_bytes'])}; {c.get('hits', 0)} hit(s), "
+                         f"{c.get('tokens', 0):,} tokens not prefilled")
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ from specllama.errors import SpecllamaError, UsageError
 DEFAULT_PORT = 8080  # llama-server's
 DEFAULT_QUEUE = 64
 DEFAULT_MAX_BODY = 8 * 1024 * 1024  # an agent's whole conversation with a few files in it fits many times over
+DEFAULT_KEEP_ALIVE = 10.0  # seconds: well inside the 30-60 s a client or proxy waits for a byte
 
 
 HELP = "an OpenAI-compatible HTTP server (chat/completions, completions, models)"
@@ -61,6 +62,38 @@ def _add_server_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-body", type=at_least_one, default=DEFAULT_MAX_BODY, metavar="BYTES",
                    help=f"the largest request body accepted, else 413 (default {DEFAULT_MAX_BODY})")
     add_connection_limits(g)
+    g.add_argument("--keep-alive", type=_keep_alive, default=DEFAULT_KEEP_ALIVE, metavar="SECONDS",
+                   help="a stream with nothing to send for this long (a long prompt's prefill, a wait for a slot) "
+                        "sends a keep-alive (an SSE comment; Anthropic's ping event) so that clients and proxies "
+                        f"do not time out; 0: never (default {DEFAULT_KEEP_ALIVE:g})")
+    c = p.add_argument_group("prompt cache")
+    c.add_argument("--cache-ram", type=_mib, default=None, metavar="MiB",
+                   help="keep the prompts slots lose (another request took the slot) in this much memory, so a "
+                        "long prefix (an agent's system text and tools) is prefilled once (default: a quarter of the "
+                        "memory free at start, at most 8192; 0: off)")
+    c.add_argument("--cache-disk", type=_mib, default=None, metavar="MiB",
+                   help="also keep them on disk, in the user's cache folder, so the next server starts from them "
+                        "(default: a tenth of the free disk, at most 8192; 0: off)")
+
+
+def _mib(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size in MiB, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a size in MiB is 0 or more, got {value}")
+    return value
+
+
+def _keep_alive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"expected seconds between 0 and 3600, got {text}")
+    return value
 
 
 def _port(text: str) -> int:
@@ -122,15 +155,33 @@ def run(args: argparse.Namespace) -> int:
                                  strict_model=args.strict_model)
             metrics = Metrics(runtime.parallelism)
             runtime.warm_tokenizer()  # the vocabulary's special texts read now, not in the first request
-            state = ServerState(runtime, EngineWorker(runtime, args.queue, metrics), served, metrics, args.max_body)
+            cache = prompt_cache_for(runtime, args)
+            state = ServerState(runtime, EngineWorker(runtime, args.queue, metrics), served, metrics, args.max_body,
+                                keep_alive=args.keep_alive)
             host, port = sock.getsockname()[:2]
             print(f"specllama serve: http://{host}:{port}/v1 · model '{name}' · {info.line(defaults)} · "
                   f"{runtime.parallelism} request(s) decoded together, {args.queue} may wait · drafters "
                   f"{', '.join(runtime.drafters)} (default {defaults.drafter})"
-                  + (" · API key required" if api_key else ""), file=sys.stderr, flush=True)
+                  + (" · API key required" if api_key else "") + (f" · prompt cache {cache}" if cache else ""),
+                  file=sys.stderr, flush=True)
             app = create_app(state, api_key, tuple(args.cors), allowed_hosts(args.host, args.allow_host))
             status = serve(app, state, sock, connection_limits(args))
     finally:
         sock.close()
     print("specllama serve: stopped" + (f" (the engine died: exit status {status})" if status else ""), file=sys.stderr)
     return status
+
+
+def prompt_cache_for(runtime, args: argparse.Namespace) -> str:
+    """Give the engine its prompt cache (runtime/prompt_cache.py); says its bounds ("" when off)."""
+    from specllama.dirs import prompt_cache_dir
+    from specllama.llama.kv_memory import human_bytes
+    from specllama.runtime.prompt_cache import default_disk_bytes, default_ram_bytes
+
+    folder = prompt_cache_dir()
+    ram = args.cache_ram << 20 if args.cache_ram is not None else default_ram_bytes()
+    disk = args.cache_disk << 20 if args.cache_disk is not None else default_disk_bytes(folder)
+    log = lambda text: print("specllama serve: " + text, file=sys.stderr, flush=True)  # noqa: E731
+    if runtime.use_prompt_cache(ram, disk, folder if disk else None, log=log) is None:
+        return ""
+    return f"{human_bytes(ram)} in memory, {human_bytes(disk)} on disk" if disk else f"{human_bytes(ram)} in memory"

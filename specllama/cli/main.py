@@ -87,6 +87,20 @@ def exit_status(error: SpecllamaError) -> int:
     return EXIT_USAGE if isinstance(error, USAGE_ERRORS) else EXIT_FAILED
 
 
+def say_thread_wait() -> None:
+    """-v: how llama.cpp's threads wait, and each time they follow other processes (llama/thread_share.py)."""
+    from specllama.llama import thread_share
+
+    def say(text: str) -> None:
+        print(f"specllama: {text}", file=sys.stderr, flush=True)
+
+    share = thread_share.current()
+    say(f"threads between ops: {thread_wait.in_force()}" + ("; fewer threads while other processes want the cores"
+                                                             if share is not None and share.enabled else ""))
+    if share is not None:
+        share.say = say
+
+
 def main(argv: list[str] | None = None) -> int:
     if not (sys.argv[1:] if argv is None else argv):  # bare `specllama`: where to start, not a usage error
         print(SHORT_HELP)
@@ -95,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Before any command loads llama.cpp: OpenMP reads how its threads wait once, at load.
         thread_wait.configure(getattr(args, "thread_wait", None), getattr(args, "threads", None))
+        if getattr(args, "verbose", False) and not getattr(args, "quiet", False):
+            say_thread_wait()
         return args.run(args)
     except StdoutClosedError as e:  # `specllama run hi >&-`
         quiet_stdout()

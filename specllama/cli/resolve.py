@@ -94,6 +94,7 @@ def resolve(intent: Intent, registry: Registry, cache: ModelCache, *, cores: int
     drafters = session_drafters(intent, drafter, draft)
     load = LoadOptions(pair=intent.pair, target=intent.target, draft=draft,
                        load_draft="model" in drafters or "auto" in drafters, load_mtp="mtp" in drafters,
+                       mtp_if_present="auto" in drafters,
                        draft_if_pays="model" not in drafters and "auto" in drafters,
                        draft_corpus=intent.draft_corpus, n_ctx=intent.n_ctx, threads=intent.threads,
                        threads_batch=intent.threads_batch, gpu_layers=intent.gpu_layers, exact=intent.exact,

@@ -150,7 +150,7 @@ class ModelDrafter(DrafterBase):
 
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
         ctx = self.ctx
-        proposals = [Proposal([]) for _ in requests]
+        drafted: list[list[int]] = [[] for _ in requests]  # each request's tokens (its Proposal is made at the end)
         live: list[tuple[int, DraftRequest, int]] = []  # (index, request, its k)
         for i, r in enumerate(requests):
             k = min(r.k, ctx.n_ctx - len(r.committed))
@@ -179,7 +179,7 @@ class ModelDrafter(DrafterBase):
                 token, q = _choose(logits, r)
                 if token is None:  # p_min: the draft is not sure enough to go on
                     continue
-                proposals[i].tokens.append(token)
+                drafted[i].append(token)
                 if q is not None:
                     q_rows[i].append(q)
                 if step + 1 < k:  # the last draft needs no logits of its own
@@ -188,10 +188,7 @@ class ModelDrafter(DrafterBase):
             live, step = keep, step + 1
             if live:
                 rows = self._decode([DecodePart(r.seq, [t], "last") for (_, r, _), t in zip(live, next_tokens)], timed=True)
-        for i, q in q_rows.items():
-            if q:
-                proposals[i].q = np.stack(q)
-        return proposals
+        return [Proposal(tokens, np.stack(q_rows[i]) if q_rows.get(i) else None) for i, tokens in enumerate(drafted)]
 
     def _decode(self, parts: list[DecodePart], timed: bool) -> list[np.ndarray]:
         if not parts:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import sys
 import time
 import traceback
+from dataclasses import replace
 from typing import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -46,6 +47,7 @@ from specllama.decoding.grammar import GrammarFault, guide_drafts, guide_for
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.planner import Planner
 from specllama.decoding.policy import Ask, DraftPolicy, EngineRecord, PolicyKit, policy_for
+from specllama.decoding.prepared import LateRecord, Prepared
 from specllama.decoding.request import AUTO, GenerationConfig, Request
 from specllama.decoding.request_queue import CLOSED, RequestQueue
 from specllama.decoding.sampling import LazyProbabilities
@@ -82,11 +84,16 @@ class Engine:
         self.clock = clock
         self.planner = Planner(self.costs, exact_rows(self.target))
         self.record = EngineRecord()
+        # What a policy's kit holds of the acceptance records: views taken on the engine thread (prepared.py).
+        self._late_records = {name: LateRecord(record) for name, record in self.acceptance.items()}
         # Contexts whose time inside llama_decode a step reports (the target's, the draft model's).
         contexts = [target] + [c for d in self.drafters.values() for c in d.contexts]
         self._timed = list({id(c): c for c in contexts}.values())
         # A unified cache lends its extra sequences to a verifier as scratch (stairs): one slot.
         self.slots = 1 if target.unified else target.n_seq_max
+        # Prefixes kept beyond the slots (runtime/prompt_cache.py, `serve`): admit() may restore one
+        # into the slot before its prefix is reused; prefilled() may keep the prompt after it.
+        self.prompt_cache = None
 
     def reset(self) -> None:
         """Forget every cache: the next generation starts from an empty context (a failed decode
@@ -98,8 +105,9 @@ class Engine:
 
     def policy_for(self, config: GenerationConfig) -> DraftPolicy:
         """The request's draft policy (policy/registry.py); a SpecllamaError when it names a drafter
-        or policy that is not available."""
-        kit = PolicyKit(self.drafters, self.costs, self.acceptance, VERIFIERS[config.verify], self.record)
+        or policy that is not available. Safe off the engine thread: building it reads no record
+        a step updates (prepared.py)."""
+        kit = PolicyKit(self.drafters, self.costs, self._late_records, VERIFIERS[config.verify], self.record)
         return policy_for(config, kit)
 
     def parallelism(self, parallel: int | str) -> int:
@@ -111,33 +119,40 @@ class Engine:
             return choose_parallel(self.costs.ratio, most)
         return max(1, min(int(parallel), most))
 
-    def check(self, request: Request) -> None:
-        """Refuse a request that cannot run, before anything is decoded."""
+    def check(self, request: Request) -> Prepared:
+        """Refuse a request that cannot run, before anything is decoded; else the request as the
+        engine admits it, its policy built and its grammar compiled (here only: prepared.py). A
+        server calls this on its preparing threads: it reads only what no step changes (the
+        context's size, the loaded drafters, the model's vocabulary)."""
         if not request.prompt:
             raise SpecllamaError("empty prompt")
         if len(request.prompt) + 1 > self.target.n_ctx:
             raise ContextOverflowError(
                 f"the prompt is {len(request.prompt)} tokens but the context holds {self.target.n_ctx} "
-                f"(raise --ctx, at most the model's {self.target.model.n_ctx_train}, or shorten the prompt)")
-        self.policy_for(request.config)
+                f"(raise --ctx, at most the model's {self.target.model.n_ctx_train}, or shorten the prompt)",
+                prompt_tokens=len(request.prompt), n_ctx=self.target.n_ctx)
+        policy = self.policy_for(request.config)
         try:  # refuses what cannot be enforced, or what breaks the grammar engine's limits at its first steps
-            guide_for(request.config.constraint, self.target.model, request.config.drafts)
+            guide = guide_for(request.config.constraint, self.target.model, request.config.drafts)
         except SpecllamaError as e:
             raise e if isinstance(e, GrammarFault) else GrammarFault(str(e)) from None
         VERIFIERS[request.config.verify].check(self.target)
+        return Prepared.of(request, policy, guide)
 
     def generate(self, prompt: Sequence[int], config: GenerationConfig, cancel: CancelHandle | None = None) -> Generation:
         """One request: checks it now (a prompt that cannot fit fails here, before any decoding)
         and returns the generation to iterate (and to cancel, from any thread; a caller that must
         be able to stop it before this returns passes its own handle)."""
-        request = Request(list(prompt), config, cancel=cancel or CancelHandle())
-        self.check(request)
-        events = (event for _, event in self._schedule(iter([request]), 1, isolate=False))
-        return Generation(events, request.cancel)
+        prepared = self.check(Request(list(prompt), config, cancel=cancel or CancelHandle()))
+        events = (event for _, event in self._schedule(iter([prepared]), 1, isolate=False))
+        return Generation(events, prepared.cancel)
 
-    def run_many(self, requests: Iterable[Request] | RequestQueue, parallel: int | str = AUTO) -> Iterator[tuple[Hashable, Event]]:
+    def run_many(self, requests: Iterable[Request | Prepared] | RequestQueue,
+                 parallel: int | str = AUTO) -> Iterator[tuple[Hashable, Event]]:
         """Every request, up to `parallel` at once, as (tag, event) pairs; each request ends with
-        a DoneEvent or, when it could not run, a FailedEvent (the others go on). A RequestQueue
+        a DoneEvent or, when it could not run, a FailedEvent (the others go on). A request already
+        checked (a Prepared: a server's) is admitted as it is; any other is checked when its turn
+        comes, on this thread. A RequestQueue
         feeds requests that arrive while it runs (a server): they join between steps. Under
         "auto" the number is chosen again as the costs become known. Each request is stopped by
         its own cancel handle."""
@@ -164,8 +179,8 @@ class Engine:
                                                              drafter=request.config.drafter))
                     continue
                 try:
-                    self.check(request)
-                    active.append(self._admit(request, free))
+                    prepared = request if isinstance(request, Prepared) else self.check(request)
+                    active.append(self._admit(prepared, free))
                 except Exception as e:  # a bug in one request's admission is that request's alone
                     if not isolate:
                         raise
@@ -199,18 +214,24 @@ class Engine:
                 yield slot.tag, slot.done()
                 self._release(slot, free, clean=False)
 
-    def _admit(self, request: Request, free: list[int]) -> Slot:
+    def _admit(self, request: Prepared, free: list[int]) -> Slot:
         """Give the request the free slot whose cache shares the longest prefix with its prompt
         (a chat's earlier turns, a batch's common system prompt) and prefill the rest."""
-        target, config, prompt = self.target, request.config, list(request.prompt)
-        index = max(free, key=lambda s: (target.common_prefix(prompt, s), -s))
-        policy = self.policy_for(config)
-        guide = guide_for(config.constraint, target.model, config.drafts)
+        target, config, prompt, policy = self.target, request.config, list(request.prompt), request.policy
+        common = {s: target.common_prefix(prompt, s) for s in free}
+        # Ties go to the slot holding least: what another slot holds may be the next prompt's prefix.
+        index = max(free, key=lambda s: (common[s], -target.past(s), -s))
         summary = Summary(prompt_tokens=len(prompt), drafter=config.drafter if config.drafts else "none")
         t0 = time.perf_counter()
         try:
-            summary.reused_tokens = min(target.reuse_prefix(prompt, index), len(prompt) - 1)
-            target.rollback(summary.reused_tokens, index)
+            cached = self.prompt_cache.admit(prompt, index) if self.prompt_cache is not None else ""
+            # A restored entry changed what the slot holds: only then is its prefix counted again.
+            shared = target.common_prefix(prompt, index) if cached else common[index]
+            # What follows the shared prefix goes; at least the prompt's last token is decoded again
+            # (its logits start the first step).
+            target.rollback(min(shared, len(prompt) - 1), index)
+            summary.reused_tokens = target.past(index)
+            summary.reused_from = cached if summary.reused_tokens else ""
             # In chunks of n_batch (where llama.cpp splits it anyway, so the cache is the same): a
             # request cancelled meanwhile (a server's client that left during a long prompt) stops
             # after the current chunk; its next step ends it as "cancelled".
@@ -229,6 +250,8 @@ class Engine:
                 # The policy lets its drafters digest the prompt now, or leaves it to their first
                 # proposal (a draft model under -k auto that may not draft at all).
                 policy.start(index, prompt)
+                if self.prompt_cache is not None:
+                    self.prompt_cache.prefilled(index)
         except BaseException:
             target.clear(index)
             raise
@@ -236,7 +259,7 @@ class Engine:
         summary.t_prompt = time.perf_counter() - t0
         return Slot(index, request, policy, VERIFIERS[config.verify], prompt,
                     np.random.default_rng(config.sampling.seed), summary, StreamDecoder(target.model),
-                    StopMatcher(config.stop), time.perf_counter(), guide=guide)
+                    StopMatcher(config.stop), time.perf_counter(), guide=request.guide)
 
     def _release(self, slot: Slot, free: list[int], clean: bool) -> None:
         for drafter in slot.policy.drafters:
@@ -276,8 +299,8 @@ class Engine:
         timing_before = {name: d.timing() for name, d in self.drafters.items()}
         proposals = self._draft(running, asks)
         t_draft = clock() - t_draft_start
-        self.planner.cut(running, proposals)
-        guide_drafts(running, proposals, target, self.planner.exact_rows)  # a grammar's cut and its forced tokens
+        proposals = self.planner.cut(running, proposals)
+        proposals = guide_drafts(running, proposals, target, self.planner.exact_rows)  # a grammar's cut and its forced tokens
         # --- decode: one target decode for every sequence (per verifier) ----------------------
         t_decode_start = clock()
         n_past = {slot.index: target.past(slot.index) for slot in running}
@@ -317,7 +340,7 @@ class Engine:
         self.costs.record_step(rows, t_step - t_draft)
         for name, drafter in self.drafters.items():
             decodes, seconds = drafter.timing()
-            self.costs.record_draft(decodes - timing_before[name][0], seconds - timing_before[name][1])
+            self.costs.record_draft(decodes - timing_before[name][0], seconds - timing_before[name][1], name)
         t1, alone = self.costs.t1(), len(running) == 1
         # --- emit: each slot commits its new tokens (stopping where a stop string or the limit says) --
         emitted = []
@@ -354,7 +377,7 @@ class Engine:
     def _draft(self, running: list[Slot], asks: list[Ask]) -> dict[int, Proposal]:
         """Each drafter proposes once for all the sequences that asked it (in rounds: a policy may
         ask another drafter after seeing a proposal); returns the proposals by slot."""
-        proposals: dict[int, Proposal] = {slot.index: Proposal([]) for slot in running}
+        proposals: dict[int, Proposal] = {slot.index: Proposal(()) for slot in running}
         waiting = [(slot, ask) for slot, ask in zip(running, asks) if ask.drafts]
         while waiting:
             by_drafter: dict[int, list[tuple[Slot, Ask]]] = {}
@@ -365,10 +388,11 @@ class Engine:
                 drafter = group[0][1].drafter
                 requests = [DraftRequest(slot.index, slot.committed, ask.k, slot.config, slot.rng) for slot, ask in group]
                 for (slot, ask), proposal in zip(group, drafter.propose(requests)):
-                    proposal.tokens = proposal.tokens[:ask.k]
-                    proposal.source = proposal.source or drafter.name
+                    proposal = proposal.keep(ask.k)
+                    if not proposal.source:
+                        proposal = replace(proposal, source=drafter.name)
+                    proposal, follow = slot.policy.review(proposal)
                     proposals[slot.index] = proposal
-                    follow = slot.policy.review(proposal)
                     if follow is not None and follow.drafts:
                         waiting.append((slot, follow))
         return proposals

@@ -83,6 +83,7 @@ class AcceptanceRates:
 class Summary(AcceptanceRates):
     prompt_tokens: int = 0
     reused_tokens: int = 0
+    reused_from: str = ""  # where the reused tokens came from beyond the slot: "memory" or "disk" (prompt cache)
     tokens: int = 0
     text: str = ""
     finish_reason: str = ""  # stop (end of generation), stop_string, length, context, cancelled

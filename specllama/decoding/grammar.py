@@ -27,6 +27,7 @@ import time
 import warnings
 import weakref
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -97,24 +98,23 @@ class Guide:
 
     # --- the engine's three calls --------------------------------------------------------------
 
-    def shape(self, proposal: Proposal, room: int) -> None:
-        """Cut the proposal at its first forbidden token; append the forced tokens after it (at
+    def shape(self, proposal: Proposal, room: int) -> Proposal:
+        """The proposal cut at its first forbidden token, with the forced tokens after it (at
         most `room` tokens in all; none when this request does not draft)."""
-        draft = proposal.tokens
+        draft = list(proposal.tokens)
         start = self._activation(draft)
         if start is None:  # unconstrained through the whole draft
-            return
+            return proposal
         m = self.matcher
         n = start + m.validate_tokens(draft[start:])
-        _keep(proposal, n)
+        proposal = proposal.keep(n)
         if not self.drafts or n >= room:
-            return
+            return proposal
         if not m.consume_tokens(draft[start:n]):
             raise GrammarFault(f"the grammar engine stopped this answer: {_error_line(m.get_error())}")
         forced = [] if m.is_stopped() else m.compute_ff_tokens()[:room - n]
         m.rollback(n - start)
-        if forced:
-            _append(proposal, forced, GRAMMAR)
+        return _append(proposal, forced, GRAMMAR) if forced else proposal
 
     def mask(self, draft: Sequence[int], rows: np.ndarray, greedy: bool) -> np.ndarray:
         """The target's rows (row i scored after draft[:i]) with the tokens the grammar forbids
@@ -240,13 +240,16 @@ def guide_for(constraint: Constraint | None, model, drafts: bool) -> Guide | Non
     return Guide(constraint, grammar_tokenizer(model), model.n_vocab, lambda t: model.piece(t, special=True), drafts)
 
 
-def guide_drafts(running: Sequence[Any], proposals: dict[int, Proposal], target, exact_rows: int | None) -> None:
+def guide_drafts(running: Sequence[Any], proposals: dict[int, Proposal], target,
+                 exact_rows: int | None) -> dict[int, Proposal]:
     """After drafting, before the target decodes: each constrained slot's draft cut at its first
     forbidden token, then the tokens its grammar forces appended, within what the slot may send
-    (its verifier's room, its max tokens, a fixed K) and exact mode's rows for the whole batch."""
+    (its verifier's room, its max tokens, a fixed K) and exact mode's rows for the whole batch.
+    Returns the proposals as shaped."""
     guided = [s for s in running if s.guide is not None]
     if not guided:
-        return
+        return proposals
+    proposals = dict(proposals)
     spare = None if exact_rows is None else exact_rows - sum(len(proposals[s.index].tokens) + 1 for s in running)
     for slot in guided:
         proposal = proposals[slot.index]
@@ -257,41 +260,32 @@ def guide_drafts(running: Sequence[Any], proposals: dict[int, Proposal], target,
         if spare is not None:
             room = min(room, before + max(spare, 0))
         if slot.fault:
-            _keep(proposal, 0)
+            proposals[slot.index] = proposal.keep(0)
             continue
         try:
-            slot.guide.shape(proposal, max(room, 0))
+            proposal = slot.guide.shape(proposal, max(room, 0))
         except Exception as e:  # this request's grammar failed: it alone ends (engine.py), with no draft now
             slot.fail(e)
-            _keep(proposal, 0)
+            proposal = proposal.keep(0)
+        proposals[slot.index] = proposal
         if spare is not None:
             spare -= len(proposal.tokens) - before
+    return proposals
 
 
-def _keep(proposal: Proposal, n: int) -> None:
-    if n >= len(proposal.tokens):
-        return
-    proposal.tokens = proposal.tokens[:n]
-    if proposal.q is not None:
-        proposal.q = proposal.q[:n]
-    if proposal.confidence is not None:
-        proposal.confidence = proposal.confidence[:n]
-    if proposal.sources is not None:
-        proposal.sources = proposal.sources[:n]
-
-
-def _append(proposal: Proposal, tokens: list[int], source: str) -> None:
+def _append(proposal: Proposal, tokens: list[int], source: str) -> Proposal:
     """Forced tokens after a draft: certain (confidence 1), deterministic (one-hot q rows), and
     marked per token with their own source."""
     n = len(proposal.tokens)
     own = proposal.source or source
-    if n == 0:
-        proposal.source = source
-    proposal.sources = (proposal.sources or [own] * n) + [source] * len(tokens)
-    if proposal.q is not None:
-        q = np.zeros((len(tokens), proposal.q.shape[1]), dtype=proposal.q.dtype)
-        q[np.arange(len(tokens)), tokens] = 1.0
-        proposal.q = np.concatenate([proposal.q[:n], q])
-    if proposal.confidence is not None or n == 0:
-        proposal.confidence = list(proposal.confidence or [])[:n] + [1.0] * len(tokens)
-    proposal.tokens = list(proposal.tokens) + list(tokens)
+    q = proposal.q
+    if q is not None:
+        forced_q = np.zeros((len(tokens), q.shape[1]), dtype=q.dtype)
+        forced_q[np.arange(len(tokens)), tokens] = 1.0
+        q = np.concatenate([q[:n], forced_q])
+    confidence = proposal.confidence
+    if confidence is not None or n == 0:
+        confidence = tuple(confidence or ())[:n] + (1.0,) * len(tokens)
+    return replace(proposal, tokens=tuple(proposal.tokens) + tuple(tokens), q=q, confidence=confidence,
+                   source=source if n == 0 else proposal.source,
+                   sources=tuple(proposal.sources or (own,) * n) + (source,) * len(tokens))

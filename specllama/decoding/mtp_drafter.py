@@ -32,10 +32,12 @@ class MtpDrafter(DrafterBase):
         return self.timed_decodes, self.timed_seconds
 
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
-        proposals = [Proposal([]) for _ in requests]
+        drafted: list[list[int]] = [[] for _ in requests]  # each request's tokens (its Proposal is made at the end)
         q_rows: dict[int, list[np.ndarray]] = {i: [] for i in range(len(requests))}
         # (index, request, its k, the token to decode, its position, the MTP state for it or None)
-        live = [(i, r, r.k, r.committed[-1], len(r.committed) - 1, None) for i, r in enumerate(requests) if r.k > 0]
+        depth = self.mtp.max_depth  # chained heads: one draft position a head
+        live = [(i, r, min(r.k, depth or r.k), r.committed[-1], len(r.committed) - 1, None)
+                for i, r in enumerate(requests) if r.k > 0]
         starts = {r.seq: len(r.committed) - 1 for _, r, *_ in live}
         while live:
             start = self.clock()
@@ -47,18 +49,15 @@ class MtpDrafter(DrafterBase):
                 token, q = _choose(logits, r)
                 if token is None:
                     continue
-                proposals[i].tokens.append(token)
+                drafted[i].append(token)
                 if q is not None:
                     q_rows[i].append(q)
-                if len(proposals[i].tokens) < k:
+                if len(drafted[i]) < k:
                     keep.append((i, r, k, token, pos + 1, state))
             live = keep
         for seq, pos0 in starts.items():
             self.mtp.drop_drafts(seq, pos0)
-        for i, q in q_rows.items():
-            if q:
-                proposals[i].q = np.stack(q)
-        return proposals
+        return [Proposal(tokens, np.stack(q_rows[i]) if q_rows[i] else None) for i, tokens in enumerate(drafted)]
 
     def reset(self) -> None:
         self.mtp.cleared(None)

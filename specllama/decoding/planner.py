@@ -27,6 +27,12 @@ from specllama.decoding.policy import NO_DRAFT, Ask
 from specllama.decoding.slot import Slot
 
 PROBE_EVERY = 48  # a plain step at most this often costs < 1 % at 2x, and keeps T(1) fresh
+# While T(1) has never been timed here (no plain step yet, nothing learnt in an earlier run), the
+# step after this many is plain. A drafter that drafts from the first step (an MTP head, sure of
+# itself on a fresh prior) would otherwise run on T(1) guessed from its own batches and the prior's
+# shape, which hides any cost: on llama.cpp #23752's Metal curve a head drafted 3 a step at 0.88x of
+# plain until the text repeated (tests/unit/test_mtp_auto.py).
+PROBE_FIRST = 2
 
 
 class Planner:
@@ -40,6 +46,8 @@ class Planner:
         if len(running) != 1 or not running[0].policy.adaptive:
             return False
         costs = self.costs
+        if costs.last_t1_step < 0 and not costs.prior.learned and costs.steps >= PROBE_FIRST:
+            return True
         return costs.steps > 0 and costs.steps - max(costs.last_t1_step, 0) >= PROBE_EVERY
 
     def asks(self, running: Sequence[Slot], target) -> list[Ask]:
@@ -62,13 +70,17 @@ class Planner:
         ks = fit_rows(ks, self.exact_rows)
         return [a if a.k == k else replace(a, k=k) for a, k in zip(asks, ks)]
 
-    def cut(self, running: Sequence[Slot], proposals: dict[int, Proposal]) -> None:
+    def cut(self, running: Sequence[Slot], proposals: dict[int, Proposal]) -> dict[int, Proposal]:
         """The one cut after drafting: each policy's own, then, in a batch, the drafts whose
         policies allow it jointly by the confidence each token came with. Other drafts (a fixed K,
-        the draft model under `--drafter model`) keep their length."""
-        trimmable = [slot.policy.cut(proposals[slot.index]) for slot in running]
+        the draft model under `--drafter model`) keep their length. Returns the proposals as cut."""
+        proposals = dict(proposals)
+        trimmable = []
+        for slot in running:
+            proposals[slot.index], trim = slot.policy.cut(proposals[slot.index])
+            trimmable.append(trim)
         if len(running) < 2 or not any(trimmable):
-            return
+            return proposals
         choices, fixed = [], []
         for slot, trim in zip(running, trimmable):
             proposal = proposals[slot.index]
@@ -78,4 +90,5 @@ class Planner:
             choices.append(LengthChoice(known + [0.0] * (n - len(known)), 0.0, n))
             fixed.append(None if trim else n)
         for slot, k in zip(running, choose_lengths(choices, self.costs.ratio, max_rows=self.exact_rows, fixed=fixed)):
-            proposals[slot.index].tokens = proposals[slot.index].tokens[:k]
+            proposals[slot.index] = proposals[slot.index].keep(k)
+        return proposals

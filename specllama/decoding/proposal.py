@@ -3,20 +3,27 @@ it) and the step's outcome (which records what was sent) need it, and neither ne
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Sequence
 
 import numpy as np
 
 # The odds from which a drafter's (calibrated) token counts as near-certain: see Proposal.certain.
 NEAR_CERTAIN_ODDS = 0.85
+PER_TOKEN = {"per_token": True}  # a field's metadata: one entry per draft token, cut with the tokens
 
 
-@dataclass
+@dataclass(frozen=True)
 class Proposal:
-    tokens: list[int]
-    q: np.ndarray | None = None  # (len(tokens), vocab) when the drafter sampled
-    confidence: list[float] | None = None  # per token: estimated P(accepted | the ones before accepted)
+    """A draft, immutable: whoever cuts it (the engine to the asked K, a policy where it pays, the
+    planner for the batch, a grammar at a forbidden token) gets a new one from `keep(n)`, which cuts
+    every per-token array together, so they never go out of step; a policy that rescales it makes a
+    new one too (dataclasses.replace). Sequences are stored as tuples and q read-only."""
+
+    tokens: tuple[int, ...] = field(metadata=PER_TOKEN)
+    q: np.ndarray | None = field(default=None, metadata=PER_TOKEN)  # (len(tokens), vocab) when the drafter sampled
+    # per token: estimated P(accepted | the ones before accepted)
+    confidence: tuple[float, ...] | None = field(default=None, metadata=PER_TOKEN)
     source: str = ""  # the drafter that made it (filled in by the engine when empty)
     # Leading tokens the drafter holds near-certain (a long exact match whose class has held so far;
     # a grammar's forced tokens): a policy sends them whatever its cost estimate says, so a wrong
@@ -25,7 +32,30 @@ class Proposal:
     certain: int = 0
     # Per token, when the draft mixes sources (a drafter's tokens, then those a grammar forces:
     # grammar.py); None: every token is `source`'s.
-    sources: list[str] | None = field(default=None, kw_only=True)
+    sources: tuple[str, ...] | None = field(default=None, kw_only=True, metadata=PER_TOKEN)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not f.metadata.get("per_token") or value is None:
+                continue
+            if isinstance(value, np.ndarray):
+                if value.flags.writeable:
+                    value = value.view()
+                    value.flags.writeable = False
+            elif not isinstance(value, tuple):
+                value = tuple(value)
+            object.__setattr__(self, f.name, value)
+
+    def keep(self, n: int) -> "Proposal":
+        """The first n tokens (all of them when n is more), with every per-token array cut alike;
+        the near-certain lead no longer than what is kept."""
+        n = max(n, 0)
+        if n >= len(self.tokens):
+            return self
+        cut = {f.name: getattr(self, f.name)[:n] for f in fields(self)
+               if f.metadata.get("per_token") and getattr(self, f.name) is not None}
+        return replace(self, **cut, certain=min(self.certain, n))
 
     def source_of(self, i: int) -> str:
         return self.sources[i] if self.sources is not None else self.source

@@ -2,7 +2,7 @@
 
 A request carries everything that varies per request (drafter, K or a named draft policy, p_min,
 verification, sampling, stops, length); the engine makes the request's draft policy from it when
-the request is admitted (policy/registry.py), so nothing outside the engine ever swaps a drafter.
+the request is checked (Engine.check, prepared.py), so nothing outside the engine ever swaps a drafter.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ class Slot:
         `rows`: the target's logits the step was judged on (row i at the i-th new token), read for
         logprobs when asked."""
         summary, draft = self.summary, sent.tokens
-        new = draft[:verdict.n_accepted] + [verdict.token]
+        new = [*draft[:verdict.n_accepted], verdict.token]
         origins: list[Origin] = ["draft"] * verdict.n_accepted + ["bonus" if verdict.bonus and draft else "target"]
         events: list[TokenEvent] = []
         for i, (token, origin) in enumerate(zip(new, origins)):

@@ -37,7 +37,7 @@ from typing import Callable, Sequence
 from specllama.decoding.acceptance import Calibrator
 from specllama.decoding.drafters import DrafterBase, DraftRequest, Proposal
 from specllama.decoding.outcome import StepOutcome
-from specllama.decoding.proposal import certain_lead
+from specllama.decoding.proposal import PER_TOKEN, certain_lead
 from specllama.decoding.suffix_index import Match, SuffixIndex
 from specllama.errors import SpecllamaError
 
@@ -71,10 +71,10 @@ class DraftCorpusError(SpecllamaError):
     """--draft-corpus names a file that cannot be read as text."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class SuffixProposal(Proposal):
     """A Proposal plus what observe() needs to feed the calibrator."""
-    raw_confidence: list[float] = field(default_factory=list)  # count / (occurrences + 1)
+    raw_confidence: tuple[float, ...] = field(default=(), metadata=PER_TOKEN)  # count / (occurrences + 1)
     match_length: int = 0
     where: str = ""  # "live", "history" or "corpus": which index matched
 

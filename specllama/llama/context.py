@@ -17,6 +17,7 @@ import numpy as np
 
 from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError
 from specllama.llama import rollback as rb
+from specllama.llama import thread_share
 from specllama.llama.backend import C, default_threads, last_llama_error
 from specllama.llama.model import GGUFModel
 
@@ -116,6 +117,7 @@ class DecodeContext:
         self.unified = unified
         self.n_threads = threads
         self.n_threads_batch = n_threads_batch or threads
+        self._threads_applied = (self.n_threads, self.n_threads_batch)  # what llama.cpp decodes with now
         self._batch = _Batch(self.n_batch, max(1, n_seq_max))
         self.held: list[list[int]] = [[] for _ in range(n_seq_max)]
         self.snapshot_depth: int = C.llama_n_rs_seq(self._ctx)
@@ -162,7 +164,19 @@ class DecodeContext:
 
     def set_threads(self, n_threads: int, n_threads_batch: int | None = None) -> None:
         self.n_threads, self.n_threads_batch = n_threads, n_threads_batch or n_threads
-        C.llama_set_n_threads(self._ctx, self.n_threads, self.n_threads_batch)
+        self._apply_threads(self.n_threads, self.n_threads_batch)
+
+    def _apply_threads(self, n: int, n_batch: int) -> None:
+        if (n, n_batch) != self._threads_applied:
+            C.llama_set_n_threads(self._ctx, n, n_batch)
+            self._threads_applied = (n, n_batch)
+
+    def _follow_machine(self) -> None:
+        """Fewer threads than asked while other processes want the cores (llama/thread_share.py)."""
+        share = thread_share.current()
+        if share is not None:
+            cap = share.cap()
+            self._apply_threads(min(self.n_threads, cap), min(self.n_threads_batch, cap))
 
     # --- decoding -------------------------------------------------------------------------
 
@@ -240,6 +254,7 @@ class DecodeContext:
 
     def _submit(self, tokens, positions, seqs, want) -> list[np.ndarray]:
         self._batch.fill(tokens, positions, seqs, want)
+        self._follow_machine()
         start = time.perf_counter()
         rc = C.llama_decode(self._ctx, self._batch.raw)
         self.llama_seconds += time.perf_counter() - start
@@ -354,6 +369,30 @@ class DecodeContext:
         if not size or C.llama_state_seq_get_data_ext(self._ctx, data, size, seq, rb.PARTIAL_ONLY) != size:
             return  # no copy of this state: going back decodes from the start
         self._checkpoints.add(seq, rb.Checkpoint(len(self.held[seq]), data, keep))
+
+    def sequence_state(self, seq: int) -> bytearray | None:
+        """A copy of all the cache holds for `seq` (its cells, a recurrent state), in llama.cpp's own
+        layout, to be put back by set_sequence_state (the prompt cache); None if it cannot be had."""
+        size = C.llama_state_seq_get_size(self._ctx, seq)
+        if not size:
+            return None
+        data = bytearray(size)
+        if C.llama_state_seq_get_data(self._ctx, (ctypes.c_uint8 * size).from_buffer(data), size, seq) != size:
+            return None
+        return data
+
+    def set_sequence_state(self, seq: int, data: bytearray, tokens: Sequence[int]) -> bool:
+        """Make `seq` hold `tokens` from a sequence_state() copy of them. False (and `seq` empty)
+        when llama.cpp refuses it (another layout or cache type, no room) or what it restored does
+        not end where `tokens` does: the caller decodes instead, never runs on a half state."""
+        self.clear(seq)
+        buffer = (ctypes.c_uint8 * len(data)).from_buffer(data)
+        if not C.llama_state_seq_set_data(self._ctx, buffer, len(data), seq) or \
+                C.llama_memory_seq_pos_max(self._memory, seq) != len(tokens) - 1:
+            self.clear(seq)
+            return False
+        self.held[seq][:] = tokens
+        return True
 
     def prepare_rollback(self, seq: int, n_tokens: int) -> None:
         """The next decode appends to `seq` and up to n_tokens of it may be dropped (a draft's

@@ -1,6 +1,6 @@
 """A model's own multi-token-prediction (MTP, "nextn") layers as a draft context, over the same
 GGUF as the target: llama.cpp's `draft-mtp` protocol (common/speculative.cpp,
-common_speculative_impl_draft_mtp, the single-head case of Qwen3.5) through the bindings.
+common_speculative_impl_draft_mtp) through the bindings.
 
 The MTP layer predicts the token after next from two inputs: a token, and the target's hidden
 state at the position before it. So every target decode (prompt chunks, verifications, replays)
@@ -8,6 +8,16 @@ is handed over as it happens (`decoded`: the context calls it): each token goes 
 context's own cache with the target's state of the position before it. Drafting then decodes the
 last token with the target's last state, and each draft with the MTP layer's own state, once per
 draft. Going back (`rolled_back`, `cleared`) cuts the MTP cache to the target's.
+
+Chained heads: a GGUF with several MTP layers (`llama_model_n_layer_nextn` > 1) drafts position
+i with head i, as llama.cpp's `chain_heads` mode does (speculative.cpp: `chain_heads = n_mtp_layers
+> 1 && !is_mem_shared`, n_max capped at n_mtp_layers): every target decode is fed to each head
+in turn (`llama_set_nextn_layer_offset`), and draft step i decodes the whole draft so far again at
+head i, whose own layer holds no cells in the draft region. In the vendored llama.cpp only step35,
+mimo2 and hy-v3 build more than one head; qwen35, qwen3next, glm4-moe, deepseek2/3.2/4 and others
+assert `n_layer_nextn == 1` (e.g. src/models/qwen35.cpp: "QWEN35 MTP currently only supports a
+single MTP block"). Gemma 4's shared-memory assistant heads (`is_mem_shared`) are another model
+file, not handled here.
 
 A state the target no longer holds (a rollback far past the last decodes) is taken as zeros: that
 costs draft quality for one position, never correctness (drafts are verified).
@@ -59,6 +69,10 @@ class MtpContext:
         self.states: list[dict[int, np.ndarray]] = [{} for _ in range(target.n_seq_max)]
         self._zeros = np.zeros(self.n_embd, dtype=np.float32)
         self._rows: list[np.ndarray] = []
+        self.heads = max(1, int(C.llama_model_n_layer_nextn(model._model)))
+        self.chained = self.heads > 1
+        # Chained heads: per sequence, the draft so far as (token, position, state) rows, re-decoded at each head.
+        self._chain: dict[int, list[tuple[int, int, np.ndarray]]] = {}
         target.observers.append(self)
 
     def close(self) -> None:
@@ -82,13 +96,18 @@ class MtpContext:
         first: dict[int, int] = {}
         for i, (pos, ids) in enumerate(zip(positions, seqs)):
             first.setdefault(ids[0], pos)
-        for seq, pos in first.items():
-            C.llama_memory_seq_rm(self._memory, seq, pos, -1)
+        inputs = []  # each token beside the state of the position before it, this batch's rows included
         for token, pos, ids, row in zip(tokens, positions, seqs, rows):
-            seq = ids[0]
-            self._add(seq, token, pos, self.states[seq].get(pos - 1, self._zeros), False)
-            self.states[seq][pos] = row
-        self._process()
+            inputs.append((ids[0], token, pos, self.states[ids[0]].get(pos - 1, self._zeros)))
+            self.states[ids[0]][pos] = row
+        for head in range(self.heads):  # each head's own layer gets these cells (one pass unless chained)
+            for seq, pos in first.items():
+                C.llama_memory_seq_rm(self._memory, seq, pos, -1)
+            self._head(head)
+            for seq, token, pos, state in inputs:
+                self._add(seq, token, pos, state, False)
+            self._process()
+        self._head(0)
         for seq in first:
             self._forget(seq, max(self.states[seq]) - KEEP_STATES)
 
@@ -105,25 +124,58 @@ class MtpContext:
 
     # --- drafting -----------------------------------------------------------------------------
 
+    @property
+    def max_depth(self) -> int | None:
+        """The longest draft: one position a head when chained (llama.cpp caps n_max alike), else None."""
+        return self.heads if self.chained else None
+
     def draft_step(self, items: Sequence[tuple[int, int, int, np.ndarray | None]]) -> list[tuple[np.ndarray, np.ndarray]]:
         """One MTP decode: (seq, token, position, state or None for the target's at position - 1)
-        each; returns each one's logits row and the MTP layer's own state after it."""
+        each, the first of a draft with state None; returns each one's logits row and the MTP
+        layer's own state after it. Chained, the whole draft so far is decoded at head i (the
+        i-th call since the draft began), logits for its last row."""
+        last = []
         for seq, token, pos, state in items:
-            self._add(seq, token, pos, self.states[seq].get(pos - 1, self._zeros) if state is None else state, True)
-        self._process()
+            first = state is None  # a draft's first position: the target's state before it
+            state = self.states[seq].get(pos - 1, self._zeros) if first else state
+            if not self.chained:
+                last.append(self._add(seq, token, pos, state, True))
+                continue
+            if first:
+                self._chain[seq] = []
+            self._chain[seq].append((token, pos, state))
+        if self.chained:
+            depth = {len(chain) for seq, *_ in items for chain in (self._chain[seq],)}
+            if len(depth) != 1:
+                raise SpecllamaError("chained MTP heads draft every sequence in lockstep")
+            self._head(depth.pop() - 1)
+            for seq, *_ in items:
+                C.llama_memory_seq_rm(self._memory, seq, self._chain[seq][0][1], -1)
+                rows = self._chain[seq]
+                idx = [self._add(seq, token, pos, state, i == len(rows) - 1) for i, (token, pos, state) in enumerate(rows)]
+                last.append(idx[-1])
+        try:
+            self._process()
+        finally:
+            self._head(0)
         out = []
-        for i in range(len(items)):
+        for i in last:
             logits = np.ctypeslib.as_array(C.llama_get_logits_ith(self._ctx, i), shape=(self.n_vocab,)).copy()
             out.append((logits, np.ctypeslib.as_array(self._state_ith(self._ctx, i), shape=(self.n_embd,)).copy()))
         return out
 
+    def _head(self, head: int) -> None:
+        if self.chained:
+            _ext().llama_set_nextn_layer_offset(self._ctx, head)
+
     def drop_drafts(self, seq: int, pos0: int) -> None:
         """Forget the draft positions (the verification hands the real states over)."""
         C.llama_memory_seq_rm(self._memory, seq, pos0, -1)
+        self._chain.pop(seq, None)
 
     # --- the batch ----------------------------------------------------------------------------
 
-    def _add(self, seq: int, token: int, pos: int, state: np.ndarray, output: bool) -> None:
+    def _add(self, seq: int, token: int, pos: int, state: np.ndarray, output: bool) -> int:
         idx = C.llama_batch_ext_add_token(self._batch, seq, token)
         if idx < 0:
             raise SpecllamaError(f"the MTP batch refused a token ({idx})")
@@ -134,6 +186,7 @@ class MtpContext:
         if not C.llama_batch_ext_set_embd_token(self._batch, idx, embd):
             raise SpecllamaError("the MTP batch refused a hidden state")
         C.llama_batch_ext_set_output_logits(self._batch, idx, output)
+        return idx
 
     def _process(self) -> None:
         try:

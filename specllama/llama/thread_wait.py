@@ -20,7 +20,8 @@ SPECLLAMA_THREAD_WAIT, and never over a user's own OMP_WAIT_POLICY / GOMP_SPINCO
          the one that holds up on a busy one
   auto   (the default) spin when the cores the threads will use are idle as the command starts
          (other processes' CPU time over AUTO_WINDOW_S, from /proc/stat), else sleep; where that
-         cannot be read (macOS, which has no OpenMP build anyway), spin
+         cannot be read (macOS, which has no OpenMP build anyway), spin. And afterwards, decode
+         with fewer threads while other processes want the cores (thread_share.py)
 
 This module imports nothing from llama_cpp: it must run before the library loads.
 """
@@ -120,6 +121,9 @@ def configure(level: str | None = None, threads: int | None = None) -> str:
     if "llama_cpp" in sys.modules:
         return _chosen or "fixed"
     _reason = ""
+    from specllama.llama import thread_share  # it reads /proc through this module's cpu_times
+
+    thread_share.follow_machine(level == "auto")  # `auto` also follows the machine after the start
     if level == "auto":
         level = _auto(threads)
     for name in _USER_VARS:  # a later configure() in the same process (tests) replaces the earlier level

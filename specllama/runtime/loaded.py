@@ -11,6 +11,7 @@ Front-ends use the Session protocol (runtime/session.py) and nothing else of it.
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
@@ -24,6 +25,7 @@ from specllama.decoding.engine import Engine, Generation, GenerationConfig, Requ
 from specllama.decoding.events import Event, Summary
 from specllama.decoding.exactness import Comparison, compare_greedy, top2_gap
 from specllama.decoding.mtp_drafter import MtpDrafter
+from specllama.decoding.prepared import Prepared
 from specllama.decoding.request import DRAFTERS, K_AUTO_MAX
 from specllama.decoding.request_queue import RequestQueue
 from specllama.decoding.suffix_drafter import SuffixDrafter
@@ -31,9 +33,16 @@ from specllama.errors import IncompatiblePairError
 from specllama.llama.backend import gpu_offload_supported
 from specllama.llama.context import DecodeContext
 from specllama.llama.gguf_meta import check_compatibility
-from specllama.llama.kv_memory import available_memory, kv_bytes_per_sequence
+from specllama.llama.kv_memory import (
+    available_memory,
+    cells_per_sequence,
+    kv_bytes_per_sequence,
+    mtp_kv_bytes_per_token,
+    state_bytes_per_sequence,
+)
 from specllama.llama.model import GGUFModel
 from specllama.llama.mtp import MtpContext
+from specllama.llama.rollback import KEPT_CHECKPOINTS, SNAPSHOTS, rollback_table
 from specllama.models import store
 from specllama.models.registry import Registry, load_registry
 from specllama.models.resolve import resolve
@@ -55,9 +64,11 @@ def context_note(asked: int, got: int, trained: int) -> str:
     return f"context: {got} tokens, not the {asked} asked for ({why})"
 
 
-def model_acceptance(costs: StepCosts) -> PositionAcceptance:
-    """The draft model's long-run acceptance record, priced on the live costs."""
-    return PositionAcceptance(costs.ratio, costs.draft_ratio, k_max=K_AUTO_MAX)
+def model_acceptance(costs: StepCosts, source: str = "model", depth: int | None = None) -> PositionAcceptance:
+    """A decoding source's (the draft model's, the MTP head's) long-run acceptance record, priced
+    on the live costs and its own draft decodes', over the positions it can draft (`depth`:
+    chained MTP heads draft one position a head)."""
+    return PositionAcceptance(costs.ratio, partial(costs.draft_ratio, source), k_max=min(K_AUTO_MAX, depth or K_AUTO_MAX))
 
 
 def build(plan: LoadPlan, registry: Registry | None = None, progress: store.Progress | None = None,
@@ -106,13 +117,21 @@ class Runtime:
                 raise IncompatiblePairError(
                     f"{self.draft_path.name} cannot draft for {self.target_path.name}: " + "; ".join(report.reasons))
         self.gpu_layers = plan.gpu_layers
-        nextn = mtp_layers(self.target_path) if opts.load_mtp else 0
+        nextn = mtp_layers(self.target_path) if opts.load_mtp or opts.mtp_if_present else 0
         self.target_model = GGUFModel(self.target_path, n_gpu_layers=plan.gpu_layers, exact=opts.exact, load_mtp=nextn > 0)
         n_ctx = min(opts.n_ctx, self.target_model.n_ctx_train) if opts.n_ctx > 0 else self.target_model.n_ctx_train
         # Slots are whole sequences of KV cache, allocated used or not: counted here, where the files
         # are on disk, against the job's prompts and the free memory (slot_budget.py).
         target_kv = kv_bytes_per_sequence(self.target_path, n_ctx, q8_0_cache=opts.exact)
         draft_kv = kv_bytes_per_sequence(self.draft_path, n_ctx) if self.draft_path else 0
+        # A recurrent or hybrid model's state per sequence, with its snapshots (where the
+        # architecture has them) and the checkpoints kept beside it; the MTP head's own cache.
+        snapshots = (snapshot_depth(self.target_model, opts.exact)
+                     if rollback_table().get(self.target_model.info.architecture) == SNAPSHOTS else 0)
+        target_kv += state_bytes_per_sequence(self.target_path, snapshots, KEPT_CHECKPOINTS + 1)
+        target_kv += mtp_kv_bytes_per_token(self.target_path) * cells_per_sequence(n_ctx) if nextn else 0
+        if self.draft_path is not None:
+            draft_kv += state_bytes_per_sequence(self.draft_path, 0, KEPT_CHECKPOINTS + 1)
         self.slot_plan = plan_slots(opts.parallel, prompts=opts.prompts, kv_bytes=target_kv + draft_kv,
                                     available=available_memory())
         self.slots = self.slot_plan.count
@@ -157,7 +176,8 @@ class Runtime:
             drafters["mtp"] = MtpDrafter(self.mtp)
         elif opts.load_mtp:
             self._say(Notice("mtp", f"--drafter mtp: {self.target_path.name} has no MTP (nextn) layers to draft with"))
-        acceptance = {name: model_acceptance(self.step_costs) for name in ("model", "mtp") if name in drafters}
+        acceptance = {name: model_acceptance(self.step_costs, name, self.mtp.max_depth if name == "mtp" else None)
+                      for name in ("model", "mtp") if name in drafters}
         drafters["suffix"] = self.suffix
         self.model_acceptance = acceptance.get("model")
         self.engine = Engine(self.target_ctx, drafters, acceptance, self.step_costs)
@@ -171,12 +191,33 @@ class Runtime:
         self.close()
 
     def close(self) -> None:
+        cache = getattr(self, "prompt_cache", None)
+        if cache is not None:
+            cache.close()  # its writes under way finish first (a few seconds at most)
         costs = getattr(self, "step_costs", None)
         if costs is not None:
             self.store.save_learned(costs, self.draft_path)  # the next session here starts from it
         for part in (self.mtp, self.draft_ctx, self.target_ctx, self.draft_model, self.target_model):
             if part is not None:
                 part.close()
+
+    def use_prompt_cache(self, ram_bytes: int, disk_bytes: int, folder: Path | None, log=None):
+        """Keep prompt prefixes beyond the slots, in memory and on disk (runtime/prompt_cache.py):
+        `serve`'s. Returns the cache (None when both bounds are 0)."""
+        from specllama.runtime.prompt_cache import PromptCache
+
+        self.prompt_cache = None
+        if ram_bytes > 0 or disk_bytes > 0:
+            extra = {"log": log} if log is not None else {}
+            self.prompt_cache = PromptCache(self.target_ctx, self.draft_ctx, ram_bytes=ram_bytes, disk_bytes=disk_bytes,
+                                            folder=folder, **extra)
+        self.engine.prompt_cache = self.prompt_cache
+        return self.prompt_cache
+
+    def prompt_cache_report(self) -> dict | None:
+        """What the prompt cache holds and has given (`ps`), or None without one."""
+        cache = getattr(self, "prompt_cache", None)
+        return cache.report() if cache is not None else None
 
     # --- what was loaded ---------------------------------------------------------------------
 
@@ -279,10 +320,11 @@ class Runtime:
             if ctx is not None:
                 ctx.interrupted = True
 
-    def check(self, request: Request) -> None:
+    def check(self, request: Request) -> Prepared:
         """Refuse a request that cannot run (a prompt longer than the context, a drafter not
-        loaded) before it is queued."""
-        self.engine.check(request)
+        loaded) before it is queued; else the request prepared (its policy and grammar), which
+        run_many admits as it is (decoding/prepared.py)."""
+        return self.engine.check(request)
 
     def reset(self) -> None:
         self.engine.reset()

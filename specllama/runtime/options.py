@@ -33,6 +33,9 @@ class LoadOptions:
     # --drafter mtp: load the target's multi-token-prediction layers, if its GGUF has them, as a
     # drafter (llama/mtp.py); off otherwise, since its context follows every target decode.
     load_mtp: bool = False
+    # --drafter auto: load them too when the GGUF has them (auto weighs the head as a source of its
+    # own, policy/source_choice.py), and say nothing when it has none.
+    mtp_if_present: bool = False
     n_ctx: int = 4096
     threads: int | None = None
     threads_batch: int | None = None

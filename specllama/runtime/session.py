@@ -18,6 +18,7 @@ from specllama.decoding.cost.curve import CostCurve
 from specllama.decoding.cost.online import StepCosts
 from specllama.decoding.events import Event, Generation, Summary
 from specllama.decoding.exactness import Comparison
+from specllama.decoding.prepared import Prepared
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.request_queue import RequestQueue
 from specllama.runtime.notices import Notice
@@ -99,7 +100,7 @@ class Session(Protocol):
     def run_many(self, requests: Iterable | RequestQueue,
                  parallel: int | str | None = None) -> Iterator[tuple[Hashable, Event]]: ...
 
-    def check(self, request) -> None: ...  # refuse what cannot run before it is queued
+    def check(self, request) -> Prepared: ...  # refuse what cannot run before it is queued; else it prepared
 
     def interrupt(self) -> None: ...  # everything is stopping: a long prefill ends after its chunk
 

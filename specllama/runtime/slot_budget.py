@@ -1,7 +1,9 @@
 """How many cache sequences (slots) to allocate for --parallel, before the contexts are made.
 
 A slot is a whole sequence of KV cache, allocated and cleared when the context is made, used or
-not (llama/kv_memory.py). So `--parallel auto` allocates no more slots than can ever be used:
+not (llama/kv_memory.py), and for a recurrent or hybrid model its recurrent state, 1 + n_rs_seq
+copies of it in the context and the checkpoints kept in host memory (runtime/loaded.py adds them).
+So `--parallel auto` allocates no more slots than can ever be used:
   - at most one per prompt of the job (a batch of three prompts gets three, not sixteen);
   - at most what MEMORY_SHARE of the memory free at load time holds (host memory: with the layers
     offloaded to a GPU the cache lives in its memory, which this does not read);
@@ -27,14 +29,16 @@ MEMORY_SHARE = 0.5
 @dataclass(frozen=True)
 class SlotPlan:
     count: int  # cache sequences to allocate
-    kv_bytes: int  # KV cache bytes one slot holds (target and draft model together)
+    # Cache bytes one slot holds, target and draft model together: KV cells, and for a recurrent or
+    # hybrid model its state with the snapshots and checkpoints kept of it; an MTP head's cells.
+    kv_bytes: int
     limit: str  # what bound the count: "asked", "prompts", "memory", "most"
 
     def describe(self) -> str:
         """A clause for the status line: the slots, what bound them, what each costs."""
         why = {"asked": "as asked", "prompts": "one per prompt", "memory": f"what {MEMORY_SHARE:.0%} of the free memory holds",
                "most": f"the most auto considers ({PARALLEL_AUTO_MAX})"}[self.limit]
-        return f"{self.count} slot(s), {why}, {human_bytes(self.kv_bytes)} of KV cache each"
+        return f"{self.count} slot(s), {why}, {human_bytes(self.kv_bytes)} of cache each"
 
 
 def plan_slots(parallel: int | str, *, prompts: int | None, kv_bytes: int, available: int | None) -> SlotPlan:

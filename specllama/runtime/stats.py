@@ -128,6 +128,11 @@ def step_cost_lines(costs: StepCosts) -> list[str]:
     c = costs.draft_ratio()
     if costs.draft and c is not None:
         lines.append(f"draft decode {c * t1 * 1e3:.1f} ms a draft position (c = {c:.2f} of a plain step, n={len(costs.draft)})")
+    for source, samples in sorted(costs.drafts_by.items()):  # the MTP head's, apart from the draft model's
+        c = costs.draft_ratio(source)
+        if samples and c is not None:
+            lines.append(f"{source} decode {c * t1 * 1e3:.1f} ms a draft position (c = {c:.2f} of a plain step, "
+                         f"n={len(samples)})")
     return lines
 
 

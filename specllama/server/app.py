@@ -121,7 +121,9 @@ def _health(state: ServerState) -> Response:
 def _metrics(state: ServerState) -> Response:
     active, queued = state.worker.counts()
     preparer = state.preparer
-    return PlainTextResponse(state.metrics.render(active, queued, sum(preparer.counts()), preparer.abandoned),
+    report = getattr(state.runtime, "prompt_cache_report", None)
+    return PlainTextResponse(state.metrics.render(active, queued, sum(preparer.counts()), preparer.abandoned,
+                                                  report() if report is not None else None),
                              media_type="text/plain; version=0.0.4")
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import AsyncIterator, Callable, TypeVar
 
 from starlette.requests import ClientDisconnect, Request
@@ -29,7 +29,7 @@ from specllama.server.metrics import Metrics
 from specllama.server.prepare import ClientGone, Preparer, disconnected
 from specllama.server.request_body import body_json
 from specllama.server.request_log import log_request
-from specllama.server.schema import Job, ServedModel
+from specllama.server.schema import Job, ServedModel, context_message
 from specllama.server.stopping import Stopping, unless_stopping
 from specllama.server.worker import EngineWorker, QueueFull, Refused, ShuttingDown
 from specllama.server.writer import Writer
@@ -37,6 +37,9 @@ from specllama.server.writer import Writer
 T = TypeVar("T")
 GAVE_UP = object()  # what _next_event returns once the stop's grace for the engine has passed
 RETRY_AFTER_FULL = 1  # seconds a client waits after a 503 for a full queue
+KEEP_ALIVE = 10.0  # serve's --keep-alive default
+KEEP_ALIVE_COMMENT = ": keep-alive\n\n"  # an SSE comment: every client's parser skips it
+QUIET = object()  # what _next_event returns when the stream's keep-alive interval passed with no event
 
 
 @dataclass
@@ -50,6 +53,7 @@ class ServerState:
     started: float = field(default_factory=time.time)
     preparer: Preparer = field(default_factory=Preparer)  # JSON and tokenizing, off the event loop
     stopping: Stopping = field(default_factory=Stopping)
+    keep_alive: float = KEEP_ALIVE  # seconds of silence in a stream before a keep-alive is sent (0: never)
 
 
 def refuse_if_draining(state: ServerState) -> None:
@@ -65,19 +69,21 @@ async def prepare_request(state: ServerState, request: Request, parse: Callable[
     return await state.preparer.run(lambda stop: parse(body_json(raw), stop), len(raw), request, state.stopping.begun)
 
 def checked(state: ServerState, parse: Callable[[], Job], prompt_param: str) -> Job:
-    """parse(), then the engine's own check; their SpecllamaErrors are the client's 400s."""
+    """parse(), then the engine's own check; their SpecllamaErrors are the client's 400s. The job
+    carries what the check prepared (its policy and grammar), which the engine thread admits as it is."""
     try:
         job = parse()
-        state.runtime.check(EngineRequest(job.prompt, job.config))
+        prepared = state.runtime.check(EngineRequest(job.prompt, job.config))
     except ContextOverflowError as e:
-        raise invalid(str(e), prompt_param, code="context_length_exceeded") from None
+        message = str(e) if e.prompt_tokens is None else context_message(e.prompt_tokens, e.n_ctx)
+        raise invalid(message, prompt_param, code="context_length_exceeded") from None
     except GrammarFault as e:  # the request's grammar: its tools' or its response_format's
         if job.tools is not None and job.config.constraint and job.config.constraint.kind == "lark":
             raise _tool_fault(job, e) from None
         raise invalid(str(e), "response_format") from None
     except SpecllamaError as e:  # a chat template that fails to render, a drafter that needs a cost curve
         raise invalid(str(e)) from None
-    return job
+    return replace(job, prepared=prepared)
 
 def _tool_fault(job: Job, error: GrammarFault) -> APIError:
     """A tools grammar that cannot be enforced, told as the tool whose schema is at fault (the
@@ -165,7 +171,7 @@ async def answer(state: ServerState, request: Request, job: Job, writer: Writer)
 
     route = request.url.path
     try:
-        tag = state.worker.submit(job.prompt, job.config, sink)
+        tag = state.worker.submit(job.prepared, sink)
     except QueueFull:
         state.metrics.finished("refused")
         log_request(route, 503, None)
@@ -220,7 +226,11 @@ async def _stream(state: ServerState, request: Request, tag: int, events: asynci
         for line in writer.opening():
             yield line
         while True:
-            event = await _next_event(request, events, state.stopping.give_up)
+            event = await _next_event(request, events, state.stopping.give_up, state.keep_alive or None)
+            if event is QUIET:  # a long prefill, or a wait for a slot: clients and proxies time out on silence
+                for line in keep_alive(writer):
+                    yield line
+                continue
             if event is None:
                 log_request(route, 499, None)
                 return  # the client left (finally cancels its request)
@@ -250,19 +260,28 @@ async def _stream(state: ServerState, request: Request, tag: int, events: asynci
             state.worker.cancel(tag)
 
 
-async def _next_event(request: Request, events: asyncio.Queue, give_up: asyncio.Event):
+def keep_alive(writer: Writer) -> list[str]:
+    """The writer's own keep-alive (Anthropic's ping event), else an SSE comment."""
+    own = getattr(writer, "keep_alive", None)
+    return own() if own is not None else [KEEP_ALIVE_COMMENT]
+
+
+async def _next_event(request: Request, events: asyncio.Queue, give_up: asyncio.Event, quiet: float | None = None):
     """The request's next event; None when the client disconnects first, GAVE_UP when the server
-    stopped long enough ago that it answers without waiting for the engine any more."""
+    stopped long enough ago that it answers without waiting for the engine any more, QUIET when
+    `quiet` seconds passed without any of those (a stream's keep-alive is due)."""
     if not events.empty():
         return events.get_nowait()
     get = asyncio.ensure_future(events.get())
     gone = asyncio.ensure_future(disconnected(request))
     stop = asyncio.ensure_future(give_up.wait())
     try:
-        done, _ = await asyncio.wait({get, gone, stop}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({get, gone, stop}, timeout=quiet, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in (get, gone, stop):
             task.cancel()
-    if get in done:
+    if get.done() and not get.cancelled():  # it may have finished after wait() returned: its event is not lost
         return get.result()
+    if not done:
+        return QUIET
     return None if gone in done else GAVE_UP

@@ -63,7 +63,8 @@ class Metrics:
         with self._lock:
             return sum(1 for t in self._recent if t >= now - RATE_WINDOW) / RATE_WINDOW
 
-    def render(self, active: int, queued: int, preparing: int = 0, abandoned: int = 0) -> str:
+    def render(self, active: int, queued: int, preparing: int = 0, abandoned: int = 0, cache: dict | None = None) -> str:
+        """`cache`: the prompt cache's report (runtime/prompt_cache.py), None without one."""
         rate = self.tokens_per_s()
         with self._lock:
             drafted, accepted = sum(self.drafted.values()), sum(self.accepted.values())
@@ -93,10 +94,26 @@ class Metrics:
                 *_series("specllama_acceptance_ratio", "gauge", "accepted / drafted, all drafters, since start",
                          [("", round(accepted / drafted, 4) if drafted else 0.0)]),
             ]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines + (prompt_cache_series(cache) if cache else [])) + "\n"
 
 
 def _series(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> list[str]:
     lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
     lines += [f"{name}{{{labels}}} {value}" if labels else f"{name} {value}" for labels, value in samples]
     return lines
+
+
+def prompt_cache_series(cache: dict) -> list[str]:
+    where = ("memory", "disk")
+    return [
+        *_series("specllama_prompt_cache_entries", "gauge", "prompt prefixes kept beyond the slots",
+                 [(f'where="{w}"', cache[f"{w}_entries"]) for w in where]),
+        *_series("specllama_prompt_cache_bytes", "gauge", "bytes they take",
+                 [(f'where="{w}"', cache[f"{w}_bytes"]) for w in where]),
+        *_series("specllama_prompt_cache_limit_bytes", "gauge", "the most they may take (--cache-ram, --cache-disk)",
+                 [(f'where="{w}"', cache[f"{w}_limit"]) for w in where]),
+        *_series("specllama_prompt_cache_hits_total", "counter", "prompts that started from a kept prefix",
+                 [(f'where="{w}"', cache["hits"][w]) for w in where]),
+        *_series("specllama_prompt_cache_tokens_total", "counter", "prompt tokens restored instead of prefilled",
+                 [(f'where="{w}"', cache["tokens"][w]) for w in where]),
+    ]

@@ -1,7 +1,7 @@
 """One line on stderr per generating request: what a user watching `specllama serve` needs to see
 that a client is served and how well (llama-server's per-request timings, in one line).
 
-    POST /v1/chat/completions 200 · prompt 812 (cached 790) · 64 tokens, stop · 21.4 tok/s ·
+    POST /v1/chat/completions 200 · prompt 20,114 (cached 19,873 from disk) · 64 tokens, stop · 21.4 tok/s ·
     drafted suffix 40 (31 accepted), model 12 (7) · max_tokens 100000 capped to 512
 """
 
@@ -16,7 +16,8 @@ def request_line(route: str, status: int, summary: Summary | None, requested_max
                  allowed_max_tokens: int | None = None) -> str:
     parts = [f"POST {route} {status}"]
     if summary is not None:
-        parts.append(f"prompt {summary.prompt_tokens} (cached {summary.reused_tokens})")
+        source = f" from {summary.reused_from}" if summary.reused_from else ""  # the prompt cache's memory or disk
+        parts.append(f"prompt {summary.prompt_tokens:,} (cached {summary.reused_tokens:,}{source})")
         parts.append(f"{summary.tokens} tokens, {summary.finish_reason or 'unfinished'}")
         parts.append(f"{summary.tokens_per_s:.1f} tok/s")
         if summary.drafted_by:

@@ -11,14 +11,14 @@ token by token; a schema keyword it cannot enforce is a 400 naming the keyword.
 
 Omitted sampling fields take the server's command-line values (`serve --temp 0.7` sets the default);
 per request, two extra fields choose the speculation (documented in docs/serve.md):
-  "drafter": "auto" | "suffix" | "model" | "none"   and   "k": draft tokens per step, or "auto".
+  "drafter": "auto" | "suffix" | "model" | "mtp" | "none"   and   "k": draft tokens per step, or "auto".
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from specllama.decoding.constraint import Constraint, check_constraint
 from specllama.decoding.request import AUTO, DRAFTERS, K_MAX, GenerationConfig, drafter_name
@@ -30,6 +30,9 @@ from specllama.server.dialect_grammars import call_constraint
 from specllama.server.ignored import note
 from specllama.server.thinking import template_kwargs as thinking_kwargs
 from specllama.server.tools import ToolUse, has_tool_turns, parse_tools, template_message
+
+if TYPE_CHECKING:
+    from specllama.decoding.prepared import Prepared
 
 MAX_STOPS = 16
 MAX_TOP_LOGPROBS = 20  # OpenAI's own limit
@@ -78,6 +81,7 @@ class Job:
     dialect: Dialect | None = None  # how the model writes thinking and calls: the answer is parsed by it
     reasons: bool = False  # the template thinks: its reasoning markers are parsed out of the answer
     thinking: bool = False  # the prompt opened the thinking: the answer begins inside it
+    prepared: Prepared | None = None  # the engine's check of it (policy, grammar): app.checked sets it, the engine admits it
 
     @property
     def parses_tools(self) -> bool:
@@ -222,8 +226,7 @@ def parse_completion(body: object, served: ServedModel, tokenize_text) -> Job:
 
 
 def _job(body: dict, served: ServedModel, prompt: list[int], prompt_param: str, chat: bool) -> Job:
-    if len(prompt) + 1 > served.n_ctx:
-        raise invalid(context_message(len(prompt), served.n_ctx), prompt_param, code="context_length_exceeded")
+    # Whether the prompt fits is the engine's check (app.checked), told with context_message.
     n = body.get("n", 1)
     if n is not None and n != 1:
         raise invalid("only n = 1 is supported", "n")

@@ -18,10 +18,11 @@ import sys
 import threading
 import traceback
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable
 
 from specllama.decoding.cancel import CancelHandle
-from specllama.decoding.engine import DoneEvent, FailedEvent, GenerationConfig, Request, StepEvent, TokenEvent
+from specllama.decoding.engine import DoneEvent, FailedEvent, StepEvent, TokenEvent
+from specllama.decoding.prepared import Prepared
 from specllama.decoding.request_queue import CLOSED, RequestQueue
 from specllama.server.metrics import Metrics
 
@@ -71,8 +72,9 @@ class EngineWorker:
     def alive(self) -> bool:
         return self._thread.is_alive() and self.failure is None
 
-    def submit(self, prompt: Sequence[int], config: GenerationConfig, sink: Sink) -> int:
-        """Queue a request; its events go to `sink`. Raises QueueFull or ShuttingDown."""
+    def submit(self, prepared: Prepared, sink: Sink) -> int:
+        """Queue a request the engine has checked (Runtime.check, on a preparing thread): the engine
+        admits it as it is. Its events go to `sink`. Raises QueueFull or ShuttingDown."""
         with self._lock:
             if self._closed or self.failure is not None:
                 raise ShuttingDown
@@ -85,7 +87,7 @@ class EngineWorker:
             tag = next(self._tags)
             self._sinks[tag] = sink
             self._unfinished.add(tag)
-            request = Request(list(prompt), config, tag)
+            request = prepared.tagged(tag)
             self._handles[tag] = request.cancel
             self.queue.put(request)
         return tag

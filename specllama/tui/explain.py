@@ -12,7 +12,7 @@ def why_no_drafts(costs, drafter: str) -> str:
     model found that drafting would not pay on this machine. `costs` is the runtime's StepCosts."""
     if costs is None:
         return "no drafts: K auto chose 0 at every step"
-    draft_cost = costs.draft_ratio() if drafter == "model" else 0.0
+    draft_cost = costs.draft_ratio(drafter) if drafter in ("model", "mtp") else 0.0
     if draft_cost is None:
         return "no drafts: K auto chose 0 at every step"
     alpha = break_even_acceptance(costs.ratio, K_EXPLAINED, draft_cost)

@@ -30,7 +30,7 @@ def token_origin(origin: str, source: str) -> str:
     if source == "grammar":
         return "grammar"
     if origin == "draft":
-        return source if source in ("suffix", "model") else "draft"
+        return source if source in ("suffix", "model", "mtp") else "draft"
     return origin
 
 

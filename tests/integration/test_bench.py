@@ -224,3 +224,10 @@ def test_sampled_bench_skips_the_identity_check(runtime, tmp_path):
                                          cost_curve_max_n=4))
     assert all(r["identical"] is None for r in outcome.document["results"])
     assert outcome.document["settings"]["sampling"]["seed"] == 3
+
+
+def test_a_bench_config_may_name_the_mtp_head():
+    """`bench --configs "none;mtp:k=auto;auto:k=auto"` (docs/benchmarks.md's MTP recipe)."""
+    from specllama.bench.configs import parse_configs
+
+    assert [(c.drafter, c.k) for c in parse_configs("none;mtp:k=auto;mtp:k=2")] == [("none", 0), ("mtp", "auto"), ("mtp", 2)]

@@ -33,3 +33,16 @@ def test_costs_command_measures_once_then_reads_the_cache(tiny_models, tmp_path,
     assert doc["target"] == tiny_models["a"].name and doc["draft"] == tiny_models["b"].name
     assert doc["curve"]["t1_s"] > 0 and set(doc["break_even_acceptance"]) == {"model", "suffix"}
     assert set(doc["break_even_acceptance"]["suffix"]) == {str(k) for k in range(1, 7)}
+
+
+def test_costs_command_prints_each_sources_bet(tiny_models, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SPECLLAMA_CACHE", str(tmp_path))
+    argv = ["costs", "--target", str(tiny_models["a"]), "--draft", str(tiny_models["b"]), "--ctx", "512", "--json"]
+    assert main(argv) == 0
+    bets = {b["source"]: b for b in json.loads(capsys.readouterr().out)["source_bets"]}
+    assert set(bets) == {"suffix", "grammar", "model"}  # the tiny target has no MTP heads
+    assert bets["suffix"]["draft_cost"] == 0.0 and bets["model"]["draft_cost"] > 0
+    # n = 1 on the measured curve: the same arithmetic as the break-even table.
+    assert main(argv[:-1]) == 0
+    out = capsys.readouterr().out
+    assert "what each draft source bets" in out and "  suffix: drafting costs free" in out

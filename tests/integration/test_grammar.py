@@ -141,25 +141,25 @@ def test_a_draft_is_cut_at_its_first_forbidden_token_and_forced_tokens_follow(ex
         "properties": {"color": {"enum": ["red", "green"]}}}))
     tok = lambda s: exact_model.tokenize(s, add_special=False)  # noqa: E731
     proposal = Proposal(tok('{"colour'), confidence=[0.9] * len(tok('{"colour')), source="suffix")
-    guide.shape(proposal, room=16)
+    proposal = guide.shape(proposal, room=16)
     text = exact_model.detokenize(proposal.tokens)
     assert text.startswith('{"colo') and "colour" not in text  # cut before the forbidden 'u'
     # ... then the grammar's forced rest of the key (llguidance stops before ' "', which the next
     # bytes could merge into another token)
     assert text == '{"color":'
     n_suffix = proposal.sources.count("suffix")
-    assert proposal.sources == ["suffix"] * n_suffix + [GRAMMAR] * (len(proposal.tokens) - n_suffix)
-    assert proposal.confidence[n_suffix:] == [1.0] * (len(proposal.tokens) - n_suffix)
+    assert list(proposal.sources) == ["suffix"] * n_suffix + [GRAMMAR] * (len(proposal.tokens) - n_suffix)
+    assert proposal.confidence[n_suffix:] == (1.0,) * (len(proposal.tokens) - n_suffix)
     # Nothing was consumed: the same draft shapes the same way again, and an empty draft gets the
     # forced opening from the start.
     again = Proposal(tok('{"colour'), source="suffix")
-    guide.shape(again, room=16)
+    again = guide.shape(again, room=16)
     assert again.tokens == proposal.tokens
     empty = Proposal([])
-    guide.shape(empty, room=16)
+    empty = guide.shape(empty, room=16)
     assert exact_model.detokenize(empty.tokens) == '{"color":' and empty.source == GRAMMAR
     limited = Proposal([])
-    guide.shape(limited, room=2)
+    limited = guide.shape(limited, room=2)
     assert limited.tokens == empty.tokens[:2]
 
 
@@ -191,7 +191,7 @@ def test_a_lazy_trigger_constrains_only_what_follows_it(exact_model, engine):
     assert exact_model.detokenize(call, special=True) == trigger
     draft = free + call + exact_model.tokenize("12x", add_special=False)
     proposal = Proposal(list(draft), source="suffix")
-    guide.shape(proposal, room=16)
+    proposal = guide.shape(proposal, room=16)
     assert exact_model.detokenize(proposal.tokens, special=True) == "hello <tool_call>12"  # the 'x' is cut
     masked = guide.mask(draft[:len(free) + 1], np.zeros((len(free) + 2, exact_model.n_vocab), np.float32), greedy=False)
     assert np.isfinite(masked[:len(free) + 1]).all() and np.isneginf(masked[len(free) + 1]).sum() > 0

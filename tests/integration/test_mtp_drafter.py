@@ -41,7 +41,7 @@ def test_its_drafts_are_llama_cpps_draft_mtp_drafts(toy_models, mtp_model):
     eng.target.decode(prompt, logits="none")  # as the engine leaves it: everything but the last token decoded
     drafter = eng.drafters["mtp"]
     proposal, = drafter.propose([DraftRequest(0, committed, 4, GenerationConfig(), np.random.default_rng(0))])
-    assert proposal.tokens == expected
+    assert list(proposal.tokens) == expected
 
 
 @pytest.mark.parametrize("k", [1, 3, 6])

@@ -28,7 +28,7 @@ def test_parallel_auto_says_what_it_chose_and_why(wide_heads, tmp_path, capsys, 
     err = capsys.readouterr().err
     # One slot per prompt (three, not the sixteen auto considers), and what each costs in memory.
     assert "prompt(s) per decode to start (--parallel auto: 3 slot(s), one per prompt, " in err
-    assert re.search(r"\d+ kB of KV cache each; on ", err)
+    assert re.search(r"\d+ kB of cache each; on ", err)
     assert "chosen again as this run's steps show their costs" in err
     assert ("exact mode: at most" in err) is exact
     assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 3

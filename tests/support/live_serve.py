@@ -35,8 +35,11 @@ class LiveServer:
         cmd = [sys.executable, "-m", "specllama", "serve", "--host", "127.0.0.1", "--port", str(self.port), *args]
         if api_key:
             cmd += ["--api-key", api_key]
+        # Each server its own prompt-cache folder (one test's entries never serve another's), unless
+        # `env` names one (a restart that must find the last server's).
+        own_cache = {"SPECLLAMA_PROMPT_CACHE": str(log.parent / f"prompt-cache-{self.port}")}
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=log.open("wb"),
-                                     env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+                                     env={**os.environ, "PYTHONPATH": str(REPO), **own_cache, **(env or {})})
         self._wait_ready()
 
     def _wait_ready(self) -> None:

@@ -42,6 +42,9 @@ class ToySpec:
     keys: dict = field(default_factory=dict)  # "{arch}."-relative key -> (value, type)
     n_nextn: int = 0  # MTP (next-n prediction) layers after the trunk
     stdev: float = 0.1  # of the random weights: large enough that the layers, not the tied embedding, pick the next token
+    fused_qkv: bool = False  # one attn_qkv tensor a layer instead of attn_q/k/v (mimo2's MTP graph requires it)
+    own_output: bool = False  # an output layer of its own, not the embedding (an architecture that requires one)
+    leave_out: str = ""  # a pattern of more tensors to leave out (this toy's experts, where it has none)
 
 
 # Heads of 32: exact mode's Q8_0 cache needs head sizes that are a multiple of its block.
@@ -105,11 +108,32 @@ def _mamba() -> ToySpec:
     return ToySpec("mamba", 2, keys, stdev=0.3)
 
 
+def _mimo2() -> ToySpec:
+    # Two MTP layers, chained (llama/mtp.py: head i drafts position i): of the architectures the
+    # vendored llama.cpp builds with more than one head (step35, mimo2, hy-v3) the one whose dense
+    # form needs least. Sliding-window attention on the trunk's second layer and the heads; no experts.
+    n_trunk, n_nextn = 2, 2
+    keys = _common(n_trunk + n_nextn)
+    keys.update({
+        "nextn_predict_layers": (n_nextn, U32),
+        "rope.dimension_count": (32, U32),
+        "expert_count": (0, U32),
+        "expert_used_count": (0, U32),
+        "expert_feed_forward_length": (N_FF, U32),
+        "attention.sliding_window": (64, U32),
+        "attention.sliding_window_pattern": ([False, True, True, True], BOOL),
+        "attention.key_length": (32, U32),
+        "attention.value_length": (32, U32),
+    })
+    return ToySpec("mimo2", n_trunk, keys, n_nextn, fused_qkv=True, own_output=True,
+                   leave_out=r"_exps\.|\.ffn_gate_inp\.|\.exp_probs_b\.|\.attn_sinks\.")
+
+
 def _llama() -> ToySpec:
     return ToySpec("llama", 2, _common(2) | {"rope.dimension_count": (N_EMBD // N_HEAD, U32)})
 
 
-TOY_SPECS = {"qwen35": _qwen35, "lfm2": _lfm2, "mamba": _mamba, "llama": _llama}
+TOY_SPECS = {"qwen35": _qwen35, "lfm2": _lfm2, "mamba": _mamba, "llama": _llama, "mimo2": _mimo2}
 
 
 def _metadata(writer: GGUFWriter, spec: ToySpec, tokenizer_from: Path) -> None:
@@ -206,16 +230,32 @@ def write_toy_model(out_path: str | Path, arch: str, tokenizer_from: str | Path,
         _metadata(writer, spec, Path(tokenizer_from))
         write_out(writer)
         shapes = tensor_shapes(meta)
+    if spec.fused_qkv:
+        shapes = _fused_qkv(shapes)
     writer = GGUFWriter(out_path, spec.arch)
     _metadata(writer, spec, Path(tokenizer_from))
     for name, shape in sorted(shapes.items(), key=lambda item: _order(item[0])):
-        if _OPTIONAL.search(name):
+        if (_OPTIONAL.search(name) and not (spec.own_output and name == "output.weight")
+                or spec.leave_out and re.search(spec.leave_out, name)):
             continue
         rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
         data, qtype = _weights(name, shape, rng, spec.stdev)
         writer.add_tensor(name, data, raw_dtype=qtype)
     write_out(writer)
     return out_path
+
+
+def _fused_qkv(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """attn_q/k/v of each layer as the one attn_qkv tensor a converter writes where the model has it."""
+    out = {}
+    for name, shape in shapes.items():
+        if name.endswith(".attn_q.weight"):
+            base = name[:-len(".attn_q.weight")]
+            rows = sum(shapes[f"{base}.attn_{p}.weight"][0] for p in "qkv")
+            out[f"{base}.attn_qkv.weight"] = (rows, shape[1])
+        elif not (name.endswith(".attn_k.weight") or name.endswith(".attn_v.weight")):
+            out[name] = shape
+    return out
 
 
 def _order(name: str) -> tuple:

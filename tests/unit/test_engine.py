@@ -142,7 +142,7 @@ def test_the_suffix_drafter_drafts_what_followed_the_same_ngram():
     config = GenerationConfig(drafter="lookup", k=3)  # the old name of the suffix drafter
 
     def ask(committed, k, slot=0):
-        return drafter.propose([DraftRequest(slot, committed, k, config, None)])[0].tokens
+        return list(drafter.propose([DraftRequest(slot, committed, k, config, None)])[0].tokens)
 
     assert ask(seq, 3) == [3, 4, 9]
     seq += [3]  # incremental: the index follows the growing sequence

@@ -17,9 +17,7 @@ def copy(n: int, odds: float, certain: int) -> Proposal:
 
 
 def sent(proposal: Proposal, ratio, reach: int = K_AUTO_MAX) -> int:
-    long_enough(proposal)
-    cut_free(proposal, ratio, reach=reach)
-    return len(proposal.tokens)
+    return len(cut_free(long_enough(proposal), ratio, reach=reach).tokens)
 
 
 def test_a_certain_copy_goes_long_where_batches_are_cheap():

@@ -17,8 +17,8 @@ from specllama.tui.widgets import ChatMessage
 from specllama.tui.widgets.chat_message import ORIGIN_LABELS, ORIGIN_STYLES
 from tests.support.chat_app import TALL, FakeRuntime, chat_app, run, send
 
-SHOWN = ("suffix", "model", "grammar", "target", "bonus")  # what a user can tell apart
-DRAFT_SOURCES = ("suffix", "model", "grammar")
+SHOWN = ("suffix", "model", "mtp", "grammar", "target", "bonus")  # what a user can tell apart
+DRAFT_SOURCES = ("suffix", "model", "mtp", "grammar")
 # CIE76 distance: about 2.3 is the least a trained eye sees; 20 is plainly another colour.
 PLAINLY_DIFFERENT = 20.0
 NOT_THE_SAME = 3.0
@@ -79,17 +79,18 @@ def test_without_colour_each_draft_source_keeps_a_mark_of_its_own():
     seen = [marks(ORIGIN_STYLES[o]) for o in DRAFT_SOURCES]
     assert all(seen) and len(set(seen)) == len(seen)
     assert not marks(ORIGIN_STYLES["target"]) and not marks(ORIGIN_STYLES["bonus"])
-    assert {ORIGIN_LABELS[o][1] for o in DRAFT_SOURCES} == {"underlined", "bold", "italic"}
+    assert {ORIGIN_LABELS[o][1] for o in DRAFT_SOURCES} == {"underlined", "bold", "bold underlined", "italic"}
 
 
 def test_a_grammar_forced_token_is_the_grammars_whatever_its_origin_label():
     assert token_origin("draft", "grammar") == "grammar"
     assert token_origin("target", "grammar") == "grammar"
     assert token_origin("draft", "suffix") == "suffix" and token_origin("bonus", "") == "bonus"
+    assert token_origin("draft", "mtp") == "mtp"  # the MTP head's drafts are its own colour, not "draft"
 
 
 SOURCES_SCRIPT = [
-    [("copied", "draft", "suffix"), (" guessed", "draft", "model"), (" own", "target")],
+    [("copied", "draft", "suffix"), (" guessed", "draft", "model"), (" headed", "draft", "mtp"), (" own", "target")],
     [("{", "draft", "grammar"), (" extra", "bonus")],
 ]
 
@@ -103,6 +104,7 @@ def test_a_streamed_answer_styles_each_source_and_the_help_screen_shows_the_lege
             reply = app.query(ChatMessage).last()
             styled = {(reply.text[s.start:s.end], str(s.style)) for s in reply.content.spans}
             assert {("copied", ORIGIN_STYLES["suffix"]), (" guessed", ORIGIN_STYLES["model"]),
+                    (" headed", ORIGIN_STYLES["mtp"]),
                     (" own", ORIGIN_STYLES["target"]), ("{", ORIGIN_STYLES["grammar"]),
                     (" extra", ORIGIN_STYLES["bonus"])} <= styled
             await pilot.press("ctrl+g")

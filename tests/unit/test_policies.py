@@ -4,6 +4,8 @@ suffix drafter and a scripted model stand-in, with the costs given by a prior.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -53,11 +55,10 @@ def draft(policy, committed, room=8, alone=True) -> Proposal:
     while ask is not None and ask.drafts:
         proposal = ask.drafter.propose([DraftRequest(0, list(committed), ask.k, GenerationConfig(k="auto"),
                                                      np.random.default_rng(0))])[0]
-        proposal.tokens = proposal.tokens[:ask.k]
-        proposal.source = proposal.source or ask.drafter.name
-        ask = policy.review(proposal)
-    policy.cut(proposal)
-    return proposal
+        proposal = proposal.keep(ask.k)
+        proposal = replace(proposal, source=proposal.source or ask.drafter.name)
+        proposal, ask = policy.review(proposal)
+    return policy.cut(proposal)[0]
 
 
 # ---- which policy a request gets -------------------------------------------------------------
@@ -126,7 +127,7 @@ def test_a_fixed_k_sends_what_matched_and_auto_cuts_where_it_pays():
     not pay where each verified token costs 0.8 of a decode)."""
     d = SuffixDrafter()
     assert len(draft(FixedLength(d, 4), ONCE).tokens) == 4
-    assert draft(ConfidentAuto(d, kit(STEEP, {"suffix": d})), ONCE).tokens == []
+    assert draft(ConfidentAuto(d, kit(STEEP, {"suffix": d})), ONCE).tokens == ()
     assert len(draft(ConfidentAuto(d, kit(FLAT, {"suffix": d})), ONCE, room=4).tokens) == 4
 
 
@@ -171,7 +172,7 @@ def auto_with(ratio, draft_cost, prior=0.9):
 def test_auto_takes_the_suffix_draft_when_it_beats_the_model():
     auto, model = auto_with(FLAT, draft_cost=0.5)
     p = draft(auto, REPEATED)
-    assert p.source == "suffix" and p.tokens[:2] == [7, 8] and model.calls == 0
+    assert p.source == "suffix" and p.tokens[:2] == (7, 8) and model.calls == 0
 
 
 def test_auto_uses_the_model_where_it_pays_and_nothing_matched():
@@ -185,14 +186,14 @@ def test_auto_uses_the_model_where_it_pays_and_nothing_matched():
 def test_auto_proposes_nothing_where_neither_pays():
     steep_model = lambda n: 1.0 + 0.6 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731
     auto, model = auto_with(steep_model, draft_cost=0.5)  # the 2-core machine: the draft never pays
-    assert draft(auto, FRESH).tokens == [] and model.calls == 0
+    assert draft(auto, FRESH).tokens == () and model.calls == 0
 
 
 def test_auto_without_a_model_uses_the_suffix_drafter_alone():
     suffix = SuffixDrafter()
     auto = SourceChoice(suffix, None, kit(FLAT, {"suffix": suffix}))
     assert draft(auto, REPEATED).source == "suffix"
-    assert draft(auto, FRESH).tokens == []
+    assert draft(auto, FRESH).tokens == ()
 
 
 def test_auto_feeds_each_source_back_to_its_own_estimate():
@@ -220,7 +221,7 @@ def test_a_realised_loss_benches_the_source_for_this_text():
         if not p.tokens:
             break
         auto.observe(judged(p, (0.0,), seconds=0.1, t1=0.05))  # 1 token for 2 plain steps' time
-    assert draft(auto, REPEATED).tokens == [] and "suffix" in auto.realised.avoid()
+    assert draft(auto, REPEATED).tokens == () and "suffix" in auto.realised.avoid()
 
 
 def test_sampling_acceptance_is_learnt_from_the_verifiers_odds_not_coin_flips():

@@ -131,3 +131,20 @@ def test_a_rarely_seen_row_count_forgets_a_bad_first_impression():
     assert costs.ratio(2) == pytest.approx(generic_ratio(2))  # forgotten: tried again
     well_known = fed(StepCosts(), lambda rows: 0.05 * (1 + 0.8 * (rows - 1)), [1, 2] * 4 + [1] * (STALE_STEPS + 5))
     assert well_known.ratio(2) == pytest.approx(1.8)  # many samples stand
+
+
+def test_an_mtp_heads_draft_cost_is_learnt_and_shown_apart_from_the_draft_models():
+    """Each decoding source is priced on its own decodes (policy/source_choice.py weighs them
+    apart); before the head's first draft its cost is the prior's guess, never the model's."""
+    from specllama.decoding.cost.online import SOURCE_PRIOR_RATIO
+    from specllama.runtime.stats import step_cost_lines
+
+    costs = StepCosts(Prior(draft_ratio=0.5))
+    costs.record_step(1, 0.010)
+    assert costs.draft_ratio("mtp") == SOURCE_PRIOR_RATIO["mtp"] and costs.draft_ratio() == 0.5
+    costs.record_draft(2, 0.004, "mtp")
+    costs.record_draft(1, 0.006, "model")
+    assert costs.draft_ratio("mtp") == pytest.approx(0.2) and costs.draft_ratio() == pytest.approx(0.6)
+    lines = step_cost_lines(costs)
+    assert any(line.startswith("draft decode 6.0 ms") for line in lines)
+    assert any(line.startswith("mtp decode 2.0 ms a draft position (c = 0.20") for line in lines)

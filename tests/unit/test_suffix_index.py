@@ -233,7 +233,7 @@ def test_drafter_proposes_most_frequent_continuation():
 def test_drafter_prefers_longer_match_over_frequency():
     d = SuffixDrafter()
     text = [5, 1, 2, 9] + [1, 2, 7] * 4 + [5, 1, 2]
-    assert d.propose(ask(text, 1, kk=1))[0].tokens == [9]  # "5 1 2" once beats "1 2" four times
+    assert d.propose(ask(text, 1, kk=1))[0].tokens == (9,)  # "5 1 2" once beats "1 2" four times
 
 
 def test_cross_document_drafting_from_an_earlier_job():
@@ -246,7 +246,7 @@ def test_cross_document_drafting_from_an_earlier_job():
     d.finish(0, first)  # the engine, when the sequence ends
     new = system + [4, 5] + [30, 31]
     p = d.propose(ask(new, 5, kk=5))[0]
-    assert p.tokens == answer[:5]
+    assert list(p.tokens) == answer[:5]
     assert p.match_length == 2 and p.where == "history"
     assert [doc.kind for doc in d.history.documents] == ["job", "live"]
 
@@ -268,7 +268,7 @@ def test_drafter_reports_the_whole_match_and_learns_from_observe():
     # One earlier occurrence: all it matched, up to the cap, each token with its confidence (raw
     # 0.5); whether that pays is the planner's cut (tests/unit/test_suffix_drafter.py).
     p = d.propose(ask(text, 8))[0]
-    assert len(p.tokens) == len(p.confidence) == 8 and p.raw_confidence == [0.5] * 8
+    assert len(p.tokens) == len(p.confidence) == 8 and p.raw_confidence == (0.5,) * 8
     # observed acceptance feeds the calibrator: full acceptance raises the 0.5 bin's prediction
     group = match_group(p.match_length)
     before = cal.predict(0.5, group=group)
@@ -301,6 +301,6 @@ def test_load_corpus_and_missing_file(tmp_path):
     assert d.load_corpus(path, tokenize) == 12
     alpha, beta = words["alpha"], words["beta"]
     p = d.propose(ask([99, alpha, beta], 2))[0]
-    assert p.tokens == [words["gamma"], words["delta"]]
+    assert list(p.tokens) == [words["gamma"], words["delta"]]
     with pytest.raises(DraftCorpusError, match="cannot read draft corpus"):
         d.load_corpus(tmp_path / "missing.txt", tokenize)

@@ -66,6 +66,13 @@ VERIFY_ROW_FACTOR = 1.4
 PREFILL_MIN_ROWS = 32  # shorter prompt chunks say little about a big batch's cost per row
 
 
+# What a draft position of a source other than the draft model is believed to cost before one was
+# timed, in plain steps. An MTP head is one decoder layer plus the output head over the target's own
+# hidden state: for Qwen3.5-9B about 1/32 of the layers and the 248k-row head (~10 % of the
+# weights), for the 27B ~6 %; 0.15 errs on the dear side of those, and the first draft times it.
+SOURCE_PRIOR_RATIO = {"mtp": 0.15}
+
+
 def generic_ratio(n: int) -> float | None:
     return 1.0 + GENERIC_SLOPE * (n - 1) if n >= 1 else None
 
@@ -90,6 +97,9 @@ class StepCosts:
     last_seen: dict[int, int] = field(default_factory=dict)  # rows -> the step it was last timed at
     forgotten: dict[int, int] = field(default_factory=dict)  # rows -> how often its samples expired
     draft: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # recent draft-decode seconds
+    # Other decoding sources' draft decodes (an MTP head: one layer and the output head of the
+    # target, not a second model), by source: each is priced on its own, never on the draft model's.
+    drafts_by: dict[str, deque] = field(default_factory=dict)
     prefill: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # seconds a row of recent prompt chunks
     rollback: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # (tokens dropped, seconds) per rollback
     steps: int = 0
@@ -139,11 +149,13 @@ class StepCosts:
         t1 = self.t1()
         return VERIFY_ROW_FACTOR * statistics.median(self.prefill) / t1 if self.prefill and t1 else None
 
-    def record_draft(self, decodes: int, seconds: float) -> None:
-        """The draft model spent `seconds` on `decodes` decodes (draft positions) this step."""
+    def record_draft(self, decodes: int, seconds: float, source: str = "model") -> None:
+        """The draft model (or another decoding `source`) spent `seconds` on `decodes` decodes
+        (draft positions) this step."""
         if decodes >= 1 and seconds > 0:
             self._memo.clear()
-            self.draft.append(seconds / decodes)
+            samples = self.draft if source == "model" else self.drafts_by.setdefault(source, deque(maxlen=self.window))
+            samples.append(seconds / decodes)
 
     def record_rollback(self, tokens: int, seconds: float) -> None:
         """Dropping `tokens` rejected drafts from one sequence's cache took `seconds`."""
@@ -213,12 +225,13 @@ class StepCosts:
             return generic_ratio(rows) if self.forgotten else min(prior, generic_ratio(rows))
         return self._between_observed(rows, t1)
 
-    def draft_ratio(self) -> float | None:
+    def draft_ratio(self, source: str = "model") -> float | None:
         """c: one draft decode in plain steps; None when neither observed nor believed."""
         t1 = self.t1()
-        if self.draft and t1:
-            return statistics.median(self.draft) / t1
-        return self.prior.draft_ratio
+        samples = self.draft if source == "model" else self.drafts_by.get(source)
+        if samples and t1:
+            return statistics.median(samples) / t1
+        return self.prior.draft_ratio if source == "model" else SOURCE_PRIOR_RATIO.get(source)
 
     def rollback_ratio(self) -> float | None:
         """A rollback of a rejected tail in plain steps (median of the recent ones); None before

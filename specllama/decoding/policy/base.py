@@ -1,17 +1,20 @@
 """The shape of a draft policy: per request, how many drafts from which source each step.
 
-One policy object is made for each request when it is admitted (policy/registry.py chooses it from
+One policy object is made for each request when it is checked (policy/registry.py chooses it from
 the request's drafter and K, or by name) and lives as long as the request. The engine drives it
 through a step:
 
     ask(room, alone) -> Ask         before drafting: a drafter and at most how many tokens (room is
                                     what the context, max_tokens and the verifier leave; alone: the
                                     only request in this step)
-    review(proposal) -> Ask | None  after its drafter proposed: keep it (None; the policy may edit
-                                    it, e.g. scale its confidence or empty it), or ask another
-                                    drafter (`--drafter auto` asks the free suffix drafter first,
-                                    then the draft model only if the suffix draft is not worth more)
-    cut(proposal) -> bool           its own cut of what is sent; True: the batch's joint cut may
+    review(proposal) -> (Proposal, Ask | None)
+                                    after its drafter proposed: the proposal it keeps (a proposal
+                                    is immutable: a rescaled or emptied one is a new one, keep(n)),
+                                    and None, or another drafter to ask (`--drafter auto` asks the
+                                    free suffix drafter first, then the draft model only if the
+                                    suffix draft is not worth more)
+    cut(proposal) -> (Proposal, bool)
+                                    its own cut of what is sent; True: the batch's joint cut may
                                     shorten it further (a draft with a confidence per token)
     observe(outcome)                what the step did (outcome.py): every step, drafted or not
 
@@ -106,9 +109,9 @@ class DraftPolicy(Protocol):
 
     def ask(self, room: int, alone: bool) -> Ask: ...
 
-    def review(self, proposal: Proposal) -> Ask | None: ...
+    def review(self, proposal: Proposal) -> tuple[Proposal, Ask | None]: ...
 
-    def cut(self, proposal: Proposal) -> bool: ...
+    def cut(self, proposal: Proposal) -> tuple[Proposal, bool]: ...
 
     def observe(self, outcome: StepOutcome) -> None: ...
 
@@ -125,11 +128,11 @@ class PolicyBase:
         for drafter in self.drafters:
             drafter.prefill(slot, prompt)
 
-    def review(self, proposal: Proposal) -> Ask | None:
-        return None
+    def review(self, proposal: Proposal) -> tuple[Proposal, Ask | None]:
+        return proposal, None
 
-    def cut(self, proposal: Proposal) -> bool:
-        return False
+    def cut(self, proposal: Proposal) -> tuple[Proposal, bool]:
+        return proposal, False
 
     def observe(self, outcome: StepOutcome) -> None:
         pass

@@ -9,6 +9,8 @@ A source whose drafts realise less than plain decoding on this text is benched f
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from specllama.decoding.acceptance import TextFit
 from specllama.decoding.drafters import Drafter, Proposal
 from specllama.decoding.outcome import StepOutcome
@@ -35,17 +37,16 @@ class ConfidentAuto(PolicyBase):
             return NO_DRAFT
         return Ask(self.drafter, min(room, K_COPY_MAX))
 
-    def review(self, proposal: Proposal) -> Ask | None:
+    def review(self, proposal: Proposal) -> tuple[Proposal, Ask | None]:
         if proposal.confidence is not None:
-            proposal.confidence = self.fit.apply(proposal.confidence)
-            proposal.certain = still_certain(proposal)
-        long_enough(proposal)
-        return None
+            proposal = replace(proposal, confidence=self.fit.apply(proposal.confidence))
+            proposal = replace(proposal, certain=still_certain(proposal))
+        return long_enough(proposal), None
 
-    def cut(self, proposal: Proposal) -> bool:
+    def cut(self, proposal: Proposal) -> tuple[Proposal, bool]:
         if proposal.tokens:
-            cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens, self.copy_run.reach)
-        return fully_known(proposal)
+            proposal = cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens, self.copy_run.reach)
+        return proposal, fully_known(proposal)
 
     def observe(self, outcome: StepOutcome) -> None:
         if outcome.drafted:

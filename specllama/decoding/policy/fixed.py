@@ -33,7 +33,7 @@ class FixedSuffixThenModel(PolicyBase):
         self._asked = min(room, self.k)
         return Ask(self.suffix, self._asked)
 
-    def review(self, proposal: Proposal) -> Ask | None:
+    def review(self, proposal: Proposal) -> tuple[Proposal, Ask | None]:
         if proposal.tokens or self.model is None or proposal.source == self.model.name:
-            return None
-        return Ask(self.model, self._asked)
+            return proposal, None
+        return proposal, Ask(self.model, self._asked)

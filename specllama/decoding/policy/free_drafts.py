@@ -25,20 +25,19 @@ def free_length(confidence: Sequence[float], ratio: Ratio, rows: Rows = causal_r
     return best_length(confidence, ratio, min_gain=MIN_GAIN, rows=rows)
 
 
-def long_enough(proposal: Proposal) -> None:
+def long_enough(proposal: Proposal) -> Proposal:
     """What a free draft may offer before its cut: a near-certain copy as far as it reaches (up to
     K_COPY_MAX, asked for by the policy), anything else K_AUTO_MAX."""
-    if proposal.certain < K_AUTO_MAX:
-        proposal.tokens = proposal.tokens[:K_AUTO_MAX]
+    return proposal.keep(K_AUTO_MAX) if proposal.certain < K_AUTO_MAX else proposal
 
 
-def cut_free(proposal: Proposal, ratio: Ratio, rows: Rows = causal_rows, reach: int = K_AUTO_MAX) -> None:
+def cut_free(proposal: Proposal, ratio: Ratio, rows: Rows = causal_rows, reach: int = K_AUTO_MAX) -> Proposal:
     """Trim a free draft to its free_length, on the confidence its tokens came with; never below
     its near-certain lead (Proposal.certain) up to `reach` (a CopyRun's): beyond that a long copy
     is sent only as far as the costs say it pays."""
     known = (proposal.confidence or [])[:len(proposal.tokens)]
     floor = min(proposal.certain, reach)
-    proposal.tokens = proposal.tokens[:max(free_length(known, ratio, rows), floor)]
+    return proposal.keep(max(free_length(known, ratio, rows), floor))
 
 
 class CopyRun:

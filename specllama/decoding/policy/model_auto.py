@@ -12,6 +12,7 @@ every TRY_EVERY at worst."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 from specllama.decoding.drafters import Drafter, Proposal
@@ -46,10 +47,10 @@ class ModelAuto(PolicyBase):
         k = self.acceptance.choose() or (TRY_DRAFT if self.trying(alone) else 0)
         return Ask(self.drafter, min(k, cap), self.acceptance.fast, self.acceptance.c, cap)
 
-    def review(self, proposal: Proposal) -> Ask | None:
+    def review(self, proposal: Proposal) -> tuple[Proposal, Ask | None]:
         if proposal.confidence is None:  # this text's per-position odds: what a batch's cut weighs it by
-            proposal.confidence = list(self.acceptance.fast[:len(proposal.tokens)])
-        return None
+            proposal = replace(proposal, confidence=self.acceptance.fast[:len(proposal.tokens)])
+        return proposal, None
 
     def trying(self, alone: bool) -> bool:
         """Whether this step drafts TRY_DRAFT tokens although the estimates say no length pays:

@@ -43,10 +43,14 @@ def default_policy(config: GenerationConfig, kit: PolicyKit) -> DraftPolicy:
     if not config.drafts:
         return Plain()
     if config.drafter == "auto":
-        suffix, model = kit.drafter("suffix"), kit.drafters.get("model")
+        # The sources that cost a decode: the draft model, the target's MTP head (loaded under auto
+        # whenever its GGUF has one), each weighed on its own record and cost.
+        suffix = kit.drafter("suffix")
+        decoding = [d for d in (kit.drafters.get("model"), kit.drafters.get("mtp")) if d is not None]
         if config.k == AUTO:
-            return SourceChoice(suffix, model, kit)
-        return FixedSuffixThenModel(suffix, model, int(config.k))
+            return SourceChoice(suffix, decoding, kit)
+        # A fixed K keeps its rule of thumb: the draft model when one is loaded, else the MTP head.
+        return FixedSuffixThenModel(suffix, decoding[0] if decoding else None, int(config.k))
     drafter = kit.drafter(config.drafter)
     if config.k != AUTO:
         return FixedLength(drafter, int(config.k))

@@ -1,17 +1,23 @@
-"""`--drafter auto -k auto`: each step, the suffix drafter's draft, the draft model's, or none,
-whichever promises the better rate on the live costs.
+"""`--drafter auto -k auto`: each step, the suffix drafter's draft, a decoding source's (the draft
+model, the target's own MTP head), or none, whichever promises the better rate on the live costs.
 
 The free suffix draft is asked for first (it costs microseconds); then
-    suffix rate = E(n) / (T(n+1)/T(1))           its draft at free_length (costs no decode)
-    model rate  = E(K) / (K*c + T(K+1)/T(1))     the model's best K on this text (0: cannot pay)
-and the model decodes only when its rate beats both the suffix draft's and plain decoding's (rate
-1). Sources the realised check benched for this text are skipped. A chosen suffix draft comes
-whole and is cut here where it pays, like ConfidentAuto's; the model's draft carries this text's
-per-position acceptance as its confidence, so a batch can cut both kinds jointly."""
+    suffix rate  = E(n) / (T(n+1)/T(1))           its draft at free_length (costs no decode)
+    source rate  = E(K) / (K*c + T(K+1)/T(1))     a decoding source's best K on this text (0: cannot pay)
+where each decoding source has its own acceptance record and its own c (cost/online.py times the
+draft model's and the MTP head's decodes apart). A near-certain copy goes to the suffix drafter
+first; elsewhere the decoding source with the best rate decodes, only when that beats the suffix
+draft's and plain decoding's (rate 1). So an MTP head whose verify batches cost more than its
+accepted tokens save (Metal, llama.cpp #23752) is never chosen, and one that pays is, at the depth
+its record and the costs say (tests/unit/test_mtp_auto.py). Sources the realised check benched for this
+text are skipped. A chosen suffix draft comes whole and is cut here where it pays, like
+ConfidentAuto's; a decoding source's draft carries this text's per-position acceptance as its
+confidence, so a batch can cut every kind jointly."""
 
 from __future__ import annotations
 
-from typing import AbstractSet, Sequence
+from dataclasses import replace
+from typing import AbstractSet, Mapping, Sequence
 
 from specllama.decoding.acceptance import PositionAcceptance, TextFit
 from specllama.decoding.cost.model import Ratio
@@ -24,32 +30,46 @@ from specllama.decoding.realised import RealisedSpeed
 from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
 
 
-def choose_source(suffix: Proposal, model: PositionAcceptance | None, cap: int, avoid: AbstractSet[str],
-                  ratio: Ratio) -> tuple[str, int]:
-    """("suffix" | "model" | "none", the model's K) for one step: the source with the better
-    expected rate, if it beats plain decoding; `model` is the draft model's acceptance on this
-    text, None without one."""
-    model = model if "model" not in avoid else None
-    model_k = min(model.choose(), cap) if model is not None else 0
-    model_rate = (model.rate(model_k) or 1.0) if model_k else 1.0
+def choose_source(suffix: Proposal, decoding: Mapping[str, PositionAcceptance] | PositionAcceptance | None, cap: int,
+                  avoid: AbstractSet[str], ratio: Ratio) -> tuple[str, int]:
+    """("suffix" | a decoding source's name | "none", that source's K) for one step: the source
+    with the best expected rate, if it beats plain decoding. `decoding` holds each decoding
+    source's acceptance on this text by name (a lone record is the draft model's; None: none)."""
+    if decoding is None or isinstance(decoding, PositionAcceptance):
+        decoding = {} if decoding is None else {"model": decoding}
+    best, best_k, best_rate = "none", 0, 1.0
+    for name, record in decoding.items():
+        if name in avoid:
+            continue
+        k = min(record.choose(), cap)
+        rate = (record.rate(k) or 1.0) if k else 1.0
+        if rate > best_rate:
+            best, best_k, best_rate = name, k, rate
     offered = (suffix.confidence or [])[:len(suffix.tokens)] if "suffix" not in avoid else []
     suffix_rate = free_rate(offered, ratio)
-    if suffix_rate > max(1.0, model_rate) or (offered and suffix.certain):  # a near-certain copy goes first
+    if suffix_rate > best_rate or (offered and suffix.certain):  # a near-certain copy goes first
         return "suffix", 0
-    if model_rate > 1.0:
-        return "model", model_k
-    return "none", 0
+    return best, best_k
 
 
 class SourceChoice(PolicyBase):
     name = "source-choice"
     adaptive = True
 
-    def __init__(self, suffix: Drafter, model: Drafter | None, kit: PolicyKit):
-        self.suffix, self.model, self.kit = suffix, model, kit
-        self.drafters = (suffix,) if model is None else (suffix, model)
-        # The model's acceptance on this text; None: the model is never chosen.
-        self.acceptance = kit.record(model.name) if model is not None and model.name in kit.records else None
+    def __init__(self, suffix: Drafter, decoding: Drafter | Sequence[Drafter] | None, kit: PolicyKit):
+        """`decoding`: the loaded drafters that cost a decode (the draft model, the MTP head), or
+        one of them, or None."""
+        if decoding is None:
+            decoding = ()
+        elif not isinstance(decoding, (list, tuple)):
+            decoding = (decoding,)
+        self.suffix, self.kit = suffix, kit
+        self.decoding = {d.name: d for d in decoding}
+        self.model = self.decoding.get("model")
+        self.drafters = (suffix, *self.decoding.values())
+        # Each decoding source's acceptance on this text; one without a record is never chosen.
+        self.records = {name: kit.record(name) for name in self.decoding if name in kit.records}
+        self.acceptance = self.records.get("model")
         self.fit = TextFit()
         self.realised = RealisedSpeed()
         self.copy_run = CopyRun()
@@ -57,47 +77,50 @@ class SourceChoice(PolicyBase):
 
     def start(self, slot: int, prompt: Sequence[int]) -> None:
         self.suffix.prefill(slot, prompt)
-        # The model digests the prompt now only when it may be used at once; else it catches up on
-        # its first proposal (a long prompt costs the draft seconds).
-        if self.acceptance is not None and self.acceptance.choose() > 0:
-            self.model.prefill(slot, prompt)
+        # A decoding source digests the prompt now only when it may be used at once; else it
+        # catches up on its first proposal (a long prompt costs the draft seconds).
+        for name, record in self.records.items():
+            if record.choose() > 0:
+                self.decoding[name].prefill(slot, prompt)
 
     def ask(self, room: int, alone: bool) -> Ask:
-        self._cap = min(room, K_AUTO_MAX)  # the model's longest draft
+        self._cap = min(room, K_AUTO_MAX)  # a decoding source's longest draft
         return Ask(self.suffix, min(room, K_COPY_MAX))
 
-    def review(self, proposal: Proposal) -> Ask | None:
-        if proposal.source != self.suffix.name:  # the model's draft: this text's odds as its confidence
-            if proposal.confidence is None and self.acceptance is not None:
-                proposal.confidence = list(self.acceptance.fast[:len(proposal.tokens)])
-            return None
+    def review(self, proposal: Proposal) -> tuple[Proposal, Ask | None]:
+        if proposal.source != self.suffix.name:  # a decoding source's draft: this text's odds as its confidence
+            record = self.records.get(proposal.source)
+            if proposal.confidence is None and record is not None:
+                proposal = replace(proposal, confidence=tuple(record.fast[:len(proposal.tokens)]))
+            return proposal, None
         if proposal.confidence is not None:
-            proposal.confidence = self.fit.apply(proposal.confidence)
-            proposal.certain = still_certain(proposal)
-        long_enough(proposal)
-        choice, k = choose_source(proposal, self.acceptance, self._cap, self.realised.avoid(), self.kit.costs.ratio)
-        if choice == "model":
-            return Ask(self.model, k)
+            proposal = replace(proposal, confidence=self.fit.apply(proposal.confidence))
+            proposal = replace(proposal, certain=still_certain(proposal))
+        proposal = long_enough(proposal)
+        choice, k = choose_source(proposal, self.records, self._cap, self.realised.avoid(), self.kit.costs.ratio)
+        if choice in self.decoding:
+            return proposal, Ask(self.decoding[choice], k)
         if choice == "none":
-            proposal.tokens = []
-        return None
+            proposal = proposal.keep(0)
+        return proposal, None
 
-    def cut(self, proposal: Proposal) -> bool:
+    def cut(self, proposal: Proposal) -> tuple[Proposal, bool]:
         if proposal.tokens and proposal.source == self.suffix.name:
-            cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens, self.copy_run.reach)
-        return fully_known(proposal)
+            proposal = cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens, self.copy_run.reach)
+        return proposal, fully_known(proposal)
 
     def observe(self, outcome: StepOutcome) -> None:
-        by_model = self.model is not None and outcome.source == self.model.name
-        if outcome.drafted and not by_model:
+        decoded_by = outcome.source if outcome.source in self.decoding else None
+        if outcome.drafted and decoded_by is None:
             self.fit.observe(outcome.sent.confidence or [], outcome.drafted, outcome.n_accepted, outcome.odds)
             self.copy_run.observe(outcome.sent, outcome.n_accepted)
         else:
             self.fit.idle()
-        if self.acceptance is not None:
+        for name, record in self.records.items():
             # Positions a step did not reach drift back to the record: drafted 0 when it sat out.
-            self.acceptance.observe(outcome.drafted if by_model else 0, outcome.n_accepted if by_model else 0,
-                                    outcome.odds if by_model else ())
+            mine = name == decoded_by
+            record.observe(outcome.drafted if mine else 0, outcome.n_accepted if mine else 0,
+                           outcome.odds if mine else ())
         self.realised.tick()
         if outcome.alone:
             self.realised.observe(outcome.source, outcome.emitted, outcome.seconds, outcome.t1)

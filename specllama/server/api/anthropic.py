@@ -340,6 +340,10 @@ class AnthropicWriter:
     def token(self, event: TokenEvent) -> list[str]:
         return self._parts(self.parts.feed(event.text))
 
+    def keep_alive(self) -> list[str]:
+        """What Anthropic's own streams send while they have nothing else (its SDKs skip it)."""
+        return [sse({"type": "ping"}, "ping")]
+
     def done(self, event: DoneEvent) -> list[str]:
         summary = event.summary
         out = self._parts(self.parts.end(event.text, summary))

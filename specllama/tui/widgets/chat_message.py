@@ -41,6 +41,7 @@ from specllama.tui.streaming import THINKING, Segment, plain_text
 ORIGIN_STYLES = {
     "suffix": "$text-success underline",  # proposed by the suffix drafter (earlier text), accepted
     "model": "$text-primary bold",  # proposed by the draft model, accepted
+    "mtp": "$secondary bold underline",  # proposed by the target's own MTP head, accepted
     "grammar": "$text-error italic",  # forced by a grammar (response_format, tools): the only token allowed
     "draft": "$text-success underline",  # proposed by another drafter, accepted
     "target": "$foreground",  # the target's own pick where it rejected a draft (or nothing was drafted)
@@ -48,6 +49,7 @@ ORIGIN_STYLES = {
 }
 # What the legends say of each, and its mark without colour.
 ORIGIN_LABELS = {"suffix": ("suffix draft", "underlined"), "model": ("model draft", "bold"),
+                 "mtp": ("mtp draft", "bold underlined"),
                  "grammar": ("grammar", "italic"), "target": ("target", "plain"),
                  "bonus": ("bonus", "plain, after all K drafts accepted")}
 
