@@ -124,10 +124,13 @@ def specllama_server(args, log: Path) -> Server:
     port = free_port()
     cmd = [sys.executable, "-m", "specllama", "serve", "--port", str(port), "--threads", str(args.threads),
            "--ctx", str(args.ctx), "--parallel", args.parallel, *args.specllama_args]
-    if args.keep_costs:
-        return Server("specllama serve", cmd, port, log)
-    costs = Path(tempfile.mkdtemp(prefix="bench-serve-costs-"))
-    return Server("specllama serve", cmd, port, log, env={"SPECLLAMA_COSTS": str(costs)}, scratch=costs)
+    # The prompt cache's disk folder is the server's own too: an earlier round's entries would make
+    # a "fresh" server start warm (llama-server keeps nothing across restarts).
+    scratch = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    env = {"SPECLLAMA_PROMPT_CACHE": str(scratch / "prompt-cache")}
+    if not args.keep_costs:
+        env["SPECLLAMA_COSTS"] = str(scratch / "costs")
+    return Server("specllama serve", cmd, port, log, env=env, scratch=scratch)
 
 
 def llama_cpp_server(args, target: Path, log: Path) -> Server:

@@ -21,11 +21,11 @@ REPO = Path(__file__).resolve().parents[2]
 ONE_LOAD = """
 import json, sys, time
 from specllama.llama.machine import current_rss_bytes
-from specllama.runtime.loaded import Runtime
+from specllama.runtime.loaded import open_runtime
 from specllama.runtime.options import LoadOptions
 before = current_rss_bytes()
 start = time.perf_counter()
-rt = Runtime(LoadOptions(load_draft=sys.argv[1] == "draft", n_ctx=int(sys.argv[2])))
+rt = open_runtime(LoadOptions(load_draft=sys.argv[1] == "draft", n_ctx=int(sys.argv[2])))
 seconds = time.perf_counter() - start
 after = current_rss_bytes()
 info = rt.describe()

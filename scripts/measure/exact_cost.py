@@ -10,9 +10,9 @@ from pathlib import Path
 
 from specllama.decoding.engine import GenerationConfig
 from specllama.llama.machine import cpu_model
-from specllama.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, open_runtime
 
-rts = {m: Runtime(LoadOptions(exact=m == "exact", n_ctx=1024, load_draft=False)) for m in ("default", "exact")}
+rts = {m: open_runtime(LoadOptions(exact=m == "exact", n_ctx=1024, load_draft=False)) for m in ("default", "exact")}
 rates = {m: [] for m in rts}
 for r in range(4):
     for m in (("default", "exact") if r % 2 == 0 else ("exact", "default")):

@@ -26,7 +26,7 @@ import jsonschema
 from specllama.decoding.constraint import Constraint
 from specllama.decoding.engine import GenerationConfig
 from specllama.llama.machine import cpu_model
-from specllama.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, open_runtime
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = "You answer with JSON only."
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     prompts = [json.loads(line) for line in Path(args.prompts).read_text().splitlines() if line.strip()]
 
     exact = not args.default_mode
-    rt = Runtime(LoadOptions(exact=exact, n_ctx=2048, load_draft="auto" in arms or "model" in arms))
+    rt = open_runtime(LoadOptions(exact=exact, n_ctx=2048, load_draft="auto" in arms or "model" in arms))
     info = rt.describe()
     machine = {"cpu": cpu_model(), "platform": platform.platform(), "python": sys.version.split()[0],
                "threads": info.threads, "target": info.target.file, "draft": info.draft.file if info.draft else None,

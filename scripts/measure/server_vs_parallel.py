@@ -30,7 +30,7 @@ from specllama.batch.prompts_file import read_prompts  # noqa: E402
 from specllama.cli.main import main  # noqa: E402
 from specllama.decoding.engine import GenerationConfig  # noqa: E402
 from specllama.llama.machine import cpu_model  # noqa: E402
-from specllama.runtime import LoadOptions, Runtime  # noqa: E402
+from specllama.runtime import LoadOptions, open_runtime  # noqa: E402
 
 
 def free_port() -> int:
@@ -69,7 +69,7 @@ def main_() -> None:
     items = read_prompts(args.prompts).items
     config = GenerationConfig(max_tokens=args.max_tokens, drafter="none", k=0)
     results: dict[str, list[float]] = {}
-    with Runtime(LoadOptions(load_draft=False, n_ctx=1024, parallel=2, threads=args.threads)) as rt, \
+    with open_runtime(LoadOptions(load_draft=False, n_ctx=1024, parallel=2, threads=args.threads)) as rt, \
             tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         server = start_server(rt.target_path, port, args.threads, 2048)

@@ -32,7 +32,7 @@ from specllama.decoding.verify import verify_sampling
 from specllama.llama.backend import C
 from specllama.llama.context import DecodeContext
 from specllama.llama.machine import cpu_model
-from specllama.runtime.loaded import Runtime
+from specllama.runtime.loaded import Runtime, open_runtime
 from specllama.runtime.options import LoadOptions
 
 QWEN_VOCAB = 151_936
@@ -79,7 +79,7 @@ def engine_loop(runtime: Runtime, prompt: list[int], n: int) -> tuple[list[int],
 
 
 def part1(rounds: int, n: int, threads: int) -> dict:
-    with Runtime(LoadOptions(load_draft=False, n_ctx=2048, threads=threads)) as runtime:
+    with open_runtime(LoadOptions(load_draft=False, n_ctx=2048, threads=threads)) as runtime:
         prompt = runtime.prompt_tokens(PROMPT)
         ctx = runtime.target_ctx  # a script may reach inside: the same context the engine decodes in
         runs = []

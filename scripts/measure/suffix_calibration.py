@@ -26,7 +26,7 @@ from specllama.decoding.acceptance import Calibrator  # noqa: E402
 from specllama.decoding.engine import DoneEvent, Request  # noqa: E402
 from specllama.decoding.request import GenerationConfig  # noqa: E402
 from specllama.llama.machine import cpu_model  # noqa: E402
-from specllama.runtime import LoadOptions, Runtime  # noqa: E402
+from specllama.runtime import LoadOptions, open_runtime  # noqa: E402
 from specllama.runtime.stats import MATCH_CLASSES  # noqa: E402
 
 
@@ -55,7 +55,7 @@ def main() -> None:
     ap.add_argument("--json", help="write the table as JSON here too")
     args = ap.parse_args()
 
-    runtime = Runtime(LoadOptions(load_draft=False, threads=args.threads))
+    runtime = open_runtime(LoadOptions(load_draft=False, threads=args.threads))
     total = Calibrator(groups=len(MATCH_CLASSES))
     config = GenerationConfig(max_tokens=args.max_tokens, drafter="suffix", k=args.k)
     for name, messages in prompts(args.files, args.agent_sessions):

@@ -104,7 +104,7 @@ def thread_cpu(native_id: int | None) -> float:
 
 def child(args) -> None:
     """Inside the measured process: the real ChatApp with the real runtime, one question."""
-    from specllama.runtime import LoadOptions, Runtime
+    from specllama.runtime import LoadOptions, open_runtime
     from specllama.tui import ChatApp, ChatSettings
     from specllama.tui.capture import screen_text
 
@@ -146,7 +146,7 @@ def child(args) -> None:
     settings = ChatSettings(drafter=args.drafter, k=k, max_tokens=args.max_tokens)
     # As `specllama run` loads: the draft only for the model drafter.
     opts = LoadOptions(load_draft=args.drafter == "model")
-    app = MeasuredChat(lambda progress, status: Runtime(opts, progress=progress, status=status), settings)
+    app = MeasuredChat(lambda progress, status: open_runtime(opts, progress=progress, status=status), settings)
     app.finished = False
     try:
         if args.headless:

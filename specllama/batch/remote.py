@@ -21,9 +21,10 @@ from typing import Callable, Sequence
 
 from specllama.batch.output import OutputState, OutputWriter, open_output, signals_deferred
 from specllama.batch.prompts_file import PromptItem, id_key
-from specllama.batch.server_client import SamplingRequest, ServerClient, ServerError, chat_body, discover
+from specllama.batch.server_client import ServerClient, ServerError, chat_body, discover
 from specllama.batch.server_pool import ServerHealth
 from specllama.batch.server_reply import ServerReply
+from specllama.decoding.request import GenerationConfig
 
 DEFAULT_MODEL = "default"
 # How long a batch that gives up on every server waits for workers to finish what they hold.
@@ -111,7 +112,7 @@ class _Task:
     attempts: int = field(default=0, compare=False)
 
 
-def run_remote_batch(servers: Sequence[RemoteServer], items: Sequence[PromptItem], sampling: SamplingRequest,
+def run_remote_batch(servers: Sequence[RemoteServer], items: Sequence[PromptItem], config: GenerationConfig,
                      out_path: str | Path, *, system: str | None = None, state: OutputState | None = None,
                      progress: RemoteProgress | None = None) -> RemoteReport:
     progress = progress or (lambda event, report: None)
@@ -126,7 +127,7 @@ def run_remote_batch(servers: Sequence[RemoteServer], items: Sequence[PromptItem
     results: queue.Queue[tuple] = queue.Queue()
     stop = threading.Event()
     retries = servers[0].health.policy.retries if servers else 0
-    threads = [threading.Thread(target=_worker, args=(server, work, results, stop, seq, system, sampling, retries),
+    threads = [threading.Thread(target=_worker, args=(server, work, results, stop, seq, system, config, retries),
                                 name=f"specllama-{server.url}-{n}", daemon=True)
                for server in servers for n in range(server.concurrency)]
     writer = OutputWriter(out_path)
@@ -213,7 +214,7 @@ def _drain(results: queue.Queue, writer: OutputWriter, report: RemoteReport, pro
 
 
 def _worker(server: RemoteServer, work: queue.PriorityQueue, results: queue.Queue, stop: threading.Event,
-            seq: itertools.count, system: str | None, sampling: SamplingRequest, retries: int) -> None:
+            seq: itertools.count, system: str | None, config: GenerationConfig, retries: int) -> None:
     if hasattr(signal, "pthread_sigmask"):
         # Ctrl-C and SIGTERM go to the main thread only, where the writer can hold them off mid-line.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
@@ -242,7 +243,7 @@ def _worker(server: RemoteServer, work: queue.PriorityQueue, results: queue.Queu
                 continue
             item = task.item
             try:
-                reply = client.chat(chat_body(item.prompt, item.system or system, server.model, sampling))
+                reply = client.chat(chat_body(item.prompt, item.system or system, server.model, config))
             except Exception as e:  # one odd reply fails its prompt; the worker goes on (else the batch waits forever)
                 e = _as_server_error(e, client)
                 if e.refused_key:  # the prompt goes to another server, if one takes our key

@@ -22,11 +22,11 @@ import re
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 from specllama.batch.server_reply import ServerReply, with_speculation
+from specllama.decoding.request import GenerationConfig
 from specllama.errors import SpecllamaError
 
 # A chat completion is a few kilobytes (100k tokens of text stay under 1 MB); a body past this is a
@@ -56,20 +56,6 @@ class ServerError(Exception):
         self.refused_key = refused_key  # 401/403: this server will refuse every prompt with this key
 
 
-@dataclass(frozen=True)
-class SamplingRequest:
-    """batch's sampling options as request fields. top_k and min_p are extensions that llama.cpp,
-    vLLM and llama-cpp-python accept; they are sent only when set, so a server that does not know
-    them is not handed them by default (then the server's own defaults apply)."""
-    max_tokens: int = 512
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
-    seed: int | None = None
-    stop: tuple[str, ...] = ()
-
-
 def base_url(url: str) -> tuple[str, str, int, str]:
     """(scheme, host, port, path prefix) of a server address; a trailing /v1 is the API root, not
     part of the prefix, so `http://h:8000/v1` and `http://h:8000` are the same server."""
@@ -92,9 +78,14 @@ def base_url(url: str) -> tuple[str, str, int, str]:
     return parts.scheme, hostname, port, prefix
 
 
-def chat_body(prompt: str, system: str | None, model: str, sampling: SamplingRequest) -> dict:
+def chat_body(prompt: str, system: str | None, model: str, config: GenerationConfig) -> dict:
+    """batch's settings (the one settings type, checked where they were typed) as request fields:
+    names translated, nothing checked again. top_k and min_p are extensions that llama.cpp, vLLM and
+    llama-cpp-python accept; they are sent only when set, so a server that does not know them is not
+    handed them by default (then the server's own defaults apply)."""
+    sampling = config.sampling
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
-    body: dict = {"model": model, "messages": messages, "max_tokens": sampling.max_tokens,
+    body: dict = {"model": model, "messages": messages, "max_tokens": config.max_tokens,
                   "temperature": sampling.temperature, "top_p": sampling.top_p, "stream": False}
     if sampling.top_k > 0:
         body["top_k"] = sampling.top_k
@@ -102,8 +93,8 @@ def chat_body(prompt: str, system: str | None, model: str, sampling: SamplingReq
         body["min_p"] = sampling.min_p
     if sampling.seed is not None:
         body["seed"] = sampling.seed
-    if sampling.stop:
-        body["stop"] = list(sampling.stop)
+    if config.stop:
+        body["stop"] = list(config.stop)
     return body
 
 

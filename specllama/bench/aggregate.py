@@ -150,14 +150,15 @@ def _fill(summary: ConfigSummary, config: BenchConfig, mine: list[tuple[RunRecor
         alpha = stats.acceptance if not config.is_baseline else 0.0
         # Stairs decode (K+1)(K+2)/2 tokens per step; timed as one causal batch of that size, an
         # approximation (their attention spans differ), so read that prediction as a rough one.
-        if isinstance(config.k, int):  # under k=auto only the per-step prediction below applies
-            verify_tokens = VERIFIERS[config.verify].batch_tokens(config.k)
+        k = config.generation().fixed_k
+        if k is not None:  # under k=auto only the per-step prediction below applies
+            verify_tokens = VERIFIERS[config.verify].batch_tokens(k)
             c = curve.draft_ratio if draft_ratio is None else draft_ratio
-            summary.predicted_speedup = predicted_speedup(curve.ratio, config.k, alpha, c, verify_tokens)
-        summary.predicted_from_steps = _speedup_from_steps(curve, stats, draft_ratio, config.verify == "stairs")
+            summary.predicted_speedup = predicted_speedup(curve.ratio, k, alpha, c, verify_tokens)
+        summary.predicted_from_steps = _speedup_from_steps(curve, stats, draft_ratio, config.verify)
 
 
-def _speedup_from_steps(curve: CostCurve, stats: Summary, draft_ratio: float | None, stairs: bool) -> float | None:
+def _speedup_from_steps(curve: CostCurve, stats: Summary, draft_ratio: float | None, verify: str) -> float | None:
     """Tokens gained per step as measured, over each step's modelled cost given how many drafts it
     actually had. Prompt lookup often proposes fewer than K drafts or none, and p_min cuts drafts
     short, which the K-every-step formula cannot see; the gap between this and the measured speedup
@@ -173,7 +174,7 @@ def _speedup_from_steps(curve: CostCurve, stats: Summary, draft_ratio: float | N
         n_steps = at_least[j] - at_least[j + 1]
         if not n_steps:
             continue
-        one = step_cost(curve.ratio, j, c, VERIFIERS["stairs" if stairs else "causal"].batch_tokens(j))
+        one = step_cost(curve.ratio, j, c, VERIFIERS[verify].batch_tokens(j))
         if one is None:
             return None
         cost += n_steps * one

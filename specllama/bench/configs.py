@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specllama.decoding.request import drafter_name
+from specllama.decoding.limits import draft_length
+from specllama.decoding.request import VERIFY_MODES, GenerationConfig, drafter_name
+from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 
 DEFAULT_CONFIGS = "none;auto:k=auto;suffix:k=auto;model:k=2;model:k=4;model:k=4,verify=stairs"
 DRAFTER_KINDS = ("none", "auto", "suffix", "model", "mtp")  # mtp: the target's own MTP head (llama/mtp.py)
-VERIFY_MODES = ("causal", "stairs")
 DEFAULT_K = "auto"
 
 
@@ -34,6 +35,11 @@ class BenchConfig:
     @property
     def is_baseline(self) -> bool:
         return self.drafter == "none"
+
+    def generation(self, max_tokens: int = 512, sampling: SamplingParams | None = None) -> GenerationConfig:
+        """The request this configuration runs (its K read through GenerationConfig.fixed_k)."""
+        return GenerationConfig(max_tokens=max_tokens, sampling=sampling or SamplingParams(), drafter=self.drafter,
+                                k=self.k, p_min=self.p_min, stop=(), verify=self.verify)
 
     @property
     def label(self) -> str:
@@ -102,11 +108,13 @@ def _parse_k(spec: str, value: str) -> int | str:
     if value == "auto":
         return value  # chosen each step from the measured cost curve (specllama/adaptive_k.py)
     try:
-        k = int(value)
+        k = draft_length(int(value))
     except ValueError:
         raise BenchConfigError(f"config '{spec}': k must be a whole number, got '{value}'") from None
-    if not 1 <= k <= 16:
-        raise BenchConfigError(f"config '{spec}': k must be between 1 and 16")
+    except SpecllamaError as e:
+        raise BenchConfigError(f"config '{spec}': {e}") from None
+    if k == 0:  # a valid K elsewhere (no drafts), but here the same run as the baseline, under another name
+        raise BenchConfigError(f"config '{spec}': k=0 drafts nothing: that is the 'none' configuration")
     return k
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from specllama.bench.configs import BenchConfig
-from specllama.decoding.engine import GenerationConfig, Summary
+from specllama.decoding.engine import Summary
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.llama.machine import current_rss_bytes
@@ -58,8 +58,7 @@ class BenchRunner:
     def run_once(self, config: BenchConfig, prompt: Sequence[int], max_tokens: int) -> tuple[Summary, list[int]]:
         rt = self.runtime
         rt.reset()  # every run starts from empty caches: none inherits another's decoded prompt
-        request = GenerationConfig(max_tokens=max_tokens, sampling=self.sampling, drafter=config.drafter,
-                                   k=config.k, p_min=config.p_min, stop=(), verify=config.verify)
+        request = config.generation(max_tokens, self.sampling)
         try:
             tokens, summary = rt.generate(prompt, request).tokens()
         finally:

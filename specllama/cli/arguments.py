@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from specllama.decoding.request import DRAFTERS, K_MAX, PARALLEL_MAX, VERIFY_MODES, drafter_name
+from specllama.decoding import limits
+from specllama.decoding.request import DRAFTERS, PARALLEL_MAX, VERIFY_MODES, drafter_name
+from specllama.errors import SpecllamaError
 from specllama.llama import thread_wait
 from specllama.llama.exact_rows import EXACT_MAX_BATCH
 
@@ -55,9 +57,10 @@ def draft_length(text: str) -> int | str:
         k = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of tokens or 'auto', got {text!r}") from None
-    if not 0 <= k <= K_MAX:
-        raise argparse.ArgumentTypeError(f"k must be between 0 and {K_MAX}, got {k}")
-    return k
+    try:
+        return limits.draft_length(k)
+    except SpecllamaError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def parallel_count(text: str) -> int | str:

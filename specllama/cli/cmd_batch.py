@@ -71,7 +71,7 @@ def _run_locked(args: argparse.Namespace, prompts, resolved, status) -> int:
     from specllama.batch.prompts_file import id_key
     from specllama.cli.progress import download_bar
     from specllama.cli.stability_note import parallel_text_note
-    from specllama.runtime.loaded import Runtime
+    from specllama.runtime.loaded import open_runtime
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     state, nothing_to_do = open_batch_output(args, prompts, err)
@@ -79,11 +79,11 @@ def _run_locked(args: argparse.Namespace, prompts, resolved, status) -> int:
         return nothing_to_do
     left = sum(1 for item in prompts.items if id_key(item.id) not in state.done)  # no slot for a prompt done before
     with download_bar() as fetch:
-        runtime = Runtime(replace(resolved.load, prompts=left), progress=fetch, status=status)
+        runtime = open_runtime(replace(resolved.load, prompts=left), resolved.registry, progress=fetch, status=status)
     n = runtime.parallelism
     why = f" to start ({runtime.parallel_reason()})" if args.parallel == "auto" else ""
     status.say(f"{n} prompt(s) per decode{why}")
-    note = parallel_text_note(runtime.describe().slots, greedy=resolved.sampling.temperature == 0, exact=args.exact)
+    note = parallel_text_note(runtime.describe().slots, greedy=resolved.settings.sampling.temperature == 0, exact=args.exact)
     if note:
         status.say(note)
     with runtime, sigterm_as_interrupt(), batch_progress(err) as progress:

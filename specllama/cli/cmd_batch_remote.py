@@ -65,9 +65,10 @@ def server_urls(args: argparse.Namespace) -> list[str]:
 def cmd_remote_batch(args: argparse.Namespace) -> int:
     from specllama.batch.prompts_file import read_prompts
     from specllama.batch.remote import run_remote_batch
-    from specllama.batch.server_client import SamplingRequest, base_url, check_timeout
+    from specllama.batch.server_client import base_url, check_timeout
     from specllama.cli.intent import Intent
     from specllama.cli.resolve import sampling_for
+    from specllama.decoding.request import GenerationConfig
 
     if args.pair or args.target or args.draft:
         raise UsageError("--pair/--target/--draft choose local models; with --server the servers' own "
@@ -84,9 +85,8 @@ def cmd_remote_batch(args: argparse.Namespace) -> int:
         base_url(url)  # a bad address fails before anything is read or sent
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     # The local batch's checks (SamplingParams): a server is sent only values that mean something.
-    params = sampling_for(Intent.from_args(args))
-    sampling = SamplingRequest(max_tokens=args.max_tokens, temperature=params.temperature, top_p=params.top_p,
-                               top_k=params.top_k, min_p=params.min_p, seed=params.seed, stop=tuple(args.stop))
+    config = GenerationConfig(max_tokens=args.max_tokens, sampling=sampling_for(Intent.from_args(args)),
+                              stop=tuple(args.stop))
     prompts = read_prompts(args.file)
     state, nothing_to_do = open_batch_output(args, prompts, err)
     if nothing_to_do is not None:
@@ -94,7 +94,7 @@ def cmd_remote_batch(args: argparse.Namespace) -> int:
 
     servers = prepare_servers(urls, args, RetryPolicy(args.retries, args.backoff), err, api_key)
     with sigterm_as_interrupt(), remote_progress(err, [s.url for s in servers]) as progress:
-        report = run_remote_batch(servers, prompts.items, sampling, args.output, system=args.system,
+        report = run_remote_batch(servers, prompts.items, config, args.output, system=args.system,
                                   state=state, progress=progress)
 
     return report_outcome(args, prompts, report, err, not_attempted=report.not_attempted)

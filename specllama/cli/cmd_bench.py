@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from specllama.bench.report import markdown, terminal_table, write_json, write_text
     from specllama.cli.options import resolved_for, status_lines
     from specllama.cli.progress import bench_progress, download_bar
-    from specllama.runtime.loaded import Runtime
+    from specllama.runtime.loaded import open_runtime
 
     # Everything the user typed is checked before minutes of model loading.
     configs = parse_configs(args.configs)
@@ -64,10 +64,10 @@ def run(args: argparse.Namespace) -> int:
         raise BenchError("--max-tokens and --repeat must be at least 1")
     status = status_lines(args)
     # The draft model is loaded for a model config, and for auto only where it pays (the runtime
-    # decides); stairs needs a multi-sequence target context; all configs then share it alike.
+    # decides); the target context is the one every config's verifier can use (decoding/verifiers.py).
     resolved = resolved_for(args, status, session_drafters=tuple(dict.fromkeys(c.drafter for c in configs)),
-                            stairs=any(c.verify == "stairs" for c in configs))
-    sampling = resolved.sampling
+                            session_verifiers=tuple(dict.fromkeys(c.verify for c in configs)))
+    sampling = resolved.settings.sampling
     prompt_file = read_prompts(args.prompts)
     if prompt_file.bad:
         raise BenchError(f"{args.prompts}: " + "; ".join(map(str, prompt_file.bad[:5]))
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
     opts = resolved.load
     with download_bar() as fetch:
-        runtime = Runtime(opts, progress=fetch, status=status)
+        runtime = open_runtime(opts, resolved.registry, progress=fetch, status=status)
     with runtime:
         prompts = bench_prompts(runtime, prompt_file.items)
         options = BenchOptions(max_tokens=args.max_tokens, repeat=args.repeat, sampling=sampling)

@@ -39,7 +39,7 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items, status) -> int:
     from specllama.decoding.engine import GenerationConfig
     from specllama.decoding.request import PARALLEL_AUTO_MAX
     from specllama.llama.machine import machine_info, peak_rss_bytes
-    from specllama.runtime.loaded import Runtime
+    from specllama.runtime.loaded import open_runtime
 
     levels = parse_levels(args.parallel)
     slots = max([n for n in levels if n != "auto"] + ([PARALLEL_AUTO_MAX] if "auto" in levels else []))
@@ -47,17 +47,17 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items, status) -> int:
     # No more slots than prompts: each is a whole sequence of KV cache, allocated whether used or not.
     opts = replace(resolved.load, parallel=slots, prompts=len(prompt_items))
     with download_bar() as fetch:
-        runtime = Runtime(opts, progress=fetch, status=status)
+        runtime = open_runtime(opts, resolved.registry, progress=fetch, status=status)
     with runtime:
         chosen = {n: runtime.parallelism_for(n) for n in levels}
-        note = parallel_text_note(max(chosen.values()), greedy=resolved.sampling.temperature == 0, exact=args.exact)
+        note = parallel_text_note(max(chosen.values()), greedy=resolved.settings.sampling.temperature == 0, exact=args.exact)
         if note:
             status.say(note)
         labels = {chosen[n]: ("auto (%d)" % chosen[n]) if n == "auto" else str(n) for n in levels}
         ns = list(dict.fromkeys(chosen.values()))
         prompts = [runtime.prompt_tokens(item.prompt, item.system) for item in prompt_items]
         config = GenerationConfig(max_tokens=args.max_tokens, drafter="none", k=0,
-                                  sampling=resolved.sampling)
+                                  sampling=resolved.settings.sampling)
         with bench_progress() as progress:
             runs = run_parallel_bench(runtime, prompts, config, ns, args.repeat,
                                       progress=lambda done, total, what: progress(done, total, what, None))

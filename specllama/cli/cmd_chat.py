@@ -45,10 +45,10 @@ def settings_from(resolved: Resolved, system: str | None = None):
     drafter; --seed -1: a random seed, chosen by resolve)."""
     from specllama.tui.settings import ChatSettings
 
-    s = resolved.sampling
-    return ChatSettings(drafter=resolved.drafter, k=resolved.k, temperature=s.temperature, p_min=resolved.p_min,
-                        top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=s.seed, max_tokens=resolved.max_tokens,
-                        stop=resolved.stop, verify=resolved.verify, system=system, policy=resolved.policy)
+    c, s = resolved.settings, resolved.settings.sampling
+    return ChatSettings(drafter=c.drafter, k=c.k, temperature=s.temperature, p_min=c.p_min, top_k=s.top_k, top_p=s.top_p,
+                        min_p=s.min_p, seed=s.seed, max_tokens=resolved.max_tokens, stop=c.stop, verify=c.verify,
+                        system=system, policy=c.policy)
 
 
 def pinned_fields(args: argparse.Namespace) -> frozenset[str]:
@@ -129,7 +129,7 @@ def chat_load_options(args: argparse.Namespace, resolved: Resolved, reopen=None)
 
 def run(args: argparse.Namespace) -> int:
     from specllama.cli.options import resolved_for, status_lines
-    from specllama.runtime.loaded import Runtime  # llama.cpp and Textual load only for this command
+    from specllama.runtime.loaded import Runtime, open_runtime  # llama.cpp and Textual load only for this command
     from specllama.tui import ChatApp, user_defaults
     from specllama.tui.history import default_path
 
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             if n.fact not in said and not status.quiet and (status.verbose or not n.verbose_only):
                 said.add(n.fact)
                 show(n.text)
-        return Runtime(load, progress=progress, status=notice)
+        return open_runtime(load, resolved.registry, progress=progress, status=notice)
 
     pinned = pinned_fields(args) | ({"models"} if models_named(args) else set())
     app = ChatApp(lambda progress, show: build(opts, progress, show), settings, history_path=default_path(),

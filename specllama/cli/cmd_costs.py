@@ -125,7 +125,7 @@ def learnt_line(learnt: dict) -> str:
             f"T(n)/T(1) {ratios}{c}")
 
 
-def bets_for(runtime, curve: CostCurve, has_draft: bool) -> list:
+def bets_for(runtime, curve: CostCurve, target_path, has_draft: bool) -> list:
     """Each source's bet on what this machine's decodes cost: the learnt costs where earlier runs
     taught some (the engine starts from them), else the startup curve."""
     from specllama.runtime.rollback_note import mtp_layers
@@ -134,7 +134,7 @@ def bets_for(runtime, curve: CostCurve, has_draft: bool) -> list:
     learnt = runtime.learned_costs()
     ratio = runtime.costs.ratio if learnt else curve.ratio
     draft_cost = (runtime.costs.draft_ratio() if learnt else None) or curve.draft_ratio
-    return source_bets(ratio, draft_cost, has_draft=has_draft, has_mtp=mtp_layers(runtime.target_path) > 0)
+    return source_bets(ratio, draft_cost, has_draft=has_draft, has_mtp=mtp_layers(target_path) > 0)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -143,15 +143,16 @@ def run(args: argparse.Namespace) -> int:
     from specllama.decoding.cost.model import choose_parallel
     from specllama.llama import thread_wait
     from specllama.llama.machine import cpu_model
-    from specllama.runtime.loaded import Runtime
+    from specllama.runtime.loaded import open_runtime
     from specllama.runtime.source_bets import bet_lines
 
     status = status_lines(args)
-    opts = resolved_for(args, status).load  # costs decodes nothing: the target alone is measured alone, silently
+    resolved = resolved_for(args, status)
+    opts = resolved.load  # costs decodes nothing: the target alone is measured alone, silently
     if args.parallel == "auto":
         opts = replace(opts, n_ctx=min(opts.n_ctx, 1024))  # costs only measures: keep 8 caches small
     with download_bar() as progress:
-        runtime = Runtime(opts, progress=progress, status=status)
+        runtime = open_runtime(opts, resolved.registry, progress=progress, status=status)
     with runtime:
         curve = runtime.startup_curve(args.remeasure, lambda: status.say(
             "measuring this machine's decode costs (10-60 s, once per machine, models and threads)..."))
@@ -159,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         info = runtime.describe()
         draft = info.draft.file if info.draft else None
         note = weight_note(info.target.path) if curve.max_n > K_SHOWN + 1 else None
-        bets = bets_for(runtime, curve, has_draft=draft is not None)
+        bets = bets_for(runtime, curve, info.target.path, has_draft=draft is not None)
         if args.json:
             print(json.dumps({
                 "machine": {"cpu": cpu_model(), "threads": info.threads, "thread_wait": thread_wait.in_force()},

@@ -12,10 +12,14 @@ import os
 import stat
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specllama.cli.arguments import add_engine_options, add_model_options, add_status_options
 from specllama.cli.output import check_stdout, emit
 from specllama.errors import SpecllamaError, UsageError
+
+if TYPE_CHECKING:
+    from specllama.models.registry import Registry
 
 HELP = "generate one completion for a prompt (chat template applied)"
 DESCRIPTION = """Generate one completion and stream it to stdout.
@@ -98,14 +102,11 @@ def read_prompt(args: argparse.Namespace) -> str | None:
     return piped.rstrip("\n") + ("\n\n" + given if given else "")
 
 
-def model_name_hint(prompt: str) -> str | None:
+def model_name_hint(prompt: str, registry: Registry) -> str | None:
     """`specllama run qwen2.5-coder-7b` (Ollama's habit) names a model, not a question."""
-    from specllama.models.registry import load_registry
-
     name = prompt.strip()
     if " " in name or not name:
         return None
-    registry = load_registry()
     if name in registry.models:
         return (f"'{name}' is a model name, not a prompt; to use that model: "
                 f"specllama run -m {name} \"your prompt\"")
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     from specllama.cli.progress import download_bar
     from specllama.cli.thinking_split import ThinkingSplit
     from specllama.decoding.events import DoneEvent, TokenEvent
-    from specllama.runtime.loaded import Runtime
+    from specllama.runtime.loaded import open_runtime
     from specllama.runtime.stats import format_summary, summary_json
 
     check_stdout()
@@ -132,10 +133,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("no prompt: give one as an argument, with -f FILE, or pipe text to stdin")
     if not prompt_text.strip():
         raise UsageError("the prompt is empty")
-    if prompt_text == args.prompt and (hint := model_name_hint(args.prompt)):
+    if prompt_text == args.prompt and (hint := model_name_hint(args.prompt, resolved.registry)):
         raise UsageError(hint)
     with download_bar() as progress:
-        session = Runtime(resolved.load, progress=progress, status=status)
+        session = open_runtime(resolved.load, resolved.registry, progress=progress, status=status)
     with session:
         generation = session.generate(session.prompt_tokens(prompt_text, args.system), config)
         answer = ThinkingSplit.of(session, prompt_text, args.system, show=args.show_thinking and not args.json)

@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     from specllama.cli.batch_common import sigterm_as_interrupt
     from specllama.cli.options import resolved_for, status_lines
     from specllama.cli.progress import download_bar
-    from specllama.runtime.loaded import Runtime
+    from specllama.runtime.loaded import open_runtime
     from specllama.server import ignored
     from specllama.server.app import create_app
     from specllama.server.browser_guard import allowed_hosts
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         # Loaded like the chat's: the draft model whenever the pair or --draft names one, so a request
         # may ask for any drafter ("drafter" in its body) without a reload.
         with sigterm_as_interrupt(), download_bar() as progress:
-            runtime = Runtime(resolved.load, progress=progress, status=status)
+            runtime = open_runtime(resolved.load, resolved.registry, progress=progress, status=status)
         with runtime:
             info = runtime.describe()
             # A request that names no max_tokens runs until the context is full (llama-server's default).

@@ -47,7 +47,7 @@ class Intent:
     parallel: int | str = 1  # batch's and serve's --parallel; 1 where a command has none
     # what a session loads for (bench: its configurations; None: the command's own rule, resolve.py)
     session_drafters: tuple[str, ...] | None = None
-    stairs: bool | None = None  # bench: any configuration verifies by stairs (None: --verify says)
+    session_verifiers: tuple[str, ...] | None = None  # bench: its configurations' (None: --verify's)
     quiet: bool = False
     verbose: bool = False
     given: frozenset[str] = field(default_factory=frozenset)  # dests typed on the command line
@@ -57,7 +57,7 @@ class Intent:
         """The shared options of any command's namespace (a command without one gets the default)."""
         values = {}
         for name in cls.__dataclass_fields__:
-            if name in ("command", "given", "session_drafters", "stairs"):
+            if name in ("command", "given", "session_drafters", "session_verifiers"):
                 continue
             if hasattr(args, name):  # commands differ in which options they take
                 values[name] = getattr(args, name)

@@ -10,7 +10,7 @@ GGUF headers); tests pass a stand-in.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from specllama.cli.intent import Intent
@@ -43,24 +43,21 @@ class CachedDrafts:
 @dataclass(frozen=True)
 class Resolved:
     load: LoadOptions
-    sampling: SamplingParams
-    drafter: str  # what requests use unless they say otherwise
-    k: int | str
-    p_min: float
-    stop: tuple[str, ...]
-    verify: str
-    max_tokens: int | None  # None: until the context is full (serve)
+    # What requests use unless they say otherwise (drafter, K, policy, p_min, verification, sampling,
+    # stops), checked once: the engine's own settings type, not a copy of its fields.
+    settings: GenerationConfig
+    max_tokens: int | None  # None: until the context is full (serve); settings.max_tokens then a placeholder
     seed_was_random: bool  # --seed -1: the seed was chosen here, and is worth showing
     messages: tuple[Notice, ...]
-    policy: str = ""  # --policy: a registered draft policy by name ("": the drafter's and K's own)
+    # The registry this was resolved against, which loading then uses: one read per command.
+    registry: Registry | None = field(default=None, compare=False, repr=False)
 
     def config(self, max_tokens: int | None = None) -> GenerationConfig:
         """The generation settings; `max_tokens` where the resolved limit is "the context" (serve)."""
         limit = max_tokens if max_tokens is not None else self.max_tokens
         if limit is None:
             raise ValueError("no token limit resolved: pass the context size")
-        return GenerationConfig(max_tokens=limit, sampling=self.sampling, drafter=self.drafter, k=self.k,
-                                p_min=self.p_min, stop=self.stop, verify=self.verify, policy=self.policy)
+        return replace(self.settings, max_tokens=limit)
 
 
 def resolve(intent: Intent, registry: Registry, cache: ModelCache, *, cores: int | None = None,
@@ -99,10 +96,15 @@ def resolve(intent: Intent, registry: Registry, cache: ModelCache, *, cores: int
                        draft_corpus=intent.draft_corpus, n_ctx=intent.n_ctx, threads=intent.threads,
                        threads_batch=intent.threads_batch, gpu_layers=intent.gpu_layers, exact=intent.exact,
                        parallel=intent.parallel, draft_one_token_decodes=intent.draft_one_token_decodes,
-                       stairs=intent.stairs if intent.stairs is not None else intent.verify == "stairs")
+                       verifiers=intent.session_verifiers or (intent.verify,))
     model_refs(load, registry)  # an unknown pair or model name fails here, before anything loads
-    return Resolved(load, sampling_for(intent, rng), drafter, intent.k, intent.p_min, intent.stop, intent.verify, intent.max_tokens,
-                    intent.seed == RANDOM_SEED, tuple(messages), intent.policy)
+    try:
+        settings = GenerationConfig(sampling=sampling_for(intent, rng), drafter=drafter, k=intent.k, p_min=intent.p_min,
+                                    stop=intent.stop, verify=intent.verify, policy=intent.policy,
+                                    **({"max_tokens": intent.max_tokens} if intent.max_tokens is not None else {}))
+    except SpecllamaError as e:  # typed on the command line: a usage mistake (exit 2)
+        raise UsageError(str(e)) from None
+    return Resolved(load, settings, intent.max_tokens, intent.seed == RANDOM_SEED, tuple(messages), registry)
 
 
 def sampling_for(intent: Intent, rng: random.Random | None = None) -> SamplingParams:

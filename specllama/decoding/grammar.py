@@ -255,8 +255,8 @@ def guide_drafts(running: Sequence[Any], proposals: dict[int, Proposal], target,
         proposal = proposals[slot.index]
         before = len(proposal.tokens)
         room = min(slot.verifier.max_k(target, slot.index), slot.config.max_tokens - slot.summary.tokens - 1)
-        if isinstance(slot.config.k, int):
-            room = min(room, slot.config.k)
+        if slot.config.fixed_k is not None:
+            room = min(room, slot.config.fixed_k)
         if spare is not None:
             room = min(room, before + max(spare, 0))
         if slot.fault:

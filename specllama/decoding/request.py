@@ -12,6 +12,7 @@ from typing import Hashable, Sequence
 
 from specllama.decoding.cancel import CancelHandle
 from specllama.decoding.constraint import Constraint
+from specllama.decoding.limits import AUTO, K_MAX, SettingError, draft_length, number, whole  # noqa: F401 (K_MAX: its users import it from here)
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 
@@ -21,14 +22,12 @@ from specllama.errors import SpecllamaError
 DRAFTERS = ("auto", "suffix", "model", "mtp", "none")
 DRAFTER_ALIASES = {"lookup": "suffix"}  # prompt lookup was absorbed by the suffix drafter
 VERIFY_MODES = ("causal", "stairs")
-K_MAX = 16  # the longest draft a user may ask for (a batch of 17 is the largest cost-curve point)
 K_AUTO_MAX = 8  # the longest draft -k auto considers: acceptance that far out rarely pays for itself
 # ... except inside a near-certain copy (an answer that returns a file it was given): there the
 # suffix drafter's draft may run as far as its match reaches, up to this, and the cost model cuts it
 # where it pays. A batch of 64 rows costs about what prefill does (~80-90 tok/s on 2 cores, against
 # one token per ~37 ms step), and llama-server's --spec-default drafts 48-64 tokens on the same turns.
 K_COPY_MAX = 64
-AUTO = "auto"
 PARALLEL_MAX = 64  # the most prompts --parallel may decode together
 # --parallel auto allocates this many cache sequences (--ctx tokens each: 16 x 4096 is 1.9 GB of
 # f16 cache for the 1.5B target, touched only as far as prompts fill it) and the cost model picks
@@ -57,12 +56,18 @@ class GenerationConfig:
             raise SpecllamaError(f"unknown drafter '{self.drafter}': choose one of {', '.join(DRAFTERS)}")
         if self.verify not in VERIFY_MODES:
             raise SpecllamaError(f"unknown verification '{self.verify}': choose one of {', '.join(VERIFY_MODES)}")
-        if self.k != AUTO and not (isinstance(self.k, int) and 0 <= self.k <= K_MAX):
-            raise SpecllamaError(f"k must be 'auto' or between 0 and {K_MAX}, got {self.k!r}")
-        if self.max_tokens < 1:
-            raise SpecllamaError(f"max tokens must be at least 1, got {self.max_tokens}")
-        if not 0.0 <= self.p_min < 1.0:
-            raise SpecllamaError(f"p_min must be in [0, 1), got {self.p_min}")
+        draft_length(self.k)
+        if whole("max_tokens", self.max_tokens) < 1:
+            raise SettingError("max_tokens", f"max tokens must be at least 1, got {self.max_tokens}")
+        if not 0.0 <= number("p_min", self.p_min) < 1.0:
+            raise SettingError("p_min", f"p_min must be in [0, 1), got {self.p_min}")
+
+    @property
+    def fixed_k(self) -> int | None:
+        """The draft length a fixed-K request asks for; None under -k auto (the policy chooses each
+        step). The one place that reads `k == AUTO`: the policy registry, the grammar's room and
+        bench's prediction ask this."""
+        return None if self.k == AUTO else int(self.k)
 
     @property
     def drafts(self) -> bool:

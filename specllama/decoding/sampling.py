@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specllama.errors import SpecllamaError
+from specllama.decoding.limits import SettingError, number, whole
 
 # How many of the largest probabilities top-p inspects before falling back to a full sort. A real
 # model's nucleus at top_p 0.9-0.95 is almost always far smaller; partitioning is O(vocab) while a
@@ -43,15 +43,18 @@ class SamplingParams:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        # `not (a <= x)` style comparisons also reject NaN.
-        if not (math.isfinite(self.temperature) and self.temperature >= 0):
-            raise SpecllamaError(f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature}")
-        if not (self.top_k >= 0 and int(self.top_k) == self.top_k):
-            raise SpecllamaError(f"top_k must be a whole number >= 0 (0 = off), got {self.top_k}")
-        if not (0.0 < self.top_p <= 1.0):
-            raise SpecllamaError(f"top_p must be in (0, 1] (1 = off), got {self.top_p}")
-        if not (0.0 <= self.min_p < 1.0):
-            raise SpecllamaError(f"min_p must be in [0, 1) (0 = off), got {self.min_p}")
+        # Types first (values come from chat.toml, saved conversations and JSON bodies as well as
+        # the command line), then ranges; each a SettingError naming the setting (an API's `param`).
+        if not number("temperature", self.temperature) >= 0:
+            raise SettingError("temperature", f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature}")
+        if not whole("top_k", self.top_k) >= 0:
+            raise SettingError("top_k", f"top_k must be a whole number >= 0 (0 = off), got {self.top_k}")
+        if not (0.0 < number("top_p", self.top_p) <= 1.0):
+            raise SettingError("top_p", f"top_p must be in (0, 1] (1 = off), got {self.top_p}")
+        if not (0.0 <= number("min_p", self.min_p) < 1.0):
+            raise SettingError("min_p", f"min_p must be in [0, 1) (0 = off), got {self.min_p}")
+        if self.seed is not None:
+            whole("seed", self.seed)
 
     @property
     def greedy(self) -> bool:

@@ -12,7 +12,8 @@ prefix + [last] + the accepted drafts. The cache surgery itself lives in the lla
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from dataclasses import dataclass
+from typing import Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -21,8 +22,20 @@ from specllama.errors import SpecllamaError
 from specllama.llama.context import DecodePart
 
 
+@dataclass(frozen=True)
+class TargetContext:
+    """The target context a verifier needs, declared before anything loads (runtime/plan.py asks)."""
+
+    sequences: int  # cache sequences (llama.cpp's n_seq_max)
+    unified: bool  # one cache shared by every sequence, rather than one cache each
+
+
 class Verifier(Protocol):
     name: str
+
+    def context(self, slots: int) -> TargetContext:
+        """The target context this scheme verifies `slots` prompts at a time in; refuses
+        (SpecllamaError) a number of slots it cannot serve."""
 
     def batch_tokens(self, k: int) -> int:
         """Tokens the target decodes to verify k drafts (what the cost model charges)."""
@@ -43,6 +56,9 @@ class Verifier(Protocol):
 
 class CausalVerifier:
     name = "causal"
+
+    def context(self, slots: int) -> TargetContext:
+        return TargetContext(slots, unified=False)  # one sequence, and one cache, a prompt
 
     def batch_tokens(self, k: int) -> int:
         return causal_rows(k)
@@ -69,6 +85,13 @@ class CausalVerifier:
 
 class StairsVerifier:
     name = "stairs"
+    SEQUENCES = 17  # it decodes K+1 sequences side by side: up to K = 16
+
+    def context(self, slots: int) -> TargetContext:
+        if slots > 1:
+            raise SpecllamaError("stairs verification runs one prompt at a time: drop --parallel or --verify stairs")
+        # Its sequences are copies of one prefix: in one shared cache each copy is metadata only.
+        return TargetContext(self.SEQUENCES, unified=True)
 
     def batch_tokens(self, k: int) -> int:
         return (k + 1) * (k + 2) // 2
@@ -121,3 +144,11 @@ def exact_limit(verifier: Verifier, ctx) -> int:
 
 
 VERIFIERS = {v.name: v for v in (CausalVerifier(), StairsVerifier())}
+
+
+def context_for(verifiers: Iterable[str], slots: int) -> TargetContext:
+    """One target context that each named scheme can verify in (a session's requests may use any of
+    them): the most sequences any asks for, shared by all where any needs them shared. A causal batch
+    reads only its own sequence, so it verifies in a shared cache too."""
+    needs = [VERIFIERS[name].context(slots) for name in verifiers] or [CausalVerifier().context(slots)]
+    return TargetContext(max(n.sequences for n in needs), any(n.unified for n in needs))

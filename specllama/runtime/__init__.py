@@ -5,7 +5,8 @@ decoding/, and the only package that touches a model or a context on the front-e
   plan.py        survey() reads the world once; plan_load(options, known) -> LoadPlan, pure
   draft_load.py  whether --drafter auto loads the draft model: the margin, and the same answer twice
   cost_store.py  what this machine knows of the costs, kept between sessions
-  loaded.py      build(plan) -> Runtime, the real Session (models, contexts, drafters, engine)
+  loaded.py      Runtime(plan, registry), the real Session (models, contexts, drafters, engine);
+                 open_runtime(options) plans and loads in one call
   session.py     Session: the interface every front-end uses, and SessionInfo (describe())
   stats.py       a generation in words: the headline, --stats, --json
   notices.py     Notice: a status line, returned, never printed here
@@ -21,7 +22,7 @@ from importlib import import_module
 _HOMES = {
     "LoadOptions": "options", "EXACT_MODE": "options", "parallel_slots": "options", "model_refs": "options",
     "LoadPlan": "plan", "Known": "plan", "plan_load": "plan", "survey": "plan",
-    "Runtime": "loaded", "build": "loaded",
+    "Runtime": "loaded", "open_runtime": "loaded",
     "Session": "session", "SessionInfo": "session",
     "Notice": "notices",
 }

@@ -1,9 +1,11 @@
 """The real Session: loaded models and contexts, the drafters a request may name, and the engine.
 
-`build(plan)` turns a LoadPlan (runtime/plan.py) into one: fetches what is missing, checks the pair
-from the GGUF headers before any weights load, loads, and starts the engine's costs from what this
-machine knows (runtime/cost_store.py). A Runtime is a context manager and frees whatever it loaded,
-also when loading fails half way; closing keeps what its steps taught for the next session here.
+`open_runtime(options)` plans (runtime/plan.py), fetches what the plan needs and plans again with
+the files' headers; `Runtime(plan)` then checks the pair from the GGUF headers before any weights
+load, loads exactly what the plan says, and starts the engine's costs from what this machine knows
+(runtime/cost_store.py).
+A Runtime is a context manager and frees whatever it loaded, also when loading fails half way;
+closing keeps what its steps taught for the next session here.
 
 Front-ends use the Session protocol (runtime/session.py) and nothing else of it.
 """
@@ -17,7 +19,6 @@ from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
 from specllama.decoding.acceptance import PositionAcceptance
 from specllama.decoding.cancel import CancelHandle
-from specllama.decoding.cost.cache import MAX_N, MAX_N_PARALLEL
 from specllama.decoding.cost.curve import CostCurve
 from specllama.decoding.cost.online import StepCosts
 from specllama.decoding.drafters import Drafter, ModelDrafter
@@ -26,34 +27,25 @@ from specllama.decoding.events import Event, Summary
 from specllama.decoding.exactness import Comparison, compare_greedy, top2_gap
 from specllama.decoding.mtp_drafter import MtpDrafter
 from specllama.decoding.prepared import Prepared
-from specllama.decoding.request import DRAFTERS, K_AUTO_MAX
+from specllama.decoding.request import K_AUTO_MAX
 from specllama.decoding.request_queue import RequestQueue
 from specllama.decoding.suffix_drafter import SuffixDrafter
 from specllama.errors import IncompatiblePairError
 from specllama.llama.backend import gpu_offload_supported
 from specllama.llama.context import DecodeContext
 from specllama.llama.gguf_meta import check_compatibility
-from specllama.llama.kv_memory import (
-    available_memory,
-    cells_per_sequence,
-    kv_bytes_per_sequence,
-    mtp_kv_bytes_per_token,
-    state_bytes_per_sequence,
-)
 from specllama.llama.model import GGUFModel
 from specllama.llama.mtp import MtpContext
-from specllama.llama.rollback import KEPT_CHECKPOINTS, SNAPSHOTS, rollback_table
 from specllama.models import store
-from specllama.models.registry import Registry, load_registry
+from specllama.models.registry import Registry
 from specllama.models.resolve import resolve
-from specllama.runtime.cost_store import CostStore
+from specllama.runtime.cost_store import MAX_N, MAX_N_PARALLEL, CostStore
 from specllama.runtime.drafter_note import drafter_note
 from specllama.runtime.notices import Notice
 from specllama.runtime.options import LoadOptions
-from specllama.runtime.plan import LoadPlan, plan_load, survey
-from specllama.runtime.rollback_note import mtp_layers, rollback_notice, snapshot_depth
+from specllama.runtime.plan import LoadPlan, Sizes, plan_load, survey
+from specllama.runtime.rollback_note import rollback_notice, snapshot_depth
 from specllama.runtime.session import ModelInfo, SessionInfo
-from specllama.runtime.slot_budget import plan_slots
 
 Status = Callable[[Notice], None]
 
@@ -71,20 +63,32 @@ def model_acceptance(costs: StepCosts, source: str = "model", depth: int | None 
     return PositionAcceptance(costs.ratio, partial(costs.draft_ratio, source), k_max=min(K_AUTO_MAX, depth or K_AUTO_MAX))
 
 
-def build(plan: LoadPlan, registry: Registry | None = None, progress: store.Progress | None = None,
-          status: Status | None = None) -> Runtime:
-    """The session a plan describes, loaded; its notices go to `status` as they are known."""
-    return Runtime(plan.options, registry, progress, status, plan=plan)
+def open_runtime(opts: LoadOptions, registry: Registry | None = None, progress: store.Progress | None = None,
+                 status: Status | None = None) -> Runtime:
+    """Plan, fetch what is missing, and load; `registry`: the one a command already read (it is
+    read here only when none is given: one read per command)."""
+    if registry is None:
+        from specllama.models.registry import load_registry
+
+        registry = load_registry()
+    plan = plan_load(opts, survey(opts, registry))
+    if plan.missing():  # its sizes need the files' headers: fetched, then planned again with them
+        fetched = {f.ref: resolve(f.ref, registry, progress) for f in plan.missing()}
+        plan = plan_load(opts, survey(opts, registry, fetched))
+    return Runtime(plan, status)
 
 
 class Runtime:
     """Loaded models and contexts, the drafters a request may name, and the engine (a Session)."""
 
-    def __init__(self, opts: LoadOptions, registry: Registry | None = None,
-                 progress: store.Progress | None = None, status: Status | None = None, *, plan: LoadPlan | None = None):
-        """`Runtime(opts)` plans and builds in one go (tests, scripts); `build(plan)` from a plan."""
+    def __init__(self, plan: LoadPlan, status: Status | None = None):
+        """The session `plan` describes, loaded; its notices go to `status` as they are known.
+        The plan's files are on disk (open_runtime fetches them)."""
+        if plan.sizes is None or plan.missing():
+            raise ValueError("a plan made before its files were on disk: open_runtime fetches them and plans again")
         started = time.perf_counter()
-        self.opts = opts
+        self.plan = plan
+        self.opts = plan.options
         self.target_model = self.draft_model = None
         self.target_ctx = self.draft_ctx = None
         self.mtp: MtpContext | None = None
@@ -92,11 +96,9 @@ class Runtime:
         self._notices: list[Notice] = []
         self._status = status
         try:
-            registry = registry or load_registry()
-            self.plan = plan or plan_load(opts, survey(opts, registry))
             for notice in self.plan.notices:
                 self._say(notice)
-            self._load(self.plan, registry, progress)
+            self._load(self.plan, plan.sizes)
         except BaseException:
             self.close()  # nothing half-loaded outlives a failed load
             raise
@@ -107,38 +109,23 @@ class Runtime:
         if self._status:
             self._status(notice)
 
-    def _load(self, plan: LoadPlan, registry: Registry, progress) -> None:
+    def _load(self, plan: LoadPlan, sizes: Sizes) -> None:
         opts = plan.options
-        self.target_path = plan.target.path or resolve(plan.target.ref, registry, progress)
-        self.draft_path = (plan.draft.path or resolve(plan.draft.ref, registry, progress)) if plan.draft else None
+        self.target_path = plan.target.path
+        self.draft_path = plan.draft.path if plan.draft else None
         if self.draft_path is not None:
             report = check_compatibility(self.draft_path, self.target_path)
             if not report.compatible:
                 raise IncompatiblePairError(
                     f"{self.draft_path.name} cannot draft for {self.target_path.name}: " + "; ".join(report.reasons))
         self.gpu_layers = plan.gpu_layers
-        nextn = mtp_layers(self.target_path) if opts.load_mtp or opts.mtp_if_present else 0
-        self.target_model = GGUFModel(self.target_path, n_gpu_layers=plan.gpu_layers, exact=opts.exact, load_mtp=nextn > 0)
-        n_ctx = min(opts.n_ctx, self.target_model.n_ctx_train) if opts.n_ctx > 0 else self.target_model.n_ctx_train
-        # Slots are whole sequences of KV cache, allocated used or not: counted here, where the files
-        # are on disk, against the job's prompts and the free memory (slot_budget.py).
-        target_kv = kv_bytes_per_sequence(self.target_path, n_ctx, q8_0_cache=opts.exact)
-        draft_kv = kv_bytes_per_sequence(self.draft_path, n_ctx) if self.draft_path else 0
-        # A recurrent or hybrid model's state per sequence, with its snapshots (where the
-        # architecture has them) and the checkpoints kept beside it; the MTP head's own cache.
-        snapshots = (snapshot_depth(self.target_model, opts.exact)
-                     if rollback_table().get(self.target_model.info.architecture) == SNAPSHOTS else 0)
-        target_kv += state_bytes_per_sequence(self.target_path, snapshots, KEPT_CHECKPOINTS + 1)
-        target_kv += mtp_kv_bytes_per_token(self.target_path) * cells_per_sequence(n_ctx) if nextn else 0
-        if self.draft_path is not None:
-            draft_kv += state_bytes_per_sequence(self.draft_path, 0, KEPT_CHECKPOINTS + 1)
-        self.slot_plan = plan_slots(opts.parallel, prompts=opts.prompts, kv_bytes=target_kv + draft_kv,
-                                    available=available_memory())
-        self.slots = self.slot_plan.count
-        n_seq_max = plan.n_seq_max if opts.stairs else self.slots
+        self.target_model = GGUFModel(self.target_path, n_gpu_layers=plan.gpu_layers, exact=opts.exact, load_mtp=sizes.mtp)
+        n_ctx = sizes.n_ctx
+        self.slot_plan = sizes.slot_plan
+        self.slots = sizes.slots
         self.target_ctx = DecodeContext(self.target_model, n_ctx=n_ctx, n_threads=plan.threads,
                                         n_threads_batch=plan.threads_batch, exact=opts.exact,
-                                        n_seq_max=n_seq_max, unified=opts.stairs,
+                                        n_seq_max=sizes.target_context.sequences, unified=sizes.target_context.unified,
                                         snapshot_depth=snapshot_depth(self.target_model, opts.exact))
         if (notice := rollback_notice(self.target_ctx)) is not None:
             self._say(notice)
@@ -171,11 +158,9 @@ class Runtime:
         if opts.draft_corpus:
             self.suffix.load_corpus(opts.draft_corpus, lambda text: self.target_model.tokenize(
                 text, add_special=False, parse_special=False))
-        if nextn:
+        if sizes.mtp:  # (a target without MTP layers, asked for them, was said by the plan)
             self.mtp = MtpContext(self.target_ctx)
             drafters["mtp"] = MtpDrafter(self.mtp)
-        elif opts.load_mtp:
-            self._say(Notice("mtp", f"--drafter mtp: {self.target_path.name} has no MTP (nextn) layers to draft with"))
         acceptance = {name: model_acceptance(self.step_costs, name, self.mtp.max_depth if name == "mtp" else None)
                       for name in ("model", "mtp") if name in drafters}
         drafters["suffix"] = self.suffix
@@ -224,8 +209,8 @@ class Runtime:
     @property
     def drafters(self) -> tuple[str, ...]:
         """The drafters a request may name with these models loaded, in the usual order (auto and
-        none always: the suffix drafter needs no model)."""
-        return tuple(d for d in DRAFTERS if d in ("auto", "none") or d in self.engine.drafters)
+        none always: the suffix drafter needs no model): as planned."""
+        return self.plan.drafters
 
     @property
     def has_draft_model(self) -> bool:

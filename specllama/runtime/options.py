@@ -11,8 +11,6 @@ from specllama.decoding.request import AUTO, PARALLEL_AUTO_MAX, PARALLEL_MAX
 from specllama.errors import SpecllamaError
 from specllama.models.registry import Registry
 
-STAIRS_SEQUENCES = 17  # stairs verification decodes K+1 sequences side by side: up to K = 16
-
 # What exact mode changes, said wherever its output is compared: its greedy text is identical to
 # plain decoding *in exact mode*, which can differ from a default run from the first token.
 EXACT_MODE = "exact mode (Q8_0 KV cache, no repacked weights)"
@@ -40,7 +38,9 @@ class LoadOptions:
     threads: int | None = None
     threads_batch: int | None = None
     gpu_layers: int | None = None  # None: every layer where llama.cpp can offload (Metal, CUDA), else 0
-    stairs: bool = False  # a target context with sequences to spare, for stairs verification
+    # The verification schemes requests may use: each declares the target context it needs
+    # (decoding/verifiers.py), and the one loaded serves them all.
+    verifiers: tuple[str, ...] = ("causal",)
     exact: bool = False  # greedy output independent of the batch shape (see llama/context.py)
     # Every draft-model decode one token a sequence (a research switch for CUDA graphs, see
     # drafters.ModelDrafter.one_token_decodes and scripts/measure/decode_shapes.py).

@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from specllama.decoding.constraint import Constraint, check_constraint
-from specllama.decoding.request import AUTO, DRAFTERS, K_MAX, GenerationConfig, drafter_name
+from specllama.decoding.limits import SettingError, draft_length
+from specllama.decoding.request import DRAFTERS, GenerationConfig, drafter_name
 from specllama.decoding.sampling import SamplingParams
 from specllama.dialects import BY_NAME, Dialect
 from specllama.errors import SpecllamaError
@@ -279,20 +280,17 @@ def _config(body: dict, served: ServedModel, prompt_tokens: int) -> tuple[Genera
     seed = _optional(body, "seed", _is_int)
     if seed is not None and not -1 <= seed < 2**63:
         raise invalid("'seed' must be between 0 and 2**63 - 1 (or -1 for a random one)", "seed")
-    top_p = _optional(body, "top_p", _is_number, params.top_p)
-    top_k = _optional(body, "top_k", _is_int, params.top_k)
-    if top_p == 0:  # OpenAI accepts it: the smallest nucleus, the most likely token alone
+    # The field names are SamplingParams' own: it checks their types and ranges (decoding/limits.py).
+    top_p = _given(body, "top_p", params.top_p)
+    top_k = _given(body, "top_k", params.top_k)
+    if top_p == 0 and not isinstance(top_p, bool):  # OpenAI accepts it: the smallest nucleus, the most likely token alone
         top_p, top_k = 1.0, 1
-    sampling_fields = dict(
-        temperature=_optional(body, "temperature", _is_number, params.temperature),
-        top_p=top_p,
-        top_k=top_k,
-        min_p=_optional(body, "min_p", _is_number, params.min_p),
-        seed=params.seed if seed is None else (None if seed == -1 else seed))
     try:
-        sampling = SamplingParams(**sampling_fields)
-    except SpecllamaError as e:
-        raise invalid(str(e), str(e).split(" ", 1)[0]) from None
+        sampling = SamplingParams(temperature=_given(body, "temperature", params.temperature), top_p=top_p, top_k=top_k,
+                                  min_p=_given(body, "min_p", params.min_p),
+                                  seed=params.seed if seed is None else (None if seed == -1 else seed))
+    except SettingError as e:
+        raise invalid(str(e), e.name) from None
     drafter = _optional(body, "drafter", lambda v: isinstance(v, str), base.drafter)
     drafter = drafter_name(drafter)
     if drafter not in served.drafters:
@@ -300,15 +298,16 @@ def _config(body: dict, served: ServedModel, prompt_tokens: int) -> tuple[Genera
         why = "" if drafter in DRAFTERS else f"unknown drafter '{drafter}': "
         raise invalid(f"{why}this server's drafters are {loaded} (the model drafter needs the draft model "
                       "loaded: start the server with --draft or --drafter model)", "drafter")
-    k = body.get("k", base.k)
-    if k != AUTO and not (_is_int(k) and 0 <= k <= K_MAX):
-        raise invalid(f"'k' must be 'auto' or a whole number from 0 to {K_MAX}", "k")
+    try:
+        k = draft_length(body.get("k", base.k))
+    except SettingError as e:
+        raise invalid(str(e), e.name) from None
     constraint = _response_format(body.get("response_format"))
     try:
         return replace(base, max_tokens=max_tokens, sampling=sampling, drafter=drafter, k=k,
                        stop=_stops(body.get("stop"), base.stop), constraint=constraint), requested
     except SpecllamaError as e:
-        raise invalid(str(e)) from None
+        raise invalid(str(e), e.name if isinstance(e, SettingError) else None) from None
 
 
 def _response_format(value: object) -> Constraint | None:
@@ -408,6 +407,12 @@ def _flag(body: dict, name: str, param: str | None = None) -> bool:
     if not isinstance(value, bool):
         raise invalid(f"'{param or name}' must be true or false", param or name)
     return value
+
+
+def _given(body: dict, name: str, default):
+    """The body's value, or the server's default where it is absent or null."""
+    value = body.get(name)
+    return default if value is None else value
 
 
 def _optional(body: dict, name: str, valid, default=None):

@@ -39,9 +39,9 @@ RuntimeBuilder = Callable[[Any, Progress, Status], Any]  # (LoadOptions, progres
 
 
 def real_runtime(opts, progress: Progress, status: Status):
-    from specllama.runtime.loaded import Runtime  # loads llama.cpp: only when a real runtime is wanted
+    from specllama.runtime.loaded import open_runtime  # loads llama.cpp: only when a real runtime is wanted
 
-    return Runtime(opts, progress=progress, status=lambda notice: status(notice.text))
+    return open_runtime(opts, progress=progress, status=lambda notice: status(notice.text))
 
 
 def options_for(current, choice: Choice):

@@ -46,9 +46,7 @@ class ChatSettings:
         # Built (and so validated) once: a bad --temp fails before any model is loaded.
         object.__setattr__(self, "sampling", SamplingParams(
             temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, min_p=self.min_p, seed=self.seed))
-        if self.k != "auto" and not 1 <= self.k <= K_MAX:
-            raise SpecllamaError(f"k must be 'auto' or between 1 and {K_MAX}, got {self.k!r}")
-        self.generation_config()  # the engine's own checks (drafter, verify, max_tokens, p_min)
+        self.generation_config()  # the engine's own checks (drafter, K, verify, max_tokens, p_min)
 
     def as_dict(self) -> dict:
         """What a saved conversation or the user's defaults keep (plain JSON / TOML values)."""
@@ -104,25 +102,11 @@ class ChatSettings:
         return replace(self, p_min=min(P_MIN_MAX, max(0.0, value)))
 
 
-_NUMBER, _WHOLE = (int, float), (int,)
-
-
 def _check_types(settings: ChatSettings) -> None:
     def refuse(name: str, wanted: str) -> None:
         raise SpecllamaError(f"{name} must be {wanted}, got {getattr(settings, name)!r}")
 
-    for name in ("temperature", "p_min", "top_p", "min_p"):
-        value = getattr(settings, name)
-        if isinstance(value, bool) or not isinstance(value, _NUMBER):
-            refuse(name, "a number")
-    for name in ("top_k", "max_tokens"):
-        value = getattr(settings, name)
-        if isinstance(value, bool) or not isinstance(value, _WHOLE):
-            refuse(name, "a whole number")
-    if settings.k != "auto" and (isinstance(settings.k, bool) or not isinstance(settings.k, int)):
-        refuse("k", "'auto' or a whole number")
-    if settings.seed is not None and (isinstance(settings.seed, bool) or not isinstance(settings.seed, int)):
-        refuse("seed", "a whole number")
+    # (numbers, K and their ranges: the settings types' own checks, decoding/limits.py)
     if not isinstance(settings.drafter, str) or not isinstance(settings.verify, str):
         refuse("drafter" if not isinstance(settings.drafter, str) else "verify", "a name")
     if settings.system is not None and not isinstance(settings.system, str):

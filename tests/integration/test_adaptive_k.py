@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from specllama.decoding.acceptance import PositionAcceptance
-from specllama.decoding.cost import cache as cost_cache
 from specllama.decoding.cost.curve import CostCurve
 from specllama.llama.context import DecodeContext
 from specllama.llama.model import GGUFModel
+from specllama.runtime import cost_store as cost_cache
 
 # T(n)/T(1) of the 1.5B Q4_K_M target on the 2-core development machine (llama-bench), and a
 # nearly free one (a laptop GPU).
@@ -116,7 +116,7 @@ def test_a_corrupt_cache_entry_is_measured_again(private_cache, tiny_models):
     ratios = [1.0 + 0.5 * i for i in range(key["max_n"])]  # a whole curve, as measure_cost_curve gives
     cost_cache.save(key, CostCurve(0.01, ratios, None, 64, 1))
     assert cost_cache.load_cached(key).ratios == ratios
-    cost_cache._entry_path(key).write_text("{not json")
+    cost_cache.entry_path(key).write_text("{not json")
     assert cost_cache.load_cached(key) is None
     ctx.close()
 

@@ -13,7 +13,7 @@ from specllama.decoding.cost.online import Prior
 from specllama.decoding.engine import GenerationConfig
 from specllama.runtime.cost_store import CostStore, RecordedDecision
 from specllama.runtime.draft_load import LOAD_AT, REVISIT, predicted_rate
-from specllama.runtime.loaded import Runtime
+from specllama.runtime.loaded import open_runtime
 from specllama.runtime.options import LoadOptions
 from specllama.runtime.plan import CostsKnown, Known, ModelFile, plan_load
 
@@ -85,7 +85,7 @@ def curve_predicting(rate: float, c: float = 0.1) -> CostCurve:
 
 def learn(store: CostStore, draft: Path, rate: float) -> None:
     """What a run leaves for the next: a StepCosts snapshot in which the draft predicts `rate`."""
-    from specllama.decoding.cost.cache import save_learned
+    from specllama.runtime.cost_store import save_learned
 
     curve = curve_predicting(rate)
     save_learned(store.learned_key, {"t1_s": 0.05, "ratios": {str(n): curve.ratio(n) for n in range(1, 17)},
@@ -116,7 +116,7 @@ def test_two_identical_runs_decide_alike_though_the_first_moved_the_prediction(t
     decisions = []
     for rate_after in (LOAD_AT + 0.04, LOAD_AT - 0.02):
         notices = []
-        with Runtime(opts, registry=tiny_pair, status=notices.append) as rt:
+        with open_runtime(opts, registry=tiny_pair, status=notices.append) as rt:
             decisions.append(rt.has_draft_model)
             ids = [e.id for e in rt.generate(rt.prompt_tokens("hello hello hello"),
                                              GenerationConfig(drafter="auto", max_tokens=4)) if hasattr(e, "id")]
@@ -125,5 +125,5 @@ def test_two_identical_runs_decide_alike_though_the_first_moved_the_prediction(t
         learn(store, draft, rate_after)  # what the run's steps taught (they replace what it saved)
     assert decisions == [False, False]
     learn(store, draft, LOAD_AT - 0.04 + REVISIT + 0.1)  # a real change (a remeasured curve, say): decided again
-    with Runtime(opts, registry=tiny_pair) as rt:
+    with open_runtime(opts, registry=tiny_pair) as rt:
         assert rt.has_draft_model

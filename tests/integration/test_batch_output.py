@@ -273,8 +273,8 @@ def test_a_signal_right_after_a_record_is_written_still_counts_it(tmp_path, monk
     from specllama.batch import output
     from specllama.batch.prompts_file import PromptItem
     from specllama.batch.remote import RemoteServer, run_remote_batch
-    from specllama.batch.server_client import SamplingRequest
     from specllama.batch.server_pool import RetryPolicy, ServerHealth
+    from specllama.decoding.request import GenerationConfig
 
     real_write = output.OutputWriter.write
 
@@ -292,7 +292,7 @@ def test_a_signal_right_after_a_record_is_written_still_counts_it(tmp_path, monk
     try:
         with FakeServer() as server:
             servers = [RemoteServer(server.url, 1, ServerHealth(RetryPolicy(0, 1.0)), model="m")]
-            report = run_remote_batch(servers, items, SamplingRequest(), out)
+            report = run_remote_batch(servers, items, GenerationConfig(), out)
     finally:
         signal.signal(signal.SIGINT, previous)
     assert report.interrupted

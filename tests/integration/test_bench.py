@@ -21,7 +21,7 @@ from specllama.cli.main import main
 from specllama.decoding.cost.curve import CostCurve, measure_cost_curve
 from specllama.decoding.cost.model import expected_tokens_uniform, predicted_speedup
 from specllama.decoding.engine import Summary
-from specllama.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, open_runtime
 
 # --- configs --------------------------------------------------------------------------------
 
@@ -39,7 +39,8 @@ def test_configs_parse_into_canonical_labels_with_the_baseline_first():
 @pytest.mark.parametrize("text, fragment", [
     ("modle:k=2", "unknown drafter 'modle'"),
     ("model:k=two", "k must be a whole number"),
-    ("model:k=0", "between 1 and 16"),
+    ("model:k=0", "that is the 'none' configuration"),
+    ("model:k=17", "k must be 'auto' or a whole number from 0 to 16, got 17"),
     ("lookup:k=automatic", "k must be a whole number"),
     ("model:q=1", "unknown option q"),
     ("model:k", "expected OPTION=VALUE"),
@@ -78,10 +79,10 @@ def test_prediction_from_steps_sees_steps_with_fewer_drafts():
     s = Summary(steps=10, drafted=18, accepted=18, drafted_at=[6, 6, 6], accepted_at=[6, 6, 6])
     tokens_per_step = (18 + 10) / 10
     cost = 6 * (3 * 0.0 + 1.53) + 4 * (0 + 1.0)
-    assert _speedup_from_steps(CURVE, s, 0.0, stairs=False) == pytest.approx(tokens_per_step * 10 / cost)
+    assert _speedup_from_steps(CURVE, s, 0.0, verify="causal") == pytest.approx(tokens_per_step * 10 / cost)
     # When every step drafts K, it is the formula with the measured tokens per step.
     full = Summary(steps=5, drafted=10, accepted=5, drafted_at=[5, 5], accepted_at=[3, 2])
-    assert _speedup_from_steps(CURVE, full, None, stairs=False) == pytest.approx(
+    assert _speedup_from_steps(CURVE, full, None, verify="causal") == pytest.approx(
         full.mean_accepted / (2 * 0.57 + 1.61))
 
 
@@ -95,7 +96,7 @@ def test_geomean():
 
 @pytest.fixture(scope="module")
 def runtime(tiny_models):
-    rt = Runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["a"]), n_ctx=512, stairs=True))
+    rt = open_runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["a"]), n_ctx=512, verifiers=("stairs",)))
     yield rt
     rt.close()
 
@@ -109,7 +110,7 @@ def test_cost_curve_is_measured_relative_to_one_token(runtime):
 
 
 def test_a_config_the_engine_cannot_run_is_reported_and_the_rest_go_on(tiny_models, tmp_path):
-    rt = Runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["a"]), n_ctx=512))  # causal only
+    rt = open_runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["a"]), n_ctx=512))  # causal only
     try:
         prompts = bench_prompts(rt, read_prompts(_prompts_file(tmp_path)).items[:1])
         outcome = run_benchmark(rt, prompts, parse_configs("none;model:k=2;model:k=2,verify=stairs"),

@@ -8,22 +8,22 @@ already caught that). This writes such a file where `run` with the tiny model lo
 from __future__ import annotations
 
 from specllama.cli.main import main
-from specllama.decoding.cost.cache import MAX_N, MAX_N_PARALLEL, _entry_path, _key, load_cached
 from specllama.llama.context import DecodeContext
 from specllama.llama.model import GGUFModel
+from specllama.runtime.cost_store import MAX_N, MAX_N_PARALLEL, cache_key, entry_path, load_cached
 
 
 def test_a_curve_file_nested_too_deep_is_ignored_by_run(tiny_models, capsys):
     model = GGUFModel(tiny_models["a"])
     ctx = DecodeContext(model, n_ctx=512)
     try:
-        keys = [_key(ctx, None, max_n) for max_n in (MAX_N_PARALLEL, MAX_N)]
+        keys = [cache_key(ctx, None, max_n) for max_n in (MAX_N_PARALLEL, MAX_N)]
     finally:
         ctx.close()
         model.close()
     for key in keys:
-        _entry_path(key).parent.mkdir(parents=True, exist_ok=True)
-        _entry_path(key).write_text("[" * 100_000 + "]" * 100_000)
+        entry_path(key).parent.mkdir(parents=True, exist_ok=True)
+        entry_path(key).write_text("[" * 100_000 + "]" * 100_000)
         assert load_cached(key) is None
     assert main(["run", "--target", str(tiny_models["a"]), "--no-draft", "-c", "512", "-n", "3", "hi"]) == 0
     assert "Traceback" not in capsys.readouterr().err

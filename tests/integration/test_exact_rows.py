@@ -16,7 +16,7 @@ from specllama.decoding.verifiers import CausalVerifier, exact_limit
 from specllama.llama.exact_rows import EXACT_MAX_BATCH, matrix_types
 from specllama.llama.model import GGUFModel
 from specllama.llama.quantize import quantize
-from specllama.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, open_runtime
 from tests.support.tiny_gguf import write_tiny_model
 
 
@@ -45,7 +45,7 @@ def test_tinyblas_quantized_matrices_keep_the_exact_batch(tiny_models, tmp_path,
 
 def test_exact_mode_on_float_matrices_is_plain_decoding_and_says_so(exact_tiny):
     said: list[str] = []
-    with Runtime(LoadOptions(target=str(exact_tiny["f16"]), n_ctx=256, load_draft=False, exact=True),
+    with open_runtime(LoadOptions(target=str(exact_tiny["f16"]), n_ctx=256, load_draft=False, exact=True),
                  status=lambda n: said.append(n.text)) as rt:
         assert exact_limit(CausalVerifier(), rt.target_ctx) == 0  # no drafts: one token a decode
     assert len(said) == 1 and "f16.gguf" in said[0] and "plain decoding" in said[0]
@@ -53,7 +53,7 @@ def test_exact_mode_on_float_matrices_is_plain_decoding_and_says_so(exact_tiny):
 
 def test_exact_mode_on_q8_0_verifies_full_batches_silently(exact_tiny):
     said: list[str] = []
-    with Runtime(LoadOptions(target=str(exact_tiny["q8_0"]), n_ctx=256, load_draft=False, exact=True),
+    with open_runtime(LoadOptions(target=str(exact_tiny["q8_0"]), n_ctx=256, load_draft=False, exact=True),
                  status=lambda n: said.append(n.text)) as rt:
         assert exact_limit(CausalVerifier(), rt.target_ctx) == EXACT_MAX_BATCH - 1  # K drafts + [last]
     assert said == []

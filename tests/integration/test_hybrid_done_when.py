@@ -13,7 +13,7 @@ import json
 import pytest
 
 from specllama.cli.main import main
-from specllama.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, open_runtime
 from specllama.tui.app import ChatApp
 from specllama.tui.settings import ChatSettings
 from specllama.tui.widgets import ChatMessage
@@ -43,7 +43,7 @@ def chat_answers(path, drafter: str) -> list[str]:
     """Three turns typed into the chat app over a real runtime; the replies as shown."""
     opts = LoadOptions(target=str(path), load_draft=False, load_mtp=drafter == "mtp", mtp_if_present=True,
                        n_ctx=1024, exact=True, threads=1)
-    app = ChatApp(lambda progress, show: Runtime(opts, progress=progress, status=lambda n: show(n.text)),
+    app = ChatApp(lambda progress, show: open_runtime(opts, progress=progress, status=lambda n: show(n.text)),
                   ChatSettings(max_tokens=12, k=3 if drafter != "auto" else "auto", drafter=drafter), flush_interval=0)
 
     answers: list[str] = []

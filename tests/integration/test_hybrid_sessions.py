@@ -10,7 +10,7 @@ import pytest
 
 from specllama.cli.main import main
 from specllama.decoding.engine import GenerationConfig
-from specllama.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, Runtime, open_runtime
 from tests.support.live_serve import LiveServer
 
 TURNS = 20
@@ -33,10 +33,10 @@ def chat(rt: Runtime, drafter: str, turns: int) -> list:
 @pytest.mark.parametrize("arch", ["qwen35", "mamba"])
 def test_a_long_chat_drafts_and_gives_plain_decodings_answers(toy_models, arch):
     opts = LoadOptions(target=str(toy_models[arch]), load_draft=False, n_ctx=2048, exact=True, threads=1)
-    with Runtime(opts) as rt:
+    with open_runtime(opts) as rt:
         drafted = chat(rt, "suffix", TURNS)
         replayed = rt.target_ctx.replayed_tokens
-    with Runtime(opts) as rt:
+    with open_runtime(opts) as rt:
         plain = chat(rt, "none", TURNS)
     assert [s.text for s in drafted] == [s.text for s in plain]
     assert 0 <= sum(s.accepted for s in drafted) < sum(s.drafted for s in drafted)  # drafts were rejected
@@ -99,7 +99,7 @@ def test_loading_says_how_a_model_takes_drafts_back(toy_models, arch, said, dept
     """One line where drafts cost more than usual (checkpoints); a verbose one for snapshots, which
     exact mode sizes to the longest draft it verifies (7 rows: 6 drafts); nothing for attention."""
     notices = []
-    with Runtime(LoadOptions(target=str(toy_models[arch]), load_draft=False, n_ctx=256, exact=True, threads=1),
+    with open_runtime(LoadOptions(target=str(toy_models[arch]), load_draft=False, n_ctx=256, exact=True, threads=1),
                  status=notices.append) as rt:
         assert rt.target_ctx.snapshot_depth == depth
     rollback = [n for n in notices if n.fact == "rollback"]

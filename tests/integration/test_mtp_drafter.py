@@ -16,7 +16,7 @@ from specllama.decoding.mtp_drafter import MtpDrafter
 from specllama.llama.context import DecodeContext
 from specllama.llama.model import GGUFModel
 from specllama.llama.mtp import MtpContext
-from specllama.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, open_runtime
 from tests.support.live_serve import LiveServer
 from tests.support.mtp_reference import reference_drafts
 
@@ -74,7 +74,7 @@ def test_a_chat_of_several_turns_with_mtp_drafts(toy_models):
     def chat(drafter: str) -> list[str]:
         opts = LoadOptions(target=str(toy_models["qwen35"]), load_draft=False, load_mtp=drafter == "mtp", n_ctx=1024,
                            exact=True, threads=1)
-        with Runtime(opts) as rt:
+        with open_runtime(opts) as rt:
             messages, answers = [], []
             for turn in range(4):
                 messages.append({"role": "user", "content": f"Turn {turn}: tell me more."})

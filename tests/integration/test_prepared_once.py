@@ -19,7 +19,7 @@ from specllama.decoding.drafters import ModelDrafter
 from specllama.decoding.engine import DoneEvent, Engine, Request
 from specllama.decoding.request import K_AUTO_MAX, GenerationConfig
 from specllama.decoding.suffix_drafter import SuffixDrafter
-from specllama.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, open_runtime
 from tests.support.construction_count import install
 from tests.support.fake_llm import FakeContext, counting_rule, noisy_rule
 from tests.support.live_serve import REPO, LiveServer
@@ -37,7 +37,7 @@ def _counts(lines: list[tuple[str, str, str]]) -> dict[str, int]:
 
 def test_a_run_builds_its_policy_and_grammar_once(tiny_models, monkeypatch):
     built: list[tuple[str, str, str]] = []
-    with Runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["b"]), n_ctx=256)) as rt:
+    with open_runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["b"]), n_ctx=256)) as rt:
         install(lambda *line: built.append(line), monkeypatch.setattr)
         config = GenerationConfig(max_tokens=8, drafter="auto", k="auto",
                                   constraint=Constraint("json_schema", schema=SCHEMA))

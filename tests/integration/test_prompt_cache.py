@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from specllama.decoding.engine import GenerationConfig
-from specllama.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, Runtime, open_runtime
 from specllama.runtime import prompt_cache_file as pcf
 from tests.support.prompt_cache import GREEDY, MIN, OTHER, SYSTEM, run, tokens
 from tests.support.tiny_gguf import write_tiny_model
@@ -30,7 +30,7 @@ def other_model(tmp_path_factory, tokenizer_sources):
 
 
 def runtime(model, *, parallel=1, draft=None, ram=64 << 20, disk=0, folder=None, said=None) -> Runtime:
-    rt = Runtime(LoadOptions(target=str(model), draft=str(draft) if draft else None, load_draft=draft is not None,
+    rt = open_runtime(LoadOptions(target=str(model), draft=str(draft) if draft else None, load_draft=draft is not None,
                              n_ctx=2048, parallel=parallel, threads=1))
     rt.use_prompt_cache(ram, disk, folder, log=(said.append if said is not None else lambda text: None))
     rt.prompt_cache.min_tokens = MIN
@@ -38,7 +38,7 @@ def runtime(model, *, parallel=1, draft=None, ram=64 << 20, disk=0, folder=None,
 
 
 def cold(model, prompt, config=GREEDY, draft=None) -> list[int]:
-    with Runtime(LoadOptions(target=str(model), draft=str(draft) if draft else None, load_draft=draft is not None,
+    with open_runtime(LoadOptions(target=str(model), draft=str(draft) if draft else None, load_draft=draft is not None,
                              n_ctx=2048, parallel=1, threads=1)) as rt:
         return run(rt, [prompt], config)[0][0]
 
@@ -145,7 +145,7 @@ def test_two_slots_at_once_never_restore_each_others_prefix(long_model):
 def test_a_hybrid_model_restores_whole_entries_only(toy_models, arch):
     """A recurrent state is the state after an entry's last token: a prompt that shares only part
     of it is prefilled; one that starts with all of it (the conversation's next turn) restores it."""
-    with Runtime(LoadOptions(target=str(toy_models[arch]), load_draft=False, n_ctx=2048, parallel=1, threads=1)) as rt:
+    with open_runtime(LoadOptions(target=str(toy_models[arch]), load_draft=False, n_ctx=2048, parallel=1, threads=1)) as rt:
         rt.use_prompt_cache(64 << 20, 0, None, log=lambda text: None)
         rt.prompt_cache.min_tokens = MIN
         [(ids, _)] = run(rt, [SYSTEM])
@@ -156,7 +156,7 @@ def test_a_hybrid_model_restores_whole_entries_only(toy_models, arch):
         [(turn_ids, whole)] = run(rt, [turn])
     assert partial.reused_from == "" and partial.reused_tokens == 0
     assert whole.reused_from == "memory" and whole.reused_tokens >= len(SYSTEM)
-    with Runtime(LoadOptions(target=str(toy_models[arch]), load_draft=False, n_ctx=2048, parallel=1, threads=1)) as rt:
+    with open_runtime(LoadOptions(target=str(toy_models[arch]), load_draft=False, n_ctx=2048, parallel=1, threads=1)) as rt:
         assert run(rt, [turn])[0][0] == turn_ids
 
 

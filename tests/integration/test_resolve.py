@@ -46,7 +46,7 @@ def test_resolving_prints_nothing_and_opens_no_header_unless_it_must(registry, c
     cache = Cache()
     r = resolved(registry, "run", "hi", "--temp", "0.5", "-k", "3", cache=cache)
     assert capsys.readouterr() == ("", "") and cache.asked == []
-    assert (r.config().k, r.config().sampling.temperature, r.drafter) == (3, 0.5, "auto")
+    assert (r.config().k, r.config().sampling.temperature, r.settings.drafter) == (3, 0.5, "auto")
     assert r.load.draft_if_pays and not r.messages
 
 
@@ -69,17 +69,18 @@ def test_seed_minus_one_picks_a_concrete_seed_and_says_it_was_random(registry):
 
 def test_a_target_alone_with_the_model_drafter_takes_a_cached_draft_or_decodes_plainly(registry):
     picked = resolved(registry, "run", "--target", "t.gguf", "--drafter", "model", "x", cache=Cache("tiny-draft"))
-    assert picked.drafter == "model" and picked.load.draft == "tiny-draft" and "drafting with tiny-draft" in \
+    assert picked.settings.drafter == "model" and picked.load.draft == "tiny-draft" and "drafting with tiny-draft" in \
         picked.messages[0].text
     plain = resolved(registry, "run", "--target", "t.gguf", "--drafter", "model", "x")
-    assert plain.drafter == "none" and "decoding plainly" in plain.messages[0].text
+    assert plain.settings.drafter == "none" and "decoding plainly" in plain.messages[0].text
     auto = resolved(registry, "run", "--target", "t.gguf", "x")
-    assert auto.drafter == "auto" and not auto.messages  # the suffix drafter needs no draft model
+    assert auto.settings.drafter == "auto" and not auto.messages  # the suffix drafter needs no draft model
 
 
 def test_chat_and_serve_load_for_every_drafter_a_request_may_name(registry):
     chat = resolved(registry, "chat", "--seed", "-1", "--temp", "0.7", "--target", "t.gguf", "--drafter", "model")
-    assert chat.sampling.seed is not None and chat.drafter == "none" and not chat.messages  # the chat says it itself
+    # The chat says it itself:
+    assert chat.settings.sampling.seed is not None and chat.settings.drafter == "none" and not chat.messages
     assert resolved(registry, "chat", "--target", "t.gguf", "--draft", "d.gguf").load.draft_if_pays is False
     assert resolved(registry, "serve", "--drafter", "model").load.load_draft
     served = resolved(registry, "serve")

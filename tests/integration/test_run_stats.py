@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from specllama.cli.main import main
 from specllama.decoding.engine import GenerationConfig
-from specllama.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, open_runtime
 
 
 def test_stats_show_time_inside_llama_decode_and_the_learnt_step_costs(tiny_models, capsys):
@@ -21,7 +21,7 @@ def test_stats_show_time_inside_llama_decode_and_the_learnt_step_costs(tiny_mode
 
 def test_a_steps_llama_time_is_part_of_its_time(tiny_models):
     opts = LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["b"]), n_ctx=256)
-    with Runtime(opts) as rt:
+    with open_runtime(opts) as rt:
         summary = rt.generate(rt.prompt_tokens("hello"), GenerationConfig(drafter="model", k=2, max_tokens=10)).drain()
         total = summary.t_draft + summary.t_verify + summary.t_python
         assert 0 < summary.t_llama <= total

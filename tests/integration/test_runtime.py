@@ -7,7 +7,7 @@ import pytest
 from specllama.errors import ModelFileError
 from specllama.llama.context import DecodeContext
 from specllama.llama.model import GGUFModel
-from specllama.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, open_runtime
 
 
 @pytest.fixture
@@ -35,12 +35,12 @@ def test_a_load_that_fails_half_way_frees_the_target(tiny_models, monkeypatch, c
         load(self, path, **kw)
     monkeypatch.setattr(GGUFModel, "__init__", refuse_the_draft)
     with pytest.raises(ModelFileError, match="could not load"):
-        Runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["b"]), n_ctx=256))
+        open_runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["b"]), n_ctx=256))
     assert closes == ["DecodeContext a.gguf", "GGUFModel a.gguf"]  # the target was loaded, then freed
 
 
 def test_a_runtime_is_a_context_manager(tiny_models, closes):
-    with Runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["b"]), n_ctx=256)) as rt:
+    with open_runtime(LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["b"]), n_ctx=256)) as rt:
         assert rt.drafters == ("auto", "suffix", "model", "none") and rt.has_draft_model
         assert rt.placement == "CPU"  # this build offloads nothing
     assert sorted(closes) == ["DecodeContext a.gguf", "DecodeContext b.gguf", "GGUFModel a.gguf", "GGUFModel b.gguf"]
@@ -49,10 +49,10 @@ def test_a_runtime_is_a_context_manager(tiny_models, closes):
 def test_a_context_other_than_the_one_asked_for_is_said(tiny_models):
     said: list[str] = []
     opts = LoadOptions(target=str(tiny_models["a"]), n_ctx=100, load_draft=False)
-    with Runtime(opts, status=lambda n: said.append(n.text)) as rt:
+    with open_runtime(opts, status=lambda n: said.append(n.text)) as rt:
         got = rt.context_use()[1]
     assert got != 100 and said == [f"context: {got} tokens, not the 100 asked for (llama.cpp rounds it to whole blocks)"]
     said.clear()
-    with Runtime(LoadOptions(target=str(tiny_models["a"]), n_ctx=256, load_draft=False), status=lambda n: said.append(n.text)):
+    with open_runtime(LoadOptions(target=str(tiny_models["a"]), n_ctx=256, load_draft=False), status=lambda n: said.append(n.text)):
         pass
     assert said == []  # a size llama.cpp keeps as it is: nothing to say

@@ -103,12 +103,12 @@ def test_a_hybrid_models_slot_costs_its_state_snapshots_and_checkpoints(toy_mode
     checkpoints, and its MTP head's cells: more than the cells alone, as much as their sum."""
     from specllama.llama.kv_memory import mtp_kv_bytes_per_token, recurrent_state_bytes
     from specllama.llama.rollback import KEPT_CHECKPOINTS
-    from specllama.runtime import LoadOptions, Runtime
+    from specllama.runtime import LoadOptions, open_runtime
 
     monkeypatch.setattr(backend, "_recent_log", deque(maxlen=5000))
     path = toy_models["qwen35"]
     opts = LoadOptions(target=str(path), load_draft=False, load_mtp=True, n_ctx=256, exact=True, threads=1)
-    with Runtime(opts) as rt:
+    with open_runtime(opts) as rt:
         cells = kv_bytes_per_sequence(path, 256, q8_0_cache=True)
         state = recurrent_state_bytes(path) * (1 + rt.target_ctx.snapshot_depth + KEPT_CHECKPOINTS + 1)
         head = mtp_kv_bytes_per_token(path) * cells_per_sequence(256)

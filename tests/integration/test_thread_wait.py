@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specllama.decoding.cost import cache
 from specllama.llama import thread_wait
+from specllama.runtime import cost_store as cache
 from tests.support.one_line import ENV, NEVER, one_error_line
 
 OPENMP = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", thread_wait.ENV, "SPECLLAMA_THREAD_WAIT_APPLIED")

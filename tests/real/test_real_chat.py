@@ -16,10 +16,10 @@ pytestmark = pytest.mark.real_models
 
 @pytest.mark.real_models
 def test_real_pair_two_turns_reuse_the_cache():
-    from specllama.runtime import LoadOptions, Runtime
+    from specllama.runtime import LoadOptions, open_runtime
 
     opts = LoadOptions(pair="qwen2.5-coder", n_ctx=1024)
-    app = ChatApp(lambda progress, status: Runtime(opts, progress=progress, status=status),
+    app = ChatApp(lambda progress, status: open_runtime(opts, progress=progress, status=status),
                   ChatSettings(max_tokens=24, k=4, drafter="model"))
 
     async def scenario():
@@ -49,10 +49,10 @@ def test_real_pair_two_turns_reuse_the_cache():
 def test_real_switch_from_the_pair_to_the_small_model_alone(real_model_paths):
     """The default pair loaded, then the picker's switch to the 0.5B as a target with no draft: the
     next answer comes from the new runtime and the old one's models are freed."""
-    from specllama.runtime import LoadOptions, Runtime
+    from specllama.runtime import LoadOptions, open_runtime
 
     opts = LoadOptions(pair="qwen2.5-coder", n_ctx=512)
-    app = ChatApp(lambda progress, status: Runtime(opts, progress=progress, status=status),
+    app = ChatApp(lambda progress, status: open_runtime(opts, progress=progress, status=status),
                   ChatSettings(max_tokens=8, k=4), load_options=opts)
     closed = []
 

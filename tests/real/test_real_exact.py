@@ -13,7 +13,7 @@ import pytest
 
 from specllama.decoding.engine import GenerationConfig, Request, TokenEvent
 from specllama.errors import SpecllamaError
-from specllama.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, open_runtime
 
 pytestmark = pytest.mark.real_models
 
@@ -28,7 +28,7 @@ MAX_TOKENS = 48
 
 @pytest.fixture(scope="module")
 def exact_runtime(real_model_paths):
-    with Runtime(LoadOptions(stairs=True, exact=True, n_ctx=1024)) as rt:  # stairs: to test its refusal
+    with open_runtime(LoadOptions(verifiers=("stairs",), exact=True, n_ctx=1024)) as rt:  # stairs: to test its refusal
         yield rt
 
 
@@ -61,7 +61,7 @@ def test_stairs_is_refused_in_exact_mode(exact_runtime):
 def test_exact_mode_output_does_not_depend_on_how_many_prompts_share_a_decode(real_model_paths):
     """Issue 10's promise: a prompt's greedy text is the same whether it runs alone or with
     others in every decode (their rows in its batches), with and without drafts."""
-    with Runtime(LoadOptions(exact=True, n_ctx=512, parallel=4)) as rt:
+    with open_runtime(LoadOptions(exact=True, n_ctx=512, parallel=4)) as rt:
         prompts = [rt.prompt_tokens(text) for text in PROMPTS]
         config = GenerationConfig(max_tokens=MAX_TOKENS, drafter="none", k=0)
 

@@ -42,7 +42,7 @@ def test_gemma_in_the_chat_app_drafts_and_answers_as_plain_decoding(real_model):
     plain text), the suffix drafter's answers against plain decoding's in exact mode."""
     import asyncio
 
-    from specllama.runtime import LoadOptions, Runtime
+    from specllama.runtime import LoadOptions, open_runtime
     from specllama.tui.app import ChatApp
     from specllama.tui.settings import ChatSettings
     from specllama.tui.widgets import ChatMessage
@@ -52,7 +52,7 @@ def test_gemma_in_the_chat_app_drafts_and_answers_as_plain_decoding(real_model):
 
     def answers(drafter: str) -> list[str]:
         opts = LoadOptions(target=str(path), load_draft=False, n_ctx=1024, exact=True)
-        app = ChatApp(lambda progress, show: Runtime(opts, progress=progress, status=lambda n: show(n.text)),
+        app = ChatApp(lambda progress, show: open_runtime(opts, progress=progress, status=lambda n: show(n.text)),
                       ChatSettings(max_tokens=24, k="auto", drafter=drafter), flush_interval=0)
         shown: list[str] = []
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specllama.decoding.engine import GenerationConfig
-from specllama.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, open_runtime
 from tests.support.prompt_cache import MIN, OTHER, SYSTEM, run, tokens
 
 pytestmark = pytest.mark.real_models
@@ -22,13 +22,13 @@ def test_the_real_target_restored_from_memory_answers_as_its_slot_would(real_mod
     config = GenerationConfig(max_tokens=24, drafter="none", k=0)
     first, second = SYSTEM + tokens(3, 20), SYSTEM + tokens(13, 12)
     opts = LoadOptions(target=str(target), load_draft=False, n_ctx=2048, parallel=1, threads=1, exact=exact)
-    with Runtime(opts) as rt:
+    with open_runtime(opts) as rt:
         rt.use_prompt_cache(64 << 20, 0, None, log=lambda text: None)
         rt.prompt_cache.min_tokens = MIN
         run(rt, [first, OTHER], config)
         [(ids, summary)] = run(rt, [second], config)
     assert summary.reused_from == "memory" and summary.reused_tokens == len(SYSTEM)
-    with Runtime(opts) as rt:
+    with open_runtime(opts) as rt:
         if exact:
             reference = run(rt, [second], config)[0][0]
         else:

@@ -16,7 +16,7 @@ from specllama.decoding.engine import GenerationConfig, StepEvent, TokenEvent
 from specllama.decoding.exactness import NEAR_TIE_LOGITS, compare_greedy
 from specllama.decoding.sampling import SamplingParams
 from specllama.llama.context import DecodeContext
-from specllama.runtime import LoadOptions, Runtime
+from specllama.runtime import LoadOptions, open_runtime
 
 pytestmark = pytest.mark.real_models
 
@@ -32,7 +32,7 @@ MAX_TOKENS = 40
 
 @pytest.fixture(scope="module")
 def runtime(real_model_paths):
-    rt = Runtime(LoadOptions(stairs=True, n_ctx=2048))
+    rt = open_runtime(LoadOptions(verifiers=("stairs",), n_ctx=2048))
     yield rt
     rt.close()
 

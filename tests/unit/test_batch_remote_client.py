@@ -8,7 +8,6 @@ from email.utils import formatdate
 import pytest
 
 from specllama.batch.server_client import (
-    SamplingRequest,
     ServerError,
     ServerUrlError,
     base_url,
@@ -17,6 +16,8 @@ from specllama.batch.server_client import (
     retry_after,
 )
 from specllama.batch.server_pool import RetryPolicy, ServerHealth, backoff_delay
+from specllama.decoding.request import GenerationConfig
+from specllama.decoding.sampling import SamplingParams
 
 POLICY = RetryPolicy(retries=3, base=1.0, cap=8.0)
 
@@ -138,11 +139,11 @@ def test_server_addresses():
 
 
 def test_sampling_options_become_request_fields_and_extensions_only_when_set():
-    plain = chat_body("p", None, "m", SamplingRequest())
+    plain = chat_body("p", None, "m", GenerationConfig())
     assert plain["messages"] == [{"role": "user", "content": "p"}]
     assert plain["temperature"] == 0.0 and plain["stream"] is False
     assert not {"top_k", "min_p", "seed", "stop"} & plain.keys()
-    full = chat_body("p", "be brief", "m", SamplingRequest(max_tokens=9, temperature=0.7, top_p=0.9, top_k=40,
-                                                           min_p=0.05, seed=3, stop=("\n\n",)))
+    sampling = SamplingParams(temperature=0.7, top_p=0.9, top_k=40, min_p=0.05, seed=3)
+    full = chat_body("p", "be brief", "m", GenerationConfig(max_tokens=9, sampling=sampling, stop=("\n\n",)))
     assert full["messages"][0] == {"role": "system", "content": "be brief"}
     assert (full["max_tokens"], full["top_k"], full["min_p"], full["seed"], full["stop"]) == (9, 40, 0.05, 3, ["\n\n"])

@@ -13,7 +13,7 @@ from tests.support.one_line import ENV, NEVER, REPO, one_error_line
 
 
 @pytest.mark.parametrize("values, fragment", [
-    ({"temperature": "hot"}, "temperature"), ({"max_tokens": 0}, "max tokens"), ({"k": 0}, "k must be"),
+    ({"temperature": "hot"}, "temperature"), ({"max_tokens": 0}, "max tokens"), ({"k": 17}, "k must be"),
     ({"k": "7"}, "k must be"), ({"stop": 5}, "stop"), ({"seed": "x"}, "seed"), ({"drafter": 3}, "drafter"),
     ({"system": ["x"]}, "system"),
 ])

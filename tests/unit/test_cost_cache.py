@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from specllama.decoding.cost import cache as cost_cache
 from specllama.decoding.cost.curve import CostCurve
+from specllama.runtime import cost_store as cost_cache
 
 KEY = {"cpu": "test", "max_n": 3}
 GOOD = CostCurve(0.05, [1.0, 1.2, 1.3], 0.4, 256, 3)
@@ -35,7 +35,7 @@ def fake_measurement(tmp_path, monkeypatch):
     {"key": KEY, "curve": {**GOOD.to_dict(), "extra": 1}}, "just a string",
 ])
 def test_a_cost_cache_of_the_wrong_shape_is_measured_again(fake_measurement, content):
-    path = cost_cache._entry_path(KEY)
+    path = cost_cache.entry_path(KEY)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(content))
     curve, measured_now = cost_cache.cost_curve_for(None, None)
@@ -55,7 +55,7 @@ def test_a_second_first_run_waits_for_the_measurement_and_reads_it(fake_measurem
         return found
 
     monkeypatch.setattr(cost_cache, "load_cached", load)
-    lock = cost_cache._entry_path(KEY).with_suffix(".lock")
+    lock = cost_cache.entry_path(KEY).with_suffix(".lock")
     lock.parent.mkdir(parents=True, exist_ok=True)
     result = {}
     with open(lock, "a") as held:  # "the first run", measuring
@@ -70,13 +70,13 @@ def test_a_second_first_run_waits_for_the_measurement_and_reads_it(fake_measurem
 
 
 def test_an_unwritable_cost_cache_is_skipped(tmp_path, monkeypatch):
-    from specllama.decoding.cost import cache as cost_cache
     from specllama.decoding.cost.curve import CostCurve
+    from specllama.runtime import cost_store as cost_cache
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the cache should be")
     monkeypatch.setenv("SPECLLAMA_CACHE", str(blocker))
-    monkeypatch.setattr(cost_cache, "_entry_path", lambda key: blocker / "costs" / "x.json")
+    monkeypatch.setattr(cost_cache, "entry_path", lambda key: blocker / "costs" / "x.json")
     curve = CostCurve(t1_s=0.05, ratios=[1.0, 1.5], draft_ratio=None, n_past=0, reps=1)
     cost_cache.save({"max_n": 2}, curve)  # skipped, not a traceback
     with cost_cache._measuring({"max_n": 2}):
@@ -84,8 +84,8 @@ def test_an_unwritable_cost_cache_is_skipped(tmp_path, monkeypatch):
 
 
 def test_an_interrupted_cost_cache_write_leaves_no_temporary_file(tmp_path, monkeypatch):
-    from specllama.decoding.cost import cache as cost_cache
     from specllama.decoding.cost.curve import CostCurve
+    from specllama.runtime import cost_store as cost_cache
 
     monkeypatch.setenv("SPECLLAMA_COSTS", str(tmp_path))
 

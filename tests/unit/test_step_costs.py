@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from specllama.decoding.cost import cache as cost_cache
 from specllama.decoding.cost.online import WINDOW, Prior, StepCosts, generic_ratio, prior_from_snapshot
+from specllama.runtime import cost_store as cost_cache
 
 
 def fed(costs: StepCosts, seconds_for_rows, rows_seq) -> StepCosts:
@@ -100,7 +100,7 @@ def test_what_a_run_learnt_is_the_next_runs_prior(tmp_path, monkeypatch):
     assert nxt.ratio(4) == pytest.approx(2.8)  # trusted before this run times a batch
     # A learnt entry that is not what save_learned writes is ignored, never trusted.
     for bad in ('{"key": 1}', "not json", '{"key": {"target": "t", "learned": 1}, "learned": {"t1_s": -1}}'):
-        cost_cache._entry_path(key).write_text(bad)
+        cost_cache.entry_path(key).write_text(bad)
         assert cost_cache.load_learned(key) is None
 
 

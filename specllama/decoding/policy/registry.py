@@ -1,6 +1,6 @@
 """Which policy a request gets: by name (GenerationConfig.policy, a registered policy), else the
 default for its drafter and K. Adding a policy is a file with a factory decorated by `register`
-and its import in policy/__init__.py; `policy_for` is the one place that reads `k == AUTO`."""
+and its import in policy/__init__.py; K auto or fixed is GenerationConfig.fixed_k's to say."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from specllama.decoding.policy.fixed import FixedLength, FixedSuffixThenModel
 from specllama.decoding.policy.model_auto import ModelAuto
 from specllama.decoding.policy.plain import Plain
 from specllama.decoding.policy.source_choice import SourceChoice
-from specllama.decoding.request import AUTO, GenerationConfig
+from specllama.decoding.request import GenerationConfig
 from specllama.errors import SpecllamaError
 
 PolicyFactory = Callable[[GenerationConfig, PolicyKit], DraftPolicy]
@@ -47,12 +47,12 @@ def default_policy(config: GenerationConfig, kit: PolicyKit) -> DraftPolicy:
         # whenever its GGUF has one), each weighed on its own record and cost.
         suffix = kit.drafter("suffix")
         decoding = [d for d in (kit.drafters.get("model"), kit.drafters.get("mtp")) if d is not None]
-        if config.k == AUTO:
+        if config.fixed_k is None:
             return SourceChoice(suffix, decoding, kit)
         # A fixed K keeps its rule of thumb: the draft model when one is loaded, else the MTP head.
-        return FixedSuffixThenModel(suffix, decoding[0] if decoding else None, int(config.k))
+        return FixedSuffixThenModel(suffix, decoding[0] if decoding else None, config.fixed_k)
     drafter = kit.drafter(config.drafter)
-    if config.k != AUTO:
-        return FixedLength(drafter, int(config.k))
+    if config.fixed_k is not None:
+        return FixedLength(drafter, config.fixed_k)
     # A drafter with a confidence per token is cut on it; one without is sized on its record.
     return ConfidentAuto(drafter, kit) if drafter.confident else ModelAuto(drafter, kit)
