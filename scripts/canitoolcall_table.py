@@ -1,5 +1,5 @@
 """Write docs/serve.md's conformance table: canitoolcall's offline fixtures replayed through
-specllama's serving layer (tests/canitoolcall_replay.py), per family, next to the totals
+specllama's serving layer (tests/support/canitoolcall_replay.py), per family, next to the totals
 canitoolcall publishes for other engines.
 
     python scripts/canitoolcall_table.py          # rewrites the table between its markers in docs/serve.md
@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO))
 from canitoolcall import __version__  # noqa: E402
 from canitoolcall.results import Status  # noqa: E402
 
-from tests.canitoolcall_replay import STRATEGIES, replay_families  # noqa: E402
+from tests.support.canitoolcall_replay import STRATEGIES, replay_families  # noqa: E402
 
 DOC = REPO / "docs" / "serve.md"
 BEGIN, END = "<!-- canitoolcall table: begin -->", "<!-- canitoolcall table: end -->"

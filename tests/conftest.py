@@ -14,7 +14,7 @@ from pathlib import Path
 # The suite checks behaviour, never speed, and runs servers, clients and models side by side on two
 # cores, where spinning OpenMP threads wait on each other's preempted threads (a one-token decode
 # measured 1.2 tok/s instead of 14 beside a compiler): threads sleep here, in this process and in
-# every command a test starts. tests/test_thread_wait.py checks the levels themselves.
+# every command a test starts. tests/integration/test_thread_wait.py checks the levels themselves.
 os.environ.setdefault("SPECLLAMA_THREAD_WAIT", "sleep")
 # `serve`'s prompt cache (runtime/prompt_cache.py) writes its entries to a scratch folder, never the
 # user's cache; set here, not in a fixture, since module-scoped servers start before any fixture's patch.
@@ -24,8 +24,8 @@ import pytest
 
 from specllama.models import store
 from specllama.models.registry import load_registry
-from tests.tiny_gguf import write_tiny_model
-from tests.toy_models import write_toy_model
+from tests.support.tiny_gguf import write_tiny_model
+from tests.support.toy_models import write_toy_model
 
 QWEN_TARGET = "qwen2.5-coder-1.5b"
 QWEN_DRAFT = "qwen2.5-coder-0.5b"
@@ -76,7 +76,7 @@ def tiny_models(tmp_path_factory, tokenizer_sources) -> dict[str, Path]:
 
 
 class _Toys(dict):
-    """arch -> path of its toy model (tests/toy_models.py), written on first use."""
+    """arch -> path of its toy model (tests/support/toy_models.py), written on first use."""
 
     def __init__(self, folder: Path, tokenizer_from: Path):
         super().__init__()

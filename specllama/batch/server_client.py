@@ -25,8 +25,7 @@ import time
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
-from specllama.batch.serve_reply import with_speculation
-from specllama.batch.server_reply import ServerReply
+from specllama.batch.server_reply import ServerReply, with_speculation
 from specllama.decoding.request import GenerationConfig
 from specllama.errors import SpecllamaError
 

@@ -126,8 +126,9 @@ def run(args: argparse.Namespace) -> int:
     from specllama.cli.progress import download_bar
     from specllama.runtime.loaded import open_runtime
     from specllama.server import ignored
-    from specllama.server.app import ServerState, create_app
+    from specllama.server.app import create_app
     from specllama.server.browser_guard import allowed_hosts
+    from specllama.server.exchange import ServerState
     from specllama.server.metrics import Metrics
     from specllama.server.run import bind, serve
     from specllama.server.schema import ServedModel

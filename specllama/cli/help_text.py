@@ -2,7 +2,7 @@
 commands people start with), and the one example each command's --help starts with.
 
 The examples live in one table, so every command (and `models` subcommand) has exactly one, and
-tests/test_docs_commands.py parses each of them like a command from the docs.
+tests/integration/test_docs_commands.py parses each of them like a command from the docs.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Batched decoding sums a row's arithmetic in another order than a lone one (design.md, "Numerics"),
 so where two tokens nearly tie, greedy output at --parallel N > 1 can take the other one: a user
 comparing runs would think something broke. `--exact` keeps every row's logits independent of the
-batch (tests/test_real_exact.py checks the texts at any --parallel), so the note points to it.
+batch (tests/real/test_real_exact.py checks the texts at any --parallel), so the note points to it.
 """
 
 from __future__ import annotations

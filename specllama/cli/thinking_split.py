@@ -1,13 +1,13 @@
 """`specllama run`'s answer split into its thinking and the rest, by the template's dialect
-(server/dialects): the thinking goes to stderr with --show-thinking (else nowhere), the rest to
+(dialects/): the thinking goes to stderr with --show-thinking (else nowhere), the rest to
 stdout, and the tokens written while thinking are counted for --stats."""
 
 from __future__ import annotations
 
 import sys
 
-from specllama.server.dialects import Reasoning, ToolSet
-from specllama.server.dialects.answer import AnswerParser
+from specllama.dialects import Reasoning, ToolSet
+from specllama.dialects.answer import AnswerParser
 
 
 class ThinkingSplit:

@@ -135,7 +135,7 @@ class ModelDrafter(DrafterBase):
         self.clock = clock
         # Every draft decode one token a sequence: a catch-up of two tokens becomes two decodes.
         # An experiment for CUDA, where a decode whose shape differs from the last one's runs
-        # without a warm CUDA graph (scripts/measure_decode_shapes.py); off by default until it
+        # without a warm CUDA graph (scripts/measure/decode_shapes.py); off by default until it
         # has been measured there (LoadOptions.draft_one_token_decodes turns it on).
         self.one_token_decodes = one_token_decodes
         # What one draft position costs, for the planner (cost/online.py): decodes of one token per

@@ -31,7 +31,7 @@ PROBE_EVERY = 48  # a plain step at most this often costs < 1 % at 2x, and keeps
 # step after this many is plain. A drafter that drafts from the first step (an MTP head, sure of
 # itself on a fresh prior) would otherwise run on T(1) guessed from its own batches and the prior's
 # shape, which hides any cost: on llama.cpp #23752's Metal curve a head drafted 3 a step at 0.88x of
-# plain until the text repeated (tests/test_mtp_auto.py).
+# plain until the text repeated (tests/unit/test_mtp_auto.py).
 PROBE_FIRST = 2
 
 

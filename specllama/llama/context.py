@@ -70,7 +70,7 @@ class DecodeContext:
 
     n_ctx is what ONE sequence can hold. With several sequences the cache is split per sequence
     (llama.cpp's kv_unified = False), so a sequence's attention reads only its own cells: measured
-    by scripts/measure_kv_layout.py, see docs/batch-and-servers.md. `unified=True` shares one cache of n_ctx cells
+    by scripts/measure/kv_layout.py, see docs/batch-and-servers.md. `unified=True` shares one cache of n_ctx cells
     among all sequences instead: what stairs verification needs, since its sequences are copies
     of sequence 0 that share its cells.
 

@@ -3,7 +3,7 @@
 Exact mode (no repacked weights, flash attention over a Q8_0 cache) makes a row's logits the same
 whatever batch it is decoded in only while every weight matmul of a batch sums in the one-row
 order. llamafile's tinyBLAS, compiled into this build, takes batched matmuls of some types from 2
-rows on. Measured with scripts/measure_exact_rows.py (Qwen2.5-Coder 1.5B requantized, x86 AVX-512
+rows on. Measured with scripts/measure/exact_rows.py (Qwen2.5-Coder 1.5B requantized, x86 AVX-512
 build of llama-cpp-python 0.3.36, 2 threads), each row of batches of 1-8 against its one-row decode:
 - Q4_K/Q6_K (the Q4_K_M file, not tinyBLAS types): bit-identical up to 7 rows, all rows differ at 8.
 - Q8_0, Q4_0 and Q5_0, every matrix (tinyBLAS's quantized kernel sums block by block like the

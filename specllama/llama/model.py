@@ -269,9 +269,9 @@ class GGUFModel:
 
     @functools.cached_property
     def dialect(self):
-        """How the template has the model write thinking and tool calls (server/dialects), found
+        """How the template has the model write thinking and tool calls (dialects/), found
         from the template's text; None when it names no dialect known here."""
-        from specllama.server.dialects import detect
+        from specllama.dialects import detect
 
         return detect(self.chat_template)
 

@@ -4,7 +4,7 @@ A one-token decode of the 1.5B target is hundreds of small operations, each endi
 the CPU threads. The Linux and Windows wheels are built with OpenMP, whose barriers follow the
 OMP_WAIT_POLICY / GOMP_SPINCOUNT environment read once, when libgomp loads (at `import llama_cpp`):
 a sleeping thread pays a futex wake-up at every barrier. Measured on this project's 2-core machine
-(scripts/measure_thread_wait.py, bench/measured/vm-20261125-thread-wait): OMP_WAIT_POLICY=PASSIVE
+(scripts/measure/thread_wait.py, bench/measured/vm-20261125-thread-wait): OMP_WAIT_POLICY=PASSIVE
 decodes ~25 % slower than a thread that spins a little before it sleeps, which is what llama.cpp's
 own tools run with (libgomp's default). macOS builds have no OpenMP: llama.cpp's own threadpool
 polls there whatever this module says.

@@ -1,7 +1,7 @@
 """models.toml -> frozen dataclasses.
 
 The shipped registry is models.toml at the top of the repository; a wheel carries it as package
-data (specllama/models/models.toml, put there by the build: scripts/build_backend.py), read through
+data (specllama/models/models.toml, put there by the build: _custom_build/build_backend.py), read through
 importlib.resources so an installed wheel finds it wherever it lives; a checkout (an editable
 install, or tests run from it) reads the top-level file itself. A user file in the config directory
 (specllama.dirs) adds entries or replaces them whole by name. Every error names the file and the

@@ -37,7 +37,7 @@ from specllama.runtime.cost_store import RecordedDecision
 LOAD_ACCEPTANCE = 0.9
 LOAD_AT = 1.10
 REVISIT = 0.10
-# Measured here (scripts/measure_draft_load.py, bench/measured/vm-20261125-draft-load.md, 2 threads,
+# Measured here (scripts/measure/draft_load.py, bench/measured/vm-20261125-draft-load.md, 2 threads,
 # 5 interleaved rounds): the default pair's 0.5B draft and its context add 0.60 s to a load from the
 # page cache (median: 1.37 s with it, 0.78 s without).
 DRAFT_LOAD_S = 0.60

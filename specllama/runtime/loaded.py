@@ -278,7 +278,7 @@ class Runtime:
         return self.target_model.tool_call_format
 
     def chat_dialect(self):
-        """(the template's dialect or None, whether its thinking is parsed): server/dialects."""
+        """(the template's dialect or None, whether its thinking is parsed): dialects/."""
         return self.target_model.dialect, self.target_model.thinks
 
     def render_chat(self, messages: list[dict], tools: list[dict] | None = None,

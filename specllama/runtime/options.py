@@ -43,7 +43,7 @@ class LoadOptions:
     verifiers: tuple[str, ...] = ("causal",)
     exact: bool = False  # greedy output independent of the batch shape (see llama/context.py)
     # Every draft-model decode one token a sequence (a research switch for CUDA graphs, see
-    # drafters.ModelDrafter.one_token_decodes and scripts/measure_decode_shapes.py).
+    # drafters.ModelDrafter.one_token_decodes and scripts/measure/decode_shapes.py).
     draft_one_token_decodes: bool = False
     parallel: int | str = 1  # the most prompts decoded together (batch, bench), or "auto": chosen from the costs
     prompts: int | None = None  # the prompts a job holds (batch): no more slots than that; None: unknown (serve)

@@ -90,7 +90,7 @@ class Session(Protocol):
 
     def tool_call_format(self) -> str | None: ...  # the template's tool calls: None (no tools), a dialect's name, "other"
 
-    def chat_dialect(self) -> tuple: ...  # (its dialect or None, whether thinking is parsed): server/dialects
+    def chat_dialect(self) -> tuple: ...  # (its dialect or None, whether thinking is parsed): dialects/
 
     def render_chat(self, messages: list[dict], tools=None, template_kwargs: dict | None = None) -> str: ...
 

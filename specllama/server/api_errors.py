@@ -33,3 +33,16 @@ class APIError(Exception):
 
 def invalid(message: str, param: str | None = None, code: str | None = None) -> APIError:
     return APIError(400, message, param=param, code=code)
+
+
+def renamed(error: APIError, names: dict[str, str]) -> APIError:
+    """An error of the chat request a route was translated into, told in the route's own field
+    names (Responses: max_output_tokens, input; Anthropic: stop_sequences), issue 41."""
+    param, message = error.param, error.message
+    for ours, theirs in names.items():
+        if param is not None and (param == ours or param.startswith(ours + ".")):  # not [i]: items are counted apart
+            param = theirs + param[len(ours):]
+        message = message.replace(f"'{ours}'", f"'{theirs}'")
+    if (param, message) == (error.param, error.message):
+        return error
+    return APIError(error.status, message, param=param, code=error.code, retry_after=error.retry_after)

@@ -1,73 +1,32 @@
-"""The HTTP side: Starlette routes over the engine worker.
+"""The HTTP side: the routes over the engine worker (each API's handler in api/, the exchange they
+share in exchange.py), the API key check, and the model, health and metrics routes.
 
 Why Starlette and not FastAPI: the API is six routes, and OpenAI's clients expect OpenAI's error
 JSON for every malformed body, which is what schema.py writes by hand; FastAPI's model validation
-would answer 422 in its own shape and need overriding field by field. Streams are plain server-sent
-events (`data: {json}` lines and `data: [DONE]`), written here rather than with sse-starlette,
-whose shutdown handling cancels streams mid-token: a stream here ends with an error event and
-[DONE] when the server stops, and its request is cancelled in the engine when the client leaves.
+would answer 422 in its own shape and need overriding field by field.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hmac
-import json
 import sys
-import time
 import traceback
-from dataclasses import dataclass, field, replace
-from typing import AsyncIterator, Callable, TypeVar
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from specllama.decoding.constraint import Constraint, check_constraint
-from specllama.decoding.engine import DoneEvent, TokenEvent
-from specllama.decoding.engine import Request as EngineRequest
-from specllama.decoding.grammar import GrammarFault
-from specllama.errors import ContextOverflowError, SpecllamaError
-from specllama.server import anthropic, openai_responses
-from specllama.server.anthropic import AnthropicWriter
-from specllama.server.api_errors import APIError, invalid
+from specllama.server.api import anthropic, openai_chat, openai_responses
+from specllama.server.api_errors import APIError
 from specllama.server.browser_guard import BrowserGuard, allowed_hosts
-from specllama.server.metrics import Metrics
-from specllama.server.openai_responses import ResponsesWriter
-from specllama.server.prepare import ClientGone, Preparer, ServerStopping, disconnected
-from specllama.server.request_body import body_json
-from specllama.server.request_log import log_request
-from specllama.server.responses import Answer
-from specllama.server.schema import Job, ServedModel, chat_prompt_tokens, context_message, parse_chat, parse_completion
-from specllama.server.stopping import Stopping, unless_stopping
-from specllama.server.worker import EngineWorker, QueueFull, Refused, ShuttingDown
-from specllama.server.writer import OpenAIWriter, Writer
+from specllama.server.exchange import RETRY_AFTER_FULL, ServerState
+from specllama.server.prepare import ClientGone, ServerStopping
 
-T = TypeVar("T")
-GAVE_UP = object()  # what _next_event returns once the stop's grace for the engine has passed
 OPEN_PATHS = ("/health", "/v1/health")  # answered without the API key (load balancers probe them)
-RETRY_AFTER_FULL = 1  # seconds a client waits after a 503 for a full queue
 LOCAL_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"  # CORS: pages served from this machine
-KEEP_ALIVE = 10.0  # serve's --keep-alive default
-KEEP_ALIVE_COMMENT = ": keep-alive\n\n"  # an SSE comment: every client's parser skips it
-QUIET = object()  # what _next_event returns when the stream's keep-alive interval passed with no event
-
-
-@dataclass
-class ServerState:
-    runtime: object
-    worker: EngineWorker
-    served: ServedModel
-    metrics: Metrics
-    max_body: int
-    draining: bool = False
-    started: float = field(default_factory=time.time)
-    preparer: Preparer = field(default_factory=Preparer)  # JSON and tokenizing, off the event loop
-    stopping: Stopping = field(default_factory=Stopping)
-    keep_alive: float = KEEP_ALIVE  # seconds of silence in a stream before a keep-alive is sent (0: never)
 
 
 def create_app(state: ServerState, api_key: str | None = None, cors: tuple[str, ...] = (),
@@ -76,11 +35,11 @@ def create_app(state: ServerState, api_key: str | None = None, cors: tuple[str, 
     carries no key, is answered; outside both, the Origin and Host checks (browser_guard.py;
     `hosts`: the Host names answered, None for any)."""
     routes = [
-        Route("/v1/chat/completions", _handler(state, chat=True), methods=["POST"]),
-        Route("/v1/completions", _handler(state, chat=False), methods=["POST"]),
-        Route("/v1/messages", _messages_handler(state), methods=["POST"]),
-        Route("/v1/messages/count_tokens", _count_tokens_handler(state), methods=["POST"]),
-        Route("/v1/responses", _responses_handler(state), methods=["POST"]),
+        Route("/v1/chat/completions", openai_chat.handler(state, chat=True), methods=["POST"]),
+        Route("/v1/completions", openai_chat.handler(state, chat=False), methods=["POST"]),
+        Route("/v1/messages", anthropic.messages_handler(state), methods=["POST"]),
+        Route("/v1/messages/count_tokens", anthropic.count_tokens_handler(state), methods=["POST"]),
+        Route("/v1/responses", openai_responses.handler(state), methods=["POST"]),
         Route("/v1/models", lambda request: JSONResponse(_models(state)), methods=["GET"]),
         Route("/v1/models/{model_id:path}", lambda request: _model(state, request.path_params["model_id"]),
               methods=["GET"]),
@@ -124,340 +83,6 @@ class APIKeyCheck:
                 await error.response()(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def _handler(state: ServerState, chat: bool):
-    async def handle(request: Request) -> Response:
-        if state.draining:
-            raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
-        job = await prepare_request(state, request, lambda body, stop: _parse(state, body, chat, stop))
-        writer = OpenAIWriter(Answer(state.served.name, chat=chat), job, lambda t: state.runtime.detokenize([t]))
-        return await answer(state, request, job, writer)
-
-    return handle
-
-
-def _messages_handler(state: ServerState):
-    """Anthropic's Messages API: the request as a chat request, the answer in Anthropic's shapes
-    (errors too: {"type": "error", "error": {...}})."""
-    async def handle(request: Request) -> Response:
-        try:
-            if state.draining:
-                raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
-            job, stops = await prepare_request(state, request, lambda body, stop: _parse_messages(state, body, stop))
-            return await answer(state, request, job, AnthropicWriter(job, state.served.name, stops))
-        except Exception as e:
-            return _anthropic_error(request, e)
-
-    return handle
-
-
-def _anthropic_error(request: Request, e: Exception) -> Response:
-    """An Anthropic route's error in Anthropic's shape, a bug's 500 included (issue 41: they came
-    in OpenAI's); a client that left or a server stopping are answered as on every route."""
-    if isinstance(e, (ClientGone, ServerStopping)):
-        raise e
-    if not isinstance(e, APIError):
-        traceback.print_exception(e, file=sys.stderr)
-        e = APIError(500, f"internal server error ({type(e).__name__})")
-    e = renamed(e, ANTHROPIC_NAMES)
-    retry = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else None
-    return JSONResponse(anthropic.error_body(e), status_code=e.status, headers=retry)
-
-
-def _parse_messages(state: ServerState, body: object, stop: Callable[[], bool]) -> tuple[Job, tuple[str, ...]]:
-    chat = anthropic.chat_request(body)
-    job = checked(state, lambda: parse_chat(chat, state.served, SessionTemplate(state.runtime, stop)), "messages")
-    stops = chat.get("stop") or ()
-    return job, tuple(stops) if isinstance(stops, list) else (stops,)
-
-
-def _count_tokens_handler(state: ServerState):
-    """POST /v1/messages/count_tokens: the prompt's tokens, as Claude Code asks before sending."""
-    async def handle(request: Request) -> Response:
-        try:
-            count = await prepare_request(state, request, lambda body, stop: chat_prompt_tokens(
-                anthropic.chat_request(body), state.served, SessionTemplate(state.runtime, stop, bounded=False)))
-            return JSONResponse({"input_tokens": count})
-        except Exception as e:
-            return _anthropic_error(request, e)
-
-    return handle
-
-
-def _responses_handler(state: ServerState):
-    """OpenAI's Responses API: the request as a chat request, the answer as a Response."""
-    async def handle(request: Request) -> Response:
-        if state.draining:
-            raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
-        try:
-            job, names = await prepare_request(state, request, lambda body, stop: _parse_responses(state, body, stop))
-        except APIError as e:
-            raise renamed(e, RESPONSES_NAMES) from None
-        return await answer(state, request, job, ResponsesWriter(job, state.served.name, names))
-
-    return handle
-
-
-def _parse_responses(state: ServerState, body: object, stop: Callable[[], bool]) -> tuple[Job, openai_responses.Names]:
-    chat, names = openai_responses.parse(body)
-    return checked(state, lambda: parse_chat(chat, state.served, SessionTemplate(state.runtime, stop)), "input"), names
-
-
-async def prepare_request(state: ServerState, request: Request, parse: Callable[[object, Callable[[], bool]], T]) -> T:
-    """What every generating route does first: the body read (413 past --max-body), then decoded
-    and turned into what the engine runs by parse(body, stop) on a preparing thread (prepare.py:
-    bounded threads, dropped when the client leaves or the server stops; `stop()` says so)."""
-    raw = await unless_stopping(state.stopping, read_body(request, state.max_body))
-    return await state.preparer.run(lambda stop: parse(body_json(raw), stop), len(raw), request, state.stopping.begun)
-
-
-def _parse(state: ServerState, body: object, chat: bool, stop: Callable[[], bool]) -> Job:
-    """The request as the engine will run it; every reason it cannot run is a 400 now, not later."""
-    runtime, served = state.runtime, state.served
-    if chat:
-        return checked(state, lambda: parse_chat(body, served, SessionTemplate(runtime, stop)), "messages")
-    return checked(state, lambda: parse_completion(body, served, lambda text: runtime.tokenize(text, stop=stop)), "prompt")
-
-
-def checked(state: ServerState, parse: Callable[[], Job], prompt_param: str) -> Job:
-    """parse(), then the engine's own check; their SpecllamaErrors are the client's 400s. The job
-    carries what the check prepared (its policy and grammar), which the engine thread admits as it is."""
-    try:
-        job = parse()
-        prepared = state.runtime.check(EngineRequest(job.prompt, job.config))
-    except ContextOverflowError as e:
-        message = str(e) if e.prompt_tokens is None else context_message(e.prompt_tokens, e.n_ctx)
-        raise invalid(message, prompt_param, code="context_length_exceeded") from None
-    except GrammarFault as e:  # the request's grammar: its tools' or its response_format's
-        if job.tools is not None and job.config.constraint and job.config.constraint.kind == "lark":
-            raise _tool_fault(job, e) from None
-        raise invalid(str(e), "response_format") from None
-    except SpecllamaError as e:  # a chat template that fails to render, a drafter that needs a cost curve
-        raise invalid(str(e)) from None
-    return replace(job, prepared=prepared)
-
-
-def _tool_fault(job: Job, error: GrammarFault) -> APIError:
-    """A tools grammar that cannot be enforced, told as the tool whose schema is at fault (the
-    grammar's own error points at a line of the Lark text this server wrote, issue 41)."""
-    for i, tool in enumerate(job.tools.tools):
-        function = tool["function"]
-        schema = Constraint("json_schema", schema=function.get("parameters") or {"type": "object"},
-                            strict=bool(function.get("strict")))
-        try:
-            check_constraint(schema)
-        except SpecllamaError as e:
-            return invalid(f"tools[{i}].function.parameters: {e}", f"tools[{i}].function.parameters")
-    return invalid(str(error), "tools")
-
-
-def renamed(error: APIError, names: dict[str, str]) -> APIError:
-    """An error of the chat request a route was translated into, told in the route's own field
-    names (Responses: max_output_tokens, input; Anthropic: stop_sequences), issue 41."""
-    param, message = error.param, error.message
-    for ours, theirs in names.items():
-        if param is not None and (param == ours or param.startswith(ours + ".")):  # not [i]: items are counted apart
-            param = theirs + param[len(ours):]
-        message = message.replace(f"'{ours}'", f"'{theirs}'")
-    if (param, message) == (error.param, error.message):
-        return error
-    return APIError(error.status, message, param=param, code=error.code, retry_after=error.retry_after)
-
-
-RESPONSES_NAMES = {"max_tokens": "max_output_tokens", "messages": "input"}
-ANTHROPIC_NAMES = {"stop": "stop_sequences"}
-
-
-class SessionTemplate:
-    """The Session's chat template as parse_chat asks for it (schema.ChatTemplate)."""
-
-    def __init__(self, runtime, stop: Callable[[], bool], bounded: bool = True):
-        self.runtime = runtime
-        self.stop = stop
-        self.bounded = bounded  # False: any length is tokenized (counting; the body's size is bounded)
-
-    def tokens(self, messages: list[dict], tools: list[dict] | None, continue_last: bool,
-               template_kwargs: dict | None = None) -> list[int]:
-        if not self.bounded:
-            return self.runtime.chat_tokens(messages, stop=self.stop, tools=tools, continue_last=continue_last,
-                                            bounded=False, template_kwargs=template_kwargs)
-        return self.runtime.chat_tokens(messages, stop=self.stop, tools=tools, continue_last=continue_last,
-                                        template_kwargs=template_kwargs)
-
-    def tool_call_format(self) -> str | None:
-        return self.runtime.tool_call_format()
-
-    def dialect(self):
-        return self.runtime.chat_dialect()[0]
-
-    def thinks(self) -> bool:
-        return self.runtime.chat_dialect()[1]
-
-    def opens_thinking(self, messages: list[dict], tools: list[dict] | None, template_kwargs: dict | None) -> bool:
-        """Whether the generation prompt leaves the model inside its thinking (Qwen3-Thinking's
-        `<think>\n`): the answer's first text is then thinking, with no opening marker of its own."""
-        dialect = self.dialect()
-        return dialect is not None and dialect.starts_thinking(
-            self.runtime.render_chat(messages, tools=tools, template_kwargs=template_kwargs))
-
-    def grammar_token(self, text: str) -> str:
-        """`<[id]>` when `text` is one token of the vocabulary (a special token such as
-        </tool_call>, which a grammar's plain string would not match), else a quoted string."""
-        tokens = self.runtime.tokenize(text)
-        if tokens and self.runtime.detokenize(tokens[-1:]) == text:
-            return f"<[{tokens[-1]}]>"
-        return json.dumps(text)
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body's bytes, refused with 413 past `limit` bytes (by its Content-Length when it says,
-    else as it arrives) before it is held in memory; ClientGone if the client leaves meanwhile."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise APIError(413, f"the request body is {int(length)} bytes; this server accepts at most {limit}")
-    chunks, size = [], 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise APIError(413, f"the request body is over {limit} bytes, the most this server accepts")
-            chunks.append(chunk)
-    except ClientDisconnect:  # an upload cut short: nothing to answer, nothing to log
-        raise ClientGone from None
-    return b"".join(chunks)
-
-
-async def answer(state: ServerState, request: Request, job: Job, writer: Writer) -> Response:
-    """Run the job in the engine and answer with `writer`'s shapes, whole or streamed; one log line."""
-    loop = asyncio.get_running_loop()
-    events: asyncio.Queue = asyncio.Queue()
-    wants_tokens = job.stream or job.top_logprobs is not None
-
-    def sink(event) -> None:  # called in the engine thread
-        if wants_tokens or not isinstance(event, TokenEvent):
-            try:
-                loop.call_soon_threadsafe(events.put_nowait, event)
-            except RuntimeError:  # the event loop has closed: the server is gone
-                pass
-
-    route = request.url.path
-    try:
-        tag = state.worker.submit(job.prepared, sink)
-    except QueueFull:
-        state.metrics.finished("refused")
-        log_request(route, 503, None)
-        raise APIError(503, "the server is busy: every slot is taken and the queue is full; try again shortly",
-                       retry_after=RETRY_AFTER_FULL) from None
-    except ShuttingDown:
-        raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL) from None
-    if job.stream:
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return StreamingResponse(_stream(state, request, tag, events, job, writer), media_type="text/event-stream",
-                                 headers=headers)
-    tokens: list[TokenEvent] = []
-    while True:
-        event = await _next_event(request, events, state.stopping.give_up)
-        if not isinstance(event, TokenEvent):
-            break
-        tokens.append(event)
-    if event is None:  # the client left: its slot is freed, nobody reads an answer
-        state.worker.cancel(tag)
-        log_request(route, 499, None)
-        return Response(status_code=499)
-    if event is GAVE_UP:
-        state.worker.cancel(tag)
-    return _whole(state, event, writer, tokens, job, route)
-
-
-def _whole(state: ServerState, event, writer: Writer, tokens: list[TokenEvent], job: Job, route: str) -> Response:
-    if isinstance(event, DoneEvent):
-        if event.summary.finish_reason == "cancelled":
-            log_request(route, 503, event.summary)
-            raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL)
-        log_request(route, 200, event.summary, job.requested_max_tokens, job.config.max_tokens)
-        return JSONResponse(writer.whole(event.summary, tokens))
-    error = _failure(state, event)
-    log_request(route, error.status, None)
-    raise error
-
-
-def _failure(state: ServerState, event) -> APIError:
-    if isinstance(event, Refused):
-        return APIError(event.status, event.message, retry_after=RETRY_AFTER_FULL if event.status == 503 else None)
-    if event is GAVE_UP or state.draining:  # a prompt's prefill interrupted by the stop fails too
-        return APIError(503, "the server is shutting down: the answer is incomplete", retry_after=RETRY_AFTER_FULL)
-    return APIError(500, f"generation failed: {event.message}")
-
-
-async def _stream(state: ServerState, request: Request, tag: int, events: asyncio.Queue, job: Job,
-                  writer: Writer) -> AsyncIterator[str]:
-    finished = False
-    route = request.url.path
-    try:
-        for line in writer.opening():
-            yield line
-        while True:
-            event = await _next_event(request, events, state.stopping.give_up, state.keep_alive or None)
-            if event is QUIET:  # a long prefill, or a wait for a slot: clients and proxies time out on silence
-                for line in keep_alive(writer):
-                    yield line
-                continue
-            if event is None:
-                log_request(route, 499, None)
-                return  # the client left (finally cancels its request)
-            if event is GAVE_UP:  # the engine did not end it in time: end the stream here
-                for line in writer.failed(_failure(state, event)):
-                    yield line
-                log_request(route, 503, None)
-                return
-            if isinstance(event, TokenEvent):
-                for line in writer.token(event):
-                    yield line
-                continue
-            finished = True
-            if isinstance(event, DoneEvent):
-                for line in writer.done(event):
-                    yield line
-                log_request(route, 503 if event.summary.finish_reason == "cancelled" else 200, event.summary,
-                            job.requested_max_tokens, job.config.max_tokens)
-            else:
-                error = _failure(state, event)
-                for line in writer.failed(error):
-                    yield line
-                log_request(route, error.status, None)
-            return
-    finally:
-        if not finished:
-            state.worker.cancel(tag)
-
-
-def keep_alive(writer: Writer) -> list[str]:
-    """The writer's own keep-alive (Anthropic's ping event), else an SSE comment."""
-    own = getattr(writer, "keep_alive", None)
-    return own() if own is not None else [KEEP_ALIVE_COMMENT]
-
-
-async def _next_event(request: Request, events: asyncio.Queue, give_up: asyncio.Event, quiet: float | None = None):
-    """The request's next event; None when the client disconnects first, GAVE_UP when the server
-    stopped long enough ago that it answers without waiting for the engine any more, QUIET when
-    `quiet` seconds passed without any of those (a stream's keep-alive is due)."""
-    if not events.empty():
-        return events.get_nowait()
-    get = asyncio.ensure_future(events.get())
-    gone = asyncio.ensure_future(disconnected(request))
-    stop = asyncio.ensure_future(give_up.wait())
-    try:
-        done, _ = await asyncio.wait({get, gone, stop}, timeout=quiet, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (get, gone, stop):
-            task.cancel()
-    if get.done() and not get.cancelled():  # it may have finished after wait() returned: its event is not lost
-        return get.result()
-    if not done:
-        return QUIET
-    return None if gone in done else GAVE_UP
-
 
 def _models(state: ServerState) -> dict:
     served = state.served

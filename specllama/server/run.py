@@ -27,9 +27,9 @@ import time
 import uvicorn
 
 from specllama.errors import SpecllamaError
-from specllama.server.app import ServerState
+from specllama.server.exchange import ServerState
+from specllama.server.http_limits import guarded_protocol
 from specllama.server.limits import ConnectionLimits
-from specllama.server.protocol import guarded_protocol
 
 ANSWER_SECONDS = 2  # after the signal, the longest a handler waits for the engine's last event
 GRACE_SECONDS = 5  # uvicorn's own wait for connections; every handler has answered well before

@@ -24,10 +24,10 @@ from specllama.decoding.constraint import Constraint, check_constraint
 from specllama.decoding.limits import SettingError, draft_length
 from specllama.decoding.request import DRAFTERS, GenerationConfig, drafter_name
 from specllama.decoding.sampling import SamplingParams
+from specllama.dialects import BY_NAME, Dialect
 from specllama.errors import SpecllamaError
 from specllama.server.api_errors import APIError, invalid
-from specllama.server.dialects import BY_NAME, Dialect
-from specllama.server.dialects.grammars import call_constraint
+from specllama.server.dialect_grammars import call_constraint
 from specllama.server.ignored import note
 from specllama.server.thinking import template_kwargs as thinking_kwargs
 from specllama.server.tools import ToolUse, has_tool_turns, parse_tools, template_message
@@ -51,7 +51,7 @@ HOSTED_FIELDS = {
 
 
 class ChatTemplate(Protocol):
-    """What parse_chat needs of the served model's chat template (app.py binds the Session)."""
+    """What parse_chat needs of the served model's chat template (exchange.SessionTemplate binds the Session)."""
 
     def tokens(self, messages: list[dict], tools: list[dict] | None, continue_last: bool,
                template_kwargs: dict | None = None) -> list[int]: ...

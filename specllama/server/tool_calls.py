@@ -18,7 +18,7 @@ the content it was. Streamed clients then get such an answer at its end, as a wh
 
 from __future__ import annotations
 
-from specllama.server.dialects.calls import CLOSE, FENCED, OPEN, ToolCall, bare_calls, new_call_id, parse_call
+from specllama.dialects.calls import CLOSE, FENCED, OPEN, ToolCall, bare_calls, new_call_id, parse_call
 
 __all__ = ["CLOSE", "FENCED", "OPEN", "ToolCall", "ToolCallParser", "bare_calls", "new_call_id", "parse_call",
            "split_calls"]
@@ -29,9 +29,9 @@ def ToolCallParser(forced: str = "", names: frozenset[str] = frozenset()):  # no
     parts; a part is content (str), thinking (Reasoning) or a ToolCall. `forced` is text the answer
     began with in the prompt (a forced call's opening), parsed first; `names`: the offered functions
     (a bare JSON call naming them counts)."""
-    from specllama.server.dialects.answer import AnswerParser
-    from specllama.server.dialects.dialect import ToolSet
-    from specllama.server.dialects.hermes import HERMES
+    from specllama.dialects.answer import AnswerParser
+    from specllama.dialects.dialect import ToolSet
+    from specllama.dialects.hermes import HERMES
 
     return AnswerParser(HERMES, ToolSet({name: {} for name in names}), forced)
 
@@ -40,7 +40,7 @@ def split_calls(text: str, forced: str = "", names: frozenset[str] = frozenset()
                 cut: bool = False) -> tuple[str | None, list[ToolCall]]:
     """A whole answer: (its content, None when empty; its calls). `cut`: max_tokens ended the
     answer, so an unfinished call is a half call: neither a call nor content."""
-    from specllama.server.dialects.answer import split_answer
+    from specllama.dialects.answer import split_answer
 
     content, _, calls = split_answer(ToolCallParser(forced, names=names), text, cut)
     return content, calls

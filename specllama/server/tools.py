@@ -20,8 +20,8 @@ import json
 from dataclasses import dataclass
 
 from specllama.decoding.constraint import JSON_LAYOUT, Constraint, schema_problem
+from specllama.dialects import HERMES, Dialect
 from specllama.server.api_errors import invalid
-from specllama.server.dialects import HERMES, Dialect
 from specllama.server.tool_calls import OPEN
 
 CHOICES = ("auto", "none", "required")

@@ -266,13 +266,13 @@ class ChatApp(App[None]):
         return True
 
     def _thinking_parser(self):
-        """The model's dialect parser for this answer where its template thinks (server/dialects), else None."""
+        """The model's dialect parser for this answer where its template thinks (dialects/), else None."""
         chat_dialect = getattr(self.runtime, "chat_dialect", None)  # a test's stand-in runtime may have none
         dialect, thinks = chat_dialect() if chat_dialect is not None else (None, False)
         if dialect is None or not thinks:
             return None
-        from specllama.server.dialects import ToolSet
-        from specllama.server.dialects.answer import AnswerParser
+        from specllama.dialects import ToolSet
+        from specllama.dialects.answer import AnswerParser
 
         opened = dialect.starts_thinking(self.runtime.render_chat(self.conversation.for_template()))
         return AnswerParser(dialect, ToolSet(), thinking=opened, parses_tools=False)

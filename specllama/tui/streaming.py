@@ -84,7 +84,7 @@ THINKING = "thinking"  # the origin of a thinking model's thinking (shown dimmed
 def stream_reply(reply_id: int, events: Iterable[Event], post: Callable[[Message], object],
                  interval: float = 0.1, clock: Callable[[], float] = time.perf_counter, thinking=None) -> Summary:
     """Drains a generation (`Runtime.generate`), posting ReplyChunk messages; returns its Summary.
-    `thinking`: the model's dialect parser (server/dialects/answer.py) where its template thinks: the
+    `thinking`: the model's dialect parser (dialects/answer.py) where its template thinks: the
     thinking's pieces then come as segments of origin THINKING."""
     pending = _Pending()
 

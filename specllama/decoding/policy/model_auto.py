@@ -7,7 +7,7 @@ A draft model that the estimates never let draft is tried now and then (`trying`
 engine has verified one draft: until then what a batch costs is the prior's word alone, and a prior
 that says batches are dear (a startup benchmark on a busy machine, or the 16-core machine's, which
 predicted 0.87x where auto ran at 1.27x) would never be put to the test: a fake backend with those
-costs drafted nothing with the model (tests/test_closed_loop.py). A try costs a step or two in
+costs drafted nothing with the model (tests/unit/test_closed_loop.py). A try costs a step or two in
 every TRY_EVERY at worst."""
 
 from __future__ import annotations

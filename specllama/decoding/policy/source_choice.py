@@ -9,7 +9,7 @@ draft model's and the MTP head's decodes apart). A near-certain copy goes to the
 first; elsewhere the decoding source with the best rate decodes, only when that beats the suffix
 draft's and plain decoding's (rate 1). So an MTP head whose verify batches cost more than its
 accepted tokens save (Metal, llama.cpp #23752) is never chosen, and one that pays is, at the depth
-its record and the costs say (tests/test_mtp_auto.py). Sources the realised check benched for this
+its record and the costs say (tests/unit/test_mtp_auto.py). Sources the realised check benched for this
 text are skipped. A chosen suffix draft comes whole and is cut here where it pays, like
 ConfidentAuto's; a decoding source's draft carries this text's per-position acceptance as its
 confidence, so a batch can cut every kind jointly."""

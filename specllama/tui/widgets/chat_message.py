@@ -36,7 +36,7 @@ from specllama.tui.streaming import THINKING, Segment, plain_text
 # paid: theme variables, so the colours follow the light and dark themes (their $text-accent and
 # $text-warning are one colour in textual-dark and textual-light: the draft model and the target
 # once looked alike), and a text style for each draft source, so they stay apart without colour
-# (NO_COLOR, where Textual renders in greys). tests/test_origin_styles.py checks both on every theme.
+# (NO_COLOR, where Textual renders in greys). tests/unit/test_origin_styles.py checks both on every theme.
 # An accepted draft is coloured by its source (TokenEvent.source); "draft" is any other drafter's.
 ORIGIN_STYLES = {
     "suffix": "$text-success underline",  # proposed by the suffix drafter (earlier text), accepted

@@ -1,0 +1,254 @@
+"""Draft policies (specllama/decoding/policy/): per request, which source drafts and how much is
+sent. Each is driven here as the engine drives it (ask, propose, review, cut, observe), on the
+suffix drafter and a scripted model stand-in, with the costs given by a prior."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from specllama.decoding.acceptance import Calibrator, PositionAcceptance, TextFit
+from specllama.decoding.cost.model import best_length
+from specllama.decoding.cost.online import Prior, StepCosts
+from specllama.decoding.drafters import DrafterBase, DraftRequest, Proposal
+from specllama.decoding.engine import Engine, GenerationConfig
+from specllama.decoding.policy import POLICIES, PolicyBase, PolicyKit, default_policy, policy_for, register
+from specllama.decoding.policy.confident_auto import ConfidentAuto
+from specllama.decoding.policy.fixed import FixedLength, FixedSuffixThenModel
+from specllama.decoding.policy.model_auto import ModelAuto
+from specllama.decoding.policy.plain import Plain
+from specllama.decoding.policy.source_choice import SourceChoice
+from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter
+from specllama.decoding.verifiers import VERIFIERS
+from specllama.errors import SpecllamaError
+from tests.support.fake_llm import FakeContext, counting_rule, judged
+
+FLAT = lambda n: 1.0 if 1 <= n <= 16 else None  # noqa: E731  verifying is free: any likely draft pays
+STEEP = lambda n: 1 + 0.8 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731  each extra verified token: 0.8
+REPEATED = [5, 6, 7, 8, 9, 10] * 6 + [5, 6]  # a long, frequent match: the suffix drafter is sure
+FRESH = list(range(1, 30))  # nothing repeats: no suffix draft
+ONCE = list(range(10, 30)) + list(range(10, 14))  # one earlier occurrence: raw confidence 0.5
+
+
+class ScriptedModel(DrafterBase):
+    """A draft model stand-in that proposes token 1 and counts its calls."""
+    name = "model"
+    free = False
+
+    def __init__(self):
+        self.calls = 0
+
+    def propose(self, requests):
+        self.calls += 1
+        return [Proposal([1] * r.k) for r in requests]
+
+
+def kit(ratio, drafters, records=None) -> PolicyKit:
+    return PolicyKit(drafters, StepCosts(Prior(ratio, 0.05, learned=True)), records or {}, VERIFIERS["causal"])
+
+
+def draft(policy, committed, room=8, alone=True) -> Proposal:
+    """One step's drafting for a lone request, as Engine._draft does it, then the policy's cut."""
+    ask, proposal = policy.ask(room, alone), Proposal([])
+    while ask is not None and ask.drafts:
+        proposal = ask.drafter.propose([DraftRequest(0, list(committed), ask.k, GenerationConfig(k="auto"),
+                                                     np.random.default_rng(0))])[0]
+        proposal = proposal.keep(ask.k)
+        proposal = replace(proposal, source=proposal.source or ask.drafter.name)
+        proposal, ask = policy.review(proposal)
+    return policy.cut(proposal)[0]
+
+
+# ---- which policy a request gets -------------------------------------------------------------
+
+def test_the_drafter_and_k_name_the_default_policy():
+    suffix, model = SuffixDrafter(), ScriptedModel()
+    k = kit(FLAT, {"suffix": suffix, "model": model}, {"model": PositionAcceptance(FLAT, 0.1)})
+    of = lambda **c: default_policy(GenerationConfig(**c), k)  # noqa: E731
+    assert isinstance(of(drafter="none"), Plain) and isinstance(of(drafter="suffix", k=0), Plain)
+    assert isinstance(of(drafter="suffix", k=3), FixedLength) and isinstance(of(drafter="model", k=3), FixedLength)
+    assert isinstance(of(drafter="suffix"), ConfidentAuto) and isinstance(of(drafter="model"), ModelAuto)
+    assert isinstance(of(drafter="auto"), SourceChoice) and isinstance(of(drafter="auto", k=2), FixedSuffixThenModel)
+    without_model = kit(FLAT, {"suffix": suffix})
+    with pytest.raises(SpecllamaError, match="no draft model is loaded"):
+        default_policy(GenerationConfig(drafter="model"), without_model)
+
+
+def test_a_registered_policy_is_chosen_by_name_and_an_unknown_one_refused():
+    @register("test-never")
+    class Never(Plain):
+        name = "test-never"
+
+        def __init__(self, config, kit):
+            pass
+    try:
+        assert isinstance(policy_for(GenerationConfig(policy="test-never"), kit(FLAT, {})), Never)
+        with pytest.raises(SpecllamaError, match="unknown draft policy 'nope'"):
+            Engine(FakeContext(counting_rule())).generate([1, 2], GenerationConfig(policy="nope"))
+    finally:
+        del POLICIES["test-never"]
+
+
+def test_a_policy_registered_by_name_runs_in_the_engine():
+    """The seam end to end: a policy that drafts the next counting token with the suffix drafter's
+    slot unused, registered and named by a request, decides what the engine verifies."""
+    class Guess(DrafterBase):
+        name = "guess"
+
+        def propose(self, requests):
+            return [Proposal([(r.committed[-1] + 1) % 32 or 1] * 1) for r in requests]
+
+    @register("test-guess")
+    class GuessNext(PolicyBase):
+        name = "test-guess"
+
+        def __init__(self, config, kit):
+            self.drafters = (Guess(),)
+
+        def ask(self, room, alone):
+            from specllama.decoding.policy import Ask
+            return Ask(self.drafters[0], min(room, 1))
+    try:
+        events = list(Engine(FakeContext(counting_rule())).generate([1, 2], GenerationConfig(policy="test-guess",
+                                                                                          max_tokens=9)))
+        summary = events[-1].summary
+        assert summary.tokens == 9 and summary.accepted == summary.drafted > 0 and summary.drafted_by == {"guess": summary.drafted}
+    finally:
+        del POLICIES["test-guess"]
+
+
+# ---- a fixed K and -k auto with the suffix drafter ---------------------------------------------
+
+def test_a_fixed_k_sends_what_matched_and_auto_cuts_where_it_pays():
+    """A fixed K sends what matched, up to K; under -k auto the drafter still reports all it
+    matched, with a confidence per token, and the policy cuts (a lone match at 0.5 a token does
+    not pay where each verified token costs 0.8 of a decode)."""
+    d = SuffixDrafter()
+    assert len(draft(FixedLength(d, 4), ONCE).tokens) == 4
+    assert draft(ConfidentAuto(d, kit(STEEP, {"suffix": d})), ONCE).tokens == ()
+    assert len(draft(ConfidentAuto(d, kit(FLAT, {"suffix": d})), ONCE, room=4).tokens) == 4
+
+
+def test_a_text_whose_drafts_fail_stops_drafting_and_a_new_text_starts_afresh():
+    """The calibrator is shared by all texts; each request's TextFit scales it by how its drafts fare."""
+    cal = Calibrator(groups=MATCH_GROUPS, prior_weight=1000.0)  # stuck at its prior: only the fit moves
+    d = SuffixDrafter(calibrator=cal)
+    cheap = lambda n: 1 + 0.2 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731
+    policy = ConfidentAuto(d, kit(cheap, {"suffix": d}))
+    lengths = []
+    for _ in range(8):
+        p = draft(policy, ONCE)
+        lengths.append(len(p.tokens))
+        policy.observe(judged(p, (0.0,) if p.tokens else ()))  # every draft rejected
+    assert lengths[0] > 0 and lengths[-1] == 0 and policy.fit.factor < 0.7
+    for _ in range(60):  # steps that sent nothing: the record fades, the text gets another try
+        p = draft(policy, ONCE)
+        if p.tokens:
+            break
+        policy.observe(judged(p, ()))
+    assert p.tokens
+    assert ConfidentAuto(d, kit(cheap, {"suffix": d})).fit.factor == 1.0  # the next request: its own record
+
+
+def test_text_fit_raises_confidence_on_texts_that_beat_the_prediction():
+    fit = TextFit()
+    for _ in range(10):
+        fit.observe([0.5, 0.5, 0.5], 3, 3)  # all accepted where 0.5 was predicted
+    assert fit.factor > 1.5 and fit.apply([0.5, 0.9]) == [pytest.approx(0.5 * fit.factor), 0.99]
+    assert best_length([0.3], lambda n: 1 + 0.25 * (n - 1)) == 1  # 1.3 / 1.25 = 1.04x
+    assert best_length([0.3], lambda n: 1 + 0.25 * (n - 1), min_gain=1.05) == 0  # not enough
+
+
+# ---- --drafter auto: which source -------------------------------------------------------------
+
+def auto_with(ratio, draft_cost, prior=0.9):
+    suffix, model = SuffixDrafter(), ScriptedModel()
+    record = PositionAcceptance(ratio, draft_cost, k_max=8, prior=prior)
+    return SourceChoice(suffix, model, kit(ratio, {"suffix": suffix, "model": model}, {"model": record})), model
+
+
+def test_auto_takes_the_suffix_draft_when_it_beats_the_model():
+    auto, model = auto_with(FLAT, draft_cost=0.5)
+    p = draft(auto, REPEATED)
+    assert p.source == "suffix" and p.tokens[:2] == (7, 8) and model.calls == 0
+
+
+def test_auto_uses_the_model_where_it_pays_and_nothing_matched():
+    auto, model = auto_with(FLAT, draft_cost=0.05)
+    p = draft(auto, FRESH)
+    assert p.source == "model" and p.tokens and model.calls == 1
+    # The text's per-position acceptance rides along: the planner cuts drafts by it in a batch.
+    assert len(p.confidence) == len(p.tokens) and all(0 < c <= 1 for c in p.confidence)
+
+
+def test_auto_proposes_nothing_where_neither_pays():
+    steep_model = lambda n: 1.0 + 0.6 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731
+    auto, model = auto_with(steep_model, draft_cost=0.5)  # the 2-core machine: the draft never pays
+    assert draft(auto, FRESH).tokens == () and model.calls == 0
+
+
+def test_auto_without_a_model_uses_the_suffix_drafter_alone():
+    suffix = SuffixDrafter()
+    auto = SourceChoice(suffix, None, kit(FLAT, {"suffix": suffix}))
+    assert draft(auto, REPEATED).source == "suffix"
+    assert draft(auto, FRESH).tokens == ()
+
+
+def test_auto_feeds_each_source_back_to_its_own_estimate():
+    auto, _ = auto_with(FLAT, draft_cost=0.05)
+    p = draft(auto, FRESH)
+    before = list(auto.acceptance.fast)
+    auto.observe(judged(p, (0.0,)))  # the model's first draft was rejected
+    assert auto.acceptance.fast[0] < before[0]
+    auto, _ = auto_with(FLAT, draft_cost=0.5)  # a dearer draft: the sure suffix draft wins
+    s = draft(auto, REPEATED)
+    assert s.source == "suffix"
+    before = list(auto.acceptance.fast)
+    auto.observe(judged(s, (1.0,) * len(s.tokens)))
+    assert auto.acceptance.fast == before  # the model's view saw no judgement (a fresh record: no drift either)
+    assert auto.fit.factor > 1.0  # the suffix draft's did
+
+
+def test_a_realised_loss_benches_the_source_for_this_text():
+    """Whatever the estimates say, a source whose steps realise less than plain decoding is
+    skipped for a while (realised.py): here every suffix step is charged as two plain steps."""
+    suffix = SuffixDrafter()
+    auto = SourceChoice(suffix, None, kit(FLAT, {"suffix": suffix}))
+    for _ in range(6):
+        p = draft(auto, REPEATED)
+        if not p.tokens:
+            break
+        auto.observe(judged(p, (0.0,), seconds=0.1, t1=0.05))  # 1 token for 2 plain steps' time
+    assert draft(auto, REPEATED).tokens == () and "suffix" in auto.realised.avoid()
+
+
+def test_sampling_acceptance_is_learnt_from_the_verifiers_odds_not_coin_flips():
+    # Under sampling a deterministic draft token is accepted with the target's p(x): an estimate fed
+    # the odds sits at p after a few steps whatever the coins said; fed 1/0 it swings with them.
+    from specllama.decoding.acceptance import PositionAcceptance, TextFit
+    ratio = lambda n: 1.0 + 0.3 * (n - 1)  # noqa: E731
+    by_odds, by_coins = PositionAcceptance(ratio, None, k_max=4), PositionAcceptance(ratio, None, k_max=4)
+    for _ in range(40):  # every step: the first draft accepted (p = 0.9), the second rejected (p = 0.9)
+        by_odds.observe(4, 1, odds=(0.9, 0.9))
+        by_coins.observe(4, 1)
+    assert by_odds.fast[0] == pytest.approx(0.9, abs=0.01) and by_odds.fast[1] == pytest.approx(0.9, abs=0.01)
+    assert by_coins.fast[1] < 0.1  # the coin flips' verdict: position 2 never passes
+    fit, coins = TextFit(), TextFit()
+    for _ in range(30):
+        fit.observe([0.9, 0.9], 2, 0, odds=(0.45,))  # rejected, but the target gave it fair odds
+        coins.observe([0.9, 0.9], 2, 0)
+    # (accepted + w) / (predicted + w) over ~10 judgements, w = 2: (4.5 + 2) / (9 + 2) against (0 + 2) / (9 + 2)
+    assert fit.factor == pytest.approx(6.5 / 11, abs=0.02) and coins.factor == pytest.approx(2 / 11, abs=0.02)
+
+
+def test_auto_takes_a_near_certain_copy_even_when_the_costs_say_no_batch_pays():
+    from specllama.decoding.policy.source_choice import choose_source
+
+    dear = lambda n: float(n) if n >= 1 else None  # noqa: E731
+    guess = Proposal([1, 2, 3], confidence=[0.9, 0.9, 0.9])
+    copy = Proposal([1, 2, 3], confidence=[0.9, 0.9, 0.9], certain=3)
+    assert choose_source(guess, None, 8, frozenset(), dear) == ("none", 0)
+    assert choose_source(copy, None, 8, frozenset(), dear) == ("suffix", 0)
+    assert choose_source(copy, None, 8, frozenset({"suffix"}), dear) == ("none", 0)  # benched: it lost here
