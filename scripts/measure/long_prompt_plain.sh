@@ -2,7 +2,7 @@
 # plain decode tok/s with a ~1800-token prompt: specllama run vs llama-server, interleaved
 cd "$(dirname "$0")/../.."
 M=${SPECLLAMA_CACHE:-$HOME/.cache/specllama}/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
-LS=${1:?usage: measure_long_prompt_plain.sh PATH-TO-llama-server}
+LS=${1:?usage: scripts/measure/long_prompt_plain.sh PATH-TO-llama-server}
 P="$(sed -n 1,400p specllama/decoding/engine.py | head -c 6500)
 Summarise what this module does, then list its classes."
 $LS -m $M -t 2 -c 4096 --port 18222 > /tmp/measure_long_prompt_ls.log 2>&1 &

@@ -24,7 +24,7 @@ import os
 import time
 from typing import Callable
 
-from specllama.llama.thread_wait import cpu_times
+from specllama.llama.cpu_load import cpu_times
 
 PERIOD_S = 1.0
 CONFIRM = 2

@@ -33,6 +33,8 @@ import sys
 import time
 
 from specllama.errors import UsageError
+from specllama.llama import thread_share
+from specllama.llama.cpu_load import busy_cores, cpu_times
 
 LEVELS = ("auto", "spin", "sleep")
 DEFAULT_LEVEL = "auto"
@@ -70,23 +72,6 @@ def user_set() -> bool:
     return _MARK not in os.environ and any(name in os.environ for name in _USER_VARS)
 
 
-def cpu_times() -> tuple[int, int] | None:
-    """(busy, total) scheduler ticks of all CPUs since boot; None where /proc/stat is not there."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return sum(fields[:8]) - idle, sum(fields[:8])
-
-
-def busy_cores(before: tuple[int, int], after: tuple[int, int], cores: int) -> float:
-    """Cores' worth of CPU time used between two cpu_times() samples."""
-    busy, total = after[0] - before[0], after[1] - before[1]
-    return cores * busy / total if total > 0 else 0.0
-
-
 def decide(busy: float, cores: int, threads: int) -> str:
     """`auto`'s choice: spin when what else runs fits on the cores our threads leave free."""
     return "spin" if busy <= max(0, cores - threads) + AUTO_BUSY_CORES else "sleep"
@@ -121,8 +106,6 @@ def configure(level: str | None = None, threads: int | None = None) -> str:
     if "llama_cpp" in sys.modules:
         return _chosen or "fixed"
     _reason = ""
-    from specllama.llama import thread_share  # it reads /proc through this module's cpu_times
-
     thread_share.follow_machine(level == "auto")  # `auto` also follows the machine after the start
     if level == "auto":
         level = _auto(threads)

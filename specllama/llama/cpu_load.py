@@ -1,0 +1,24 @@
+"""How busy the machine's CPUs are, from /proc/stat: what `--thread-wait auto` looks at as a command
+starts (thread_wait.py) and what the thread cap follows afterwards (thread_share.py).
+
+Imports nothing from llama_cpp: it runs before the library loads.
+"""
+
+from __future__ import annotations
+
+
+def cpu_times() -> tuple[int, int] | None:
+    """(busy, total) scheduler ticks of all CPUs since boot; None where /proc/stat is not there."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
+def busy_cores(before: tuple[int, int], after: tuple[int, int], cores: int) -> float:
+    """Cores' worth of CPU time used between two cpu_times() samples."""
+    busy, total = after[0] - before[0], after[1] - before[1]
+    return cores * busy / total if total > 0 else 0.0
