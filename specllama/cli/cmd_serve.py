@@ -76,34 +76,23 @@ def _add_server_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: a tenth of the free disk, at most 8192; 0: off)")
 
 
-def _mib(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a size in MiB, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"a size in MiB is 0 or more, got {value}")
-    return value
+def _bounded(parse, what: str, low: float, high: float | None = None):
+    """An argparse type: `parse` the text, refused in one line outside [low, high]."""
+    def convert(text: str):
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            limits = f"from {low:g} to {high:g}" if high is not None else f"{low:g} or more"
+            raise argparse.ArgumentTypeError(f"expected {what} {limits}, got {text}")
+        return value
+    return convert
 
 
-def _keep_alive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not 0 <= value <= 3600:
-        raise argparse.ArgumentTypeError(f"expected seconds between 0 and 3600, got {text}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0-65535, got {port}")
-    return port
+_mib = _bounded(int, "a size in MiB", 0)
+_keep_alive = _bounded(float, "seconds", 0, 3600)
+_port = _bounded(int, "a port number", 0, 65535)
 
 
 def api_key_from(args: argparse.Namespace) -> str | None:
