@@ -2,7 +2,7 @@
 
 Measured here (2 cores, the 1.5B target, `run --drafter none -n 64`, one other process busy on a
 core the whole time, 2 interleaved rounds; /tmp probe, figures in bench/measured/
-vm-20261125-thread-share.md): 2 spinning threads 13.9-14.3 tok/s, 2 sleeping threads 17.8-17.9,
+vm-20261125-thread-share.md, its last section): 2 spinning threads 13.9-14.3 tok/s, 2 sleeping threads 17.8-17.9,
 1 thread 19.5-20.2 under either wait. With the cores idle, 2 threads make 27-28 tok/s and 1 about
 20. A decode's threads meet at a barrier after every operation, so one preempted thread holds up
 the other: while something else runs, the thread it would preempt is better not started. The
