@@ -32,7 +32,7 @@ CELLS, SNAPSHOTS, CHECKPOINTS = "cells", "snapshots", "checkpoints"
 
 # The longest tail a snapshot rollback must reach: decoding.request.K_MAX, the longest draft a
 # user may ask for (a verification decodes [last] + K drafts and may drop all K). Kept here as a
-# number (llama/ does not import decoding/); tests/test_rollback.py checks the two agree.
+# number (llama/ does not import decoding/); tests/integration/test_hybrid_rollback.py checks the two agree.
 SNAPSHOT_DEPTH = 16
 
 PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent part only; attention cells are cut instead

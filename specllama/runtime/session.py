@@ -1,6 +1,6 @@
 """The one declared interface between the front-ends (chat, run, batch, bench, costs, serve) and
 loaded models: `Session`. `runtime.loaded.Runtime` is the real one; the chat's tests use a scripted
-fake checked against this same protocol (tests/test_session_protocol.py), and a test reads every
+fake checked against this same protocol (tests/integration/test_session.py), and a test reads every
 front-end's source to check it asks a session for nothing else.
 
 Front-ends never see a model, a context or the engine: text goes in and out through the session's
