@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections import deque
 from typing import Callable
 
 from specllama.llama.cpu_load import cpu_times
@@ -29,6 +30,7 @@ from specllama.llama.cpu_load import cpu_times
 PERIOD_S = 1.0
 CONFIRM = 2
 MARGIN_CORES = 0.5
+KEPT_CHANGES = 64
 
 
 def own_ticks() -> int | None:
@@ -56,7 +58,9 @@ class ThreadShare:
         self._read_all, self._read_own, self._clock = read_all, read_own, clock
         self.now = self.cores
         self.others = 0.0  # cores' worth other processes used over the last period
-        self.changes: list[tuple[float, int, float]] = []  # (time, new cap, others' cores) for reports
+        # (time, new cap, others' cores), the latest few: a server that runs for weeks beside a
+        # machine whose load comes and goes must not keep every change it ever made.
+        self.changes: deque[tuple[float, int, float]] = deque(maxlen=KEPT_CHANGES)
         self._last: tuple[float, tuple[int, int], int] | None = None
         self._pending, self._agreed = self.cores, 0
         self.enabled = read_all() is not None and read_own() is not None

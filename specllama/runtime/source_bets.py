@@ -54,15 +54,16 @@ def source_bets(ratio: Ratio, draft_cost: float | None = None, *, has_draft: boo
     """The bets of the sources this load can draft from: the text and the grammar always, the draft
     model when the pair has one (draft_cost None: its cost is not measured yet), the MTP heads when
     the target has them."""
+    free = _needs(ratio, 0.0, K_COPY_MAX)  # the text's and the grammar's drafts cost no decode: one table for both
     floors = ", ".join(f"{label}: {floor:.0%}" for label, floor in zip(("3-7", "8-15", "16+"), COLD_FLOORS[1:]))
     bets = [
-        SourceBet("suffix", 0.0, _needs(ratio, 0.0, K_COPY_MAX),
+        SourceBet("suffix", 0.0, free,
                   f"text seen once before is accepted at least this often, by tokens matched: {floors}; "
                   "each judged draft moves that toward what this run shows",
                   f"the length where tokens per verify time peak, if that promises {MIN_GAIN:.2f}x plain; "
                   f"a copy in progress ({NEAR_CERTAIN_MATCH}+ tokens matched) up to {K_AUTO_MAX} tokens, "
                   f"doubled after each copy accepted whole (to {K_COPY_MAX}), halved by a rejection"),
-        SourceBet("grammar", 0.0, _needs(ratio, 0.0, K_COPY_MAX),
+        SourceBet("grammar", 0.0, free,
                   "100 %: a token the grammar forces is the only one the target may produce",
                   "every forced token, appended after the other drafts"),
     ]
