@@ -20,7 +20,7 @@ from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
 from specllama.decoding.suffix_drafter import COLD_FLOORS, NEAR_CERTAIN_MATCH
 from specllama.runtime.draft_load import LOAD_ACCEPTANCE, LOAD_AT
 
-LENGTHS = (1, 2, 4, 8, 16, 32, 64)  # draft lengths shown: the short guesses and the long copies
+LENGTHS = (1, 2, 4, 8, 15, 31, 63)  # draft lengths shown: the short guesses and the long copies (whole blocks of rows)
 NEVER = "never"  # even 100 % acceptance loses at this length
 UNKNOWN = "unknown"  # the source's cost, or the cost of the batch that verifies it, is not known here
 
@@ -62,7 +62,8 @@ def source_bets(ratio: Ratio, draft_cost: float | None = None, *, has_draft: boo
                   "each judged draft moves that toward what this run shows",
                   f"the length where tokens per verify time peak, if that promises {MIN_GAIN:.2f}x plain; "
                   f"a copy in progress ({NEAR_CERTAIN_MATCH}+ tokens matched) up to {K_AUTO_MAX} tokens, "
-                  f"doubled after each copy accepted whole (to {K_COPY_MAX}), halved by a rejection"),
+                  f"doubled after each copy accepted whole, in whole blocks of rows (15, 31, to {K_COPY_MAX}), "
+                  "halved by a rejection"),
         SourceBet("grammar", 0.0, free,
                   "100 %: a token the grammar forces is the only one the target may produce",
                   "every forced token, appended after the other drafts"),

@@ -63,18 +63,32 @@ def test_a_copy_accepted_whole_doubles_its_reach_and_a_rejection_halves_it():
     run = CopyRun()
     assert run.reach == K_AUTO_MAX
     run.observe(copy(8, 0.95, 8), n_accepted=8)
-    assert run.reach == 16
-    run.observe(copy(16, 0.95, 16), n_accepted=16)
-    run.observe(copy(32, 0.95, 32), n_accepted=32)
-    run.observe(copy(64, 0.95, 64), n_accepted=64)
+    assert run.reach == 15  # 16 rows with the token verified after the drafts: a whole block
+    run.observe(copy(15, 0.95, 15), n_accepted=15)
+    assert run.reach == 31
+    run.observe(copy(31, 0.95, 31), n_accepted=31)
+    assert run.reach == 63 == K_COPY_MAX
+    run.observe(copy(63, 0.95, 63), n_accepted=63)
     assert run.reach == K_COPY_MAX
     run.observe(copy(8, 0.6, 0), n_accepted=8)  # an uncertain draft accepted: no evidence of a copy
     assert run.reach == K_COPY_MAX
-    run.observe(copy(64, 0.95, 64), n_accepted=40)
-    assert run.reach == K_COPY_MAX // 2
+    run.observe(copy(63, 0.95, 63), n_accepted=40)
+    assert run.reach == 31
     for _ in range(4):
         run.observe(copy(8, 0.95, 8), n_accepted=2)
     assert run.reach == K_AUTO_MAX
+
+
+def test_a_copy_grows_in_whole_blocks_of_rows():
+    # Every reach a copy's doubling reaches, verified with the token after it, fills whole blocks
+    # (a power of two rows), whatever length the accepted copy had.
+    for first in range(1, K_COPY_MAX + 1):
+        run = CopyRun()
+        run.reach = first
+        run.observe(copy(first, 0.95, first), n_accepted=first)
+        rows = run.reach + 1
+        assert run.reach == K_AUTO_MAX or rows & (rows - 1) == 0, (first, run.reach)
+        assert run.reach >= min(first, K_COPY_MAX)  # never shrinks on a success
 
 
 def test_the_reach_sends_a_certain_lead_the_costs_alone_would_cut():

@@ -27,7 +27,7 @@ def test_a_long_copy_needs_more_per_token_on_a_steep_machine_and_never_beyond_wh
     needs = source_bets(steep)[0].needs
     assert needs[1] < needs[2] < needs[4] < needs[8]
     flat = source_bets(lambda n: 1.0 + 0.02 * (n - 1))[0].needs  # a GPU-like shape: long drafts cheap
-    assert flat[64] < needs[64]
+    assert flat[63] < needs[63]
     costly = source_bets(lambda n: 1.0 + 1.0 * (n - 1), 0.5, has_draft=True)
     assert costly[2].source == "model" and costly[2].needs[1] == NEVER  # 2 tokens for 2.5 steps at best
 
@@ -36,7 +36,7 @@ def test_unknown_costs_say_so_instead_of_guessing():
     curve = [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 6.5, 7.0, 7.5, 8.0, 8.5, 9.0]
     bets = source_bets(lambda n: curve[n - 1] if n <= len(curve) else None, None, has_draft=True, has_mtp=True)
     suffix, _, model, mtp = bets
-    assert isinstance(suffix.needs[16], float) and suffix.needs[32] == UNKNOWN  # 33 rows were never timed
+    assert isinstance(suffix.needs[15], float) and suffix.needs[31] == UNKNOWN  # 32 rows were never timed
     assert set(model.needs.values()) == {UNKNOWN} and mtp.source == "mtp"
     assert max(model.needs) == 8  # a model draft never goes past K_AUTO_MAX
 

@@ -41,9 +41,13 @@ SMALL_N, SMALL_N_REPEATS = 4, 3  # batches of up to 4 tokens are timed 3x per ro
 
 def measured_sizes(max_n: int) -> list[int]:
     """The batch sizes timed for a curve to max_n: every n up to 17 (where the kernels' steps
-    decide K), then every 4th to 32 and every 8th beyond (where only N's choice looks, and the
-    curve is smooth); the rest is interpolated. Keeps a 64-point curve under a minute here."""
-    sizes = [n for n in range(1, max_n + 1) if n <= 17 or (n <= 32 and n % 4 == 0) or n % 8 == 0]
+    decide K), then every 4th to 32 and every 8th beyond, and a row each side of every 16th:
+    llama.cpp's kernels work on blocks of rows, and one row past a block costs most of another
+    (31/32/33 rows 549/465/524 ms here, bench/measured/vm-20261125-verify-rows), which a line
+    through 28, 32 and 40 would miss. The rest is interpolated. Keeps a 64-point curve under a
+    minute here."""
+    sizes = [n for n in range(1, max_n + 1)
+             if n <= 17 or (n <= 32 and n % 4 == 0) or n % 8 == 0 or n % 16 in (1, 15)]
     return sizes if sizes[-1] == max_n else sizes + [max_n]
 
 
