@@ -10,7 +10,9 @@ first; elsewhere the decoding source with the best rate decodes, only when that 
 draft's and plain decoding's (rate 1). So an MTP head whose verify batches cost more than its
 accepted tokens save (Metal, llama.cpp #23752) is never chosen, and one that pays is, at the depth
 its record and the costs say (tests/unit/test_mtp_auto.py). Sources the realised check benched for this
-text are skipped. A chosen suffix draft comes whole and is cut here where it pays, like
+text are skipped, and so is a source whose every try lately lost, for ever longer (source_backoff.py:
+the costs price a batch size they forgot optimistically again, which would retry it every time).
+A chosen suffix draft comes whole and is cut here where it pays, like
 ConfidentAuto's; a decoding source's draft carries this text's per-position acceptance as its
 confidence, so a batch can cut every kind jointly."""
 
@@ -97,7 +99,8 @@ class SourceChoice(PolicyBase):
             proposal = replace(proposal, confidence=self.fit.apply(proposal.confidence))
             proposal = replace(proposal, certain=still_certain(proposal))
         proposal = long_enough(proposal)
-        choice, k = choose_source(proposal, self.records, self._cap, self.realised.avoid(), self.kit.costs.ratio)
+        avoid = self.realised.avoid() | self.kit.engine.backoff.waiting(self.kit.costs.steps)
+        choice, k = choose_source(proposal, self.records, self._cap, avoid, self.kit.costs.ratio)
         if choice in self.decoding:
             return proposal, Ask(self.decoding[choice], k)
         if choice == "none":
@@ -124,3 +127,10 @@ class SourceChoice(PolicyBase):
         self.realised.tick()
         if outcome.alone:
             self.realised.observe(outcome.source, outcome.emitted, outcome.seconds, outcome.t1)
+            if decoded_by is not None:
+                self.kit.engine.backoff.tried(decoded_by, outcome.emitted, outcome.seconds)
+        costs = self.kit.costs
+        # Judged against T(1) only once a plain step timed it (or earlier runs did): before, it is
+        # guessed from the drafting steps' own batches, which hides what they cost.
+        if costs.last_t1_step >= 0 or costs.prior.learned:
+            self.kit.engine.backoff.judge(costs.t1(), costs.steps)
