@@ -9,7 +9,7 @@ T1 = 0.1
 
 
 def lose(backoff: SourceBackoff, now: int) -> None:
-    backoff.tried("mtp", 2, 3 * T1)  # 2 tokens in three plain steps' time
+    backoff.tried("mtp", 1, 2, 3 * T1)  # 2 tokens in three plain steps' time: even all accepted it lost
     backoff.judge(T1, now)
 
 
@@ -27,7 +27,7 @@ def test_waits_double_with_each_loss_in_a_row_up_to_a_limit():
 
 def test_tries_before_t1_is_known_are_judged_when_it_is():
     backoff = SourceBackoff()
-    backoff.tried("mtp", 2, 3 * T1)
+    backoff.tried("mtp", 1, 2, 3 * T1)
     backoff.judge(None, 2)
     assert not backoff.waiting(2)
     backoff.judge(T1, 3)
@@ -37,15 +37,15 @@ def test_tries_before_t1_is_known_are_judged_when_it_is():
 def test_one_unlucky_try_of_a_source_that_pays_is_not_a_loss_and_a_win_ends_a_streak():
     backoff = SourceBackoff()
     for now in range(3):
-        backoff.tried("mtp", 5, 2 * T1)  # 5 tokens in two plain steps
+        backoff.tried("mtp", 4, 5, 2 * T1)  # 5 tokens in two plain steps
         backoff.judge(T1, now)
-    backoff.tried("mtp", 1, 2 * T1)  # its first draft token rejected
+    backoff.tried("mtp", 4, 1, 2 * T1)  # its first draft token rejected
     backoff.judge(T1, 3)
     assert not backoff.waiting(3) and backoff.losses("mtp") == 0
     lose(backoff, 4)
     lose(backoff, 5)
     assert backoff.waiting(5) and backoff.losses("mtp") >= 1
     for _ in range(3):
-        backoff.tried("mtp", 8, 2 * T1)
+        backoff.tried("mtp", 8, 9, 2 * T1)
         backoff.judge(T1, 6)
     assert not backoff.waiting(6) and backoff.losses("mtp") == 0

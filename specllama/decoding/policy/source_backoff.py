@@ -7,12 +7,14 @@ deep at each such moment, about 5 % of plain decoding's time over 256 tokens
 (tests/unit/test_mtp_auto.py). The estimate is right to be tried again (a machine changes); what
 was missing is the record of how those tries went.
 
-A try is a step whose draft came from the source, verified alone (a batch's seconds are shared);
-it lost when the source's tries so far, the latest weighing most (each older one DECAY as much),
-realised less than plain decoding would have in their time: emitted tokens below seconds / T(1).
-So one unlucky try of a source that pays (its first draft token rejected) is not a loss, and a
-lucky one of a source that does not pay is not a win. A loss makes the source wait FIRST_WAIT
-steps, doubling with each further loss in a row, up to MAX_WAIT; a try that wins ends the streak.
+A try is a step whose draft came from the source, verified alone (a batch's seconds are shared).
+It lost for sure when even its every draft accepted would have realised less than plain decoding
+in its time ((drafted + 1) tokens below seconds / T(1)): what it costs here, not the text, lost it.
+Else the tries are judged together, the latest weighing most (each older one DECAY as much), once
+there are MIN_TRIES of them: their emitted tokens below their seconds / T(1) is a loss, so one
+unlucky try of a source that pays (its first draft token rejected: strix-0.8 in
+tests/unit/test_mtp_auto.py) is not. A loss makes the source wait FIRST_WAIT steps, doubling with
+each further loss in a row, up to MAX_WAIT; a win ends the streak.
 Never forever: one try per MAX_WAIT steps (at most ~0.2 % of the time for a try that costs two
 plain steps) is how it notices a change.
 Tries made before T(1) was ever timed (a fresh machine's first steps) are judged once it is.
@@ -26,14 +28,16 @@ from dataclasses import dataclass, field
 
 FIRST_WAIT = 32  # steps after a first loss
 MAX_WAIT = 1024  # the longest wait: one try per this many steps
-DECAY = 0.5  # the weight of the tries before the latest: a few tries of memory, tries being rare
+DECAY = 0.7  # the weight of the tries before the latest: a few tries of memory, tries being rare
+MIN_TRIES = 4  # tries judged together before their realised rate may call a loss
 
 
 @dataclass
 class _Streak:
     losses: int = 0  # tries lost in a row
     until: int = -1  # the step before which the source is not tried
-    pending: list[tuple[int, float]] = field(default_factory=list)  # (emitted, seconds): tries not judged yet
+    pending: list[tuple[int, int, float]] = field(default_factory=list)  # (drafted, emitted, seconds) not judged yet
+    tries: int = 0  # judged (as a group), since the last loss
     tokens: float = 0.0  # the judged tries' emitted tokens, decayed
     cost: float = 0.0  # their seconds in plain steps, decayed
 
@@ -42,10 +46,10 @@ class _Streak:
 class SourceBackoff:
     streaks: dict[str, _Streak] = field(default_factory=dict)
 
-    def tried(self, source: str, emitted: int, seconds: float) -> None:
-        """A step verified `source`'s draft alone: `emitted` tokens in `seconds`."""
+    def tried(self, source: str, drafted: int, emitted: int, seconds: float) -> None:
+        """A step verified `source`'s draft of `drafted` tokens alone: `emitted` tokens in `seconds`."""
         if source and seconds > 0:
-            self.streaks.setdefault(source, _Streak()).pending.append((emitted, seconds))
+            self.streaks.setdefault(source, _Streak()).pending.append((drafted, emitted, seconds))
 
     def judge(self, t1: float | None, now: int) -> None:
         """Judge the tries made so far against T(1) (None: not timed yet, they wait); `now` the
@@ -53,13 +57,16 @@ class SourceBackoff:
         if not t1:
             return
         for streak in self.streaks.values():
-            for emitted, seconds in streak.pending:
+            for drafted, emitted, seconds in streak.pending:
+                cost = seconds / t1
                 streak.tokens = DECAY * streak.tokens + emitted
-                streak.cost = DECAY * streak.cost + seconds / t1
-                if streak.tokens < streak.cost:
+                streak.cost = DECAY * streak.cost + cost
+                streak.tries += 1
+                if drafted + 1 < cost or (streak.tries >= MIN_TRIES and streak.tokens < streak.cost):
                     streak.losses += 1
                     streak.until = now + min(MAX_WAIT, FIRST_WAIT << min(streak.losses - 1, 20))
-                else:
+                    streak.tries, streak.tokens, streak.cost = 0, 0.0, 0.0  # the next tries are judged afresh
+                elif streak.tokens >= streak.cost:
                     streak.losses, streak.until = 0, -1
             streak.pending.clear()
 

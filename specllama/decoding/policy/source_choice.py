@@ -76,8 +76,10 @@ class SourceChoice(PolicyBase):
         self.realised = RealisedSpeed()
         self.copy_run = CopyRun()
         self._cap = 0
+        self._slot = 0
 
     def start(self, slot: int, prompt: Sequence[int]) -> None:
+        self._slot = slot
         self.suffix.prefill(slot, prompt)
         # A decoding source digests the prompt now only when it may be used at once; else it
         # catches up on its first proposal (a long prompt costs the draft seconds).
@@ -128,9 +130,21 @@ class SourceChoice(PolicyBase):
         if outcome.alone:
             self.realised.observe(outcome.source, outcome.emitted, outcome.seconds, outcome.t1)
             if decoded_by is not None:
-                self.kit.engine.backoff.tried(decoded_by, outcome.emitted, outcome.seconds)
+                self.kit.engine.backoff.tried(decoded_by, outcome.drafted, outcome.emitted, outcome.seconds)
         costs = self.kit.costs
         # Judged against T(1) only once a plain step timed it (or earlier runs did): before, it is
         # guessed from the drafting steps' own batches, which hides what they cost.
         if costs.last_t1_step >= 0 or costs.prior.learned:
             self.kit.engine.backoff.judge(costs.t1(), costs.steps)
+        self._follow()
+
+    def _follow(self) -> None:
+        """A source that must follow every target decode (an MTP head) does so only while it may be
+        chosen: not benched or waiting, and some draft length pays on its record and the costs.
+        Else each step would pay for feeding a head that drafts nothing (it catches up when chosen)."""
+        avoid = self.realised.avoid() | self.kit.engine.backoff.waiting(self.kit.costs.steps)
+        for name, drafter in self.decoding.items():
+            follow = getattr(drafter, "follow", None)
+            if follow is not None:
+                record = self.records.get(name)
+                follow(self._slot, name not in avoid and record is not None and record.choose() > 0)
