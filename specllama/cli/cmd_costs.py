@@ -115,7 +115,7 @@ def learnt_costs(runtime) -> dict | None:
         return None
     prior = runtime.costs.prior
     return {"t1_s": prior.t1_s, "ratios": {str(n): prior.ratio(n) for n in range(1, K_SHOWN + 2)},
-            "draft_ratio": prior.draft_ratio, "mtp_ratio": runtime.store.head_cost()}
+            "draft_ratio": prior.draft_ratio, "mtp_ratio": runtime.learned_head_cost()}
 
 
 def learnt_line(learnt: dict) -> str:
@@ -136,7 +136,7 @@ def bets_for(runtime, curve: CostCurve, target_path, has_draft: bool) -> list:
     learnt = runtime.learned_costs()
     ratio = runtime.costs.ratio if learnt else curve.ratio
     draft_cost = (runtime.costs.draft_ratio() if learnt else None) or curve.draft_ratio
-    return source_bets(ratio, draft_cost, has_draft=has_draft, mtp_cost=runtime.store.head_cost(),
+    return source_bets(ratio, draft_cost, has_draft=has_draft, mtp_cost=runtime.learned_head_cost(),
                        has_mtp=mtp_layers(target_path) > 0)
 
 

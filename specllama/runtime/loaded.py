@@ -367,7 +367,8 @@ class Runtime:
 
     def drafter_note(self, summary: Summary) -> Notice | None:
         """A drafter the request asked for that is not paying, with its measured cost and acceptance."""
-        return drafter_note(summary, self.step_costs, self.model_acceptance, self.has_draft_model)
+        return drafter_note(summary, self.step_costs, self.model_acceptance, self.has_draft_model,
+                            self.engine.acceptance.get("mtp"), self.mtp is not None)
 
     def suffix_calibration(self) -> list:
         return self.suffix.calibrator.report() if self.suffix is not None else []
@@ -389,6 +390,10 @@ class Runtime:
     def learned_costs(self) -> bool:
         """Whether earlier runs here left step costs this run started from."""
         return self.store.learned(self.draft_path) is not None
+
+    def learned_head_cost(self) -> float | None:
+        """The target's MTP head's cost a draft position as earlier runs here timed it (None: never)."""
+        return self.store.head_cost()
 
     def llama_decode_time(self) -> dict[str, tuple[int, float]]:
         """Per model ("target", "draft"): llama_decode calls and seconds since loading, prompts

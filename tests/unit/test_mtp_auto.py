@@ -248,3 +248,25 @@ def test_a_head_that_is_never_right_is_dropped_where_a_right_one_would_pay():
     auto, steps, _ = run("auto", STRIX_VLLM, wrong_every(1))
     assert plain / auto >= 0.95, f"{plain / auto:.3f}x of plain"
     assert mtp_tokens(steps[len(steps) // 4:]) <= TOKENS // 16
+
+
+def test_the_not_paying_note_covers_the_head_asked_for_on_the_metal_curve():
+    """`--drafter mtp` on #23752's Metal costs: its drafts, every one accepted, still lose (0.89x
+    here, 0.885x in llama.cpp's run); the note says so with the head's own timed cost, as it does
+    for a draft model's."""
+    from specllama.decoding.events import DoneEvent
+    from specllama.runtime.drafter_note import drafter_note
+
+    t1, c, ratio = METAL_23752
+    clock = FakeClock()
+    costs = StepCosts(Prior())
+    target = FakeContext(prose_rule(), clock=clock, cost=loop(t1, ratio))
+    head = MtpDrafter(FakeHead(target, prose_rule(), clock, c * t1, FOLLOW * t1), clock)
+    engine = Engine(target, {"mtp": head}, {"mtp": model_acceptance(costs, "mtp")}, costs, clock=clock)
+    events = list(engine.generate(PROMPT, GenerationConfig(drafter="mtp", k="auto", max_tokens=64)))
+    summary = next(e for e in events if isinstance(e, DoneEvent)).summary
+    note = drafter_note(summary, costs, None, False, engine.acceptance["mtp"], True)
+    assert note is not None and note.text.startswith("the MTP head is not paying (0.")
+    assert f"its drafts cost {c:.2f} of a target step each" in note.text and "no acceptance would pay" in note.text
+    assert "feeds it only then" in note.detail
+    assert drafter_note(summary, costs, None, False, engine.acceptance["mtp"], False) is None  # no head loaded
