@@ -38,6 +38,11 @@ class MtpDrafter(DrafterBase):
         keeps their states, and catches up in one batch when it drafts again)."""
         self.mtp.follow(seq, on)
 
+    def finish(self, seq: int, committed: Sequence[int]) -> None:
+        # The slot's next request may name the head (--drafter mtp, a server's request): it starts
+        # followed, as a slot never paused does.
+        self.mtp.follow(seq, True)
+
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
         drafted: list[list[int]] = [[] for _ in requests]  # each request's tokens (its Proposal is made at the end)
         q_rows: dict[int, list[np.ndarray]] = {i: [] for i in range(len(requests))}

@@ -210,6 +210,7 @@ def test_on_the_losing_metal_curve_auto_stays_within_2_percent_of_plain(head):
     assert sum(s.source == "mtp" for s in steps[len(steps) // 8:]) <= 2
     fed = HEADS_MADE[-1].fed_rows
     assert fed <= (len(PROMPT) + TOKENS) * 2 // 3, f"the head was fed {fed} rows"  # all of them before
+    assert not HEADS_MADE[-1].paused  # the request over, its slot's next one starts with the head followed
     assert plain / auto >= 0.955, f"{plain / auto:.3f}x of plain without a head"
 
 
