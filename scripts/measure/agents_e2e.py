@@ -195,7 +195,11 @@ def client_command(client: str, args, scratch: Path, repo: Path, url: str) -> tu
         settings = home / ".qwen"
         settings.mkdir(exist_ok=True)
         (settings / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "openai"}}}))
-        env.update(OPENAI_API_KEY="local", OPENAI_BASE_URL=f"{url}/v1", OPENAI_MODEL="qwen2.5-coder")
+        env.update(OPENAI_API_KEY="local", OPENAI_BASE_URL=f"{url}/v1", OPENAI_MODEL="qwen2.5-coder",
+                   # its 120 s per request and 240 s without a stream *event* (an SSE comment is none) end a long
+                   # prefill and retry (3 times); its 900 s per stream too
+                   QWEN_CODE_API_TIMEOUT_MS=str(args.timeout * 1000), QWEN_STREAM_IDLE_TIMEOUT_MS=str(args.timeout * 1000),
+                   QWEN_STREAM_MAX_LIFETIME_MS=str(args.timeout * 1000))
         return [exe, "-p", TASK, "--approval-mode", "yolo"], env
     if client == "mini-swe-agent":
         # litellm's OpenAI provider with our base URL; no cost table for a local model (ignore_errors); at most
