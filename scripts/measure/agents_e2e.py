@@ -282,8 +282,13 @@ def run_client(client: str, args, scratch: Path, url: str, serve_log: Path) -> R
     elif row.failed_requests or traceback or client_errors:
         row.verdict = "server failed"
         row.evidence += [f"client: {e}" for e in client_errors] + (["serve: a traceback in its log"] if traceback else [])
+    elif row.abandoned and not row.requests - row.abandoned:
+        row.verdict = "client gave up on every request (its own timeout) before an answer"
     elif row.edit_applied:
         row.verdict = "ok" if row.finished else f"edit applied, client ended with {rc}"
+    elif row.requests == 0 and isinstance(rc, str):  # nothing answered nor left before the end: a prefill still running
+        row.verdict = "no request answered within the timeout"
+        row.evidence.append("client: " + client_out.strip()[-400:].replace("\n", "\\n"))
     elif row.requests == 0:
         row.verdict = "client never reached the server"
         row.evidence.append("client: " + client_out.strip()[-400:])
