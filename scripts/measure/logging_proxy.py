@@ -43,7 +43,10 @@ def prompt_counts(body: bytes) -> tuple[int, int] | None:
     prompt = _last(USAGE_PROMPT, body)
     if prompt is None:
         return None
-    return prompt, _last(USAGE_CACHED, body) or 0
+    cached = _last(USAGE_CACHED, body) or 0
+    if b'"cache_read_input_tokens"' in body:  # Anthropic's input_tokens leaves out the tokens read from the cache
+        prompt += cached
+    return prompt, cached
 
 
 def start(upstream_port: int, log: Path) -> tuple[ThreadingHTTPServer, int]:
