@@ -17,8 +17,12 @@ Run it alone (it loads the real pair):
     python scripts/measure/agents_e2e.py --clients opencode --scratch /tmp/e2e --ctx 16384 --timeout 900
 
 Clients: claude (Claude Code, /v1/messages), codex (Codex CLI, /v1/responses), opencode and qwen
-(OpenAI chat), aider (OpenAI chat, whole-file edits). Node >= 20 and npm for the first four; aider
-goes into its own venv. mini-swe-agent is not included.
+(OpenAI chat), aider (OpenAI chat, whole-file edits), mini-swe-agent (OpenAI chat through litellm, one
+bash tool). Node >= 20 and npm for the first four; aider and mini-swe-agent go into their own venvs.
+
+`--server llama-server --llama-server PATH` runs the same clients against llama.cpp's own server
+(the target GGUF alone, `--jinja`, the same -t and -c) behind a logging proxy (logging_proxy.py: llama-server
+logs no requests), so the report has a column per server.
 """
 
 from __future__ import annotations
@@ -36,16 +40,21 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import logging_proxy  # this folder's; the script runs as a file, so its folder is on sys.path
+
 REPO = Path(__file__).resolve().parents[2]
 NPM = {"claude": ("@anthropic-ai/claude-code", "2.1.332"), "codex": ("@openai/codex", "0.169.0"),
        "opencode": ("opencode-ai", "1.18.33"), "qwen": ("@qwen-code/qwen-code", "0.24.4")}
-PIP = {"aider": ("aider-chat", "0.86.2")}
+PIP = {"aider": ("aider-chat", "0.86.2"), "mini-swe-agent": ("mini-swe-agent", "2.4.6")}
+PIP_BIN = {"aider": "aider", "mini-swe-agent": "mini"}
+TARGET_GGUF = Path.home() / ".cache/specllama/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 TASK = ("The function add in calc.py returns the wrong result: add(2, 3) should be 5. Fix the bug by editing "
         "calc.py. Do not create other files.")
 CALC = "def add(a, b):\n    \"\"\"The sum of a and b.\"\"\"\n    return a - b\n"
 # The request log writes counts with thousands separators and says where cached tokens came from:
 # "prompt 11,922 (cached 11,804 from disk)".
-LOG_LINE = re.compile(r"specllama serve: POST (\S+) (\d+)(?: · prompt ([\d,]+) \(cached ([\d,]+)[^)]*\))?")
+# The logging proxy in front of llama-server writes the same shape: "proxy: POST /v1/responses 200 · prompt 8,365 (cached 0)".
+LOG_LINE = re.compile(r"(?:specllama serve|proxy): POST (\S+) (\d+)(?: · prompt ([\d,]+) \(cached ([\d,]+)[^)]*\))?")
 DRAFTED = re.compile(r"(\d+) \((\d+) accepted\)")
 HTTP_ERROR = re.compile(r"(?:error|status)\W{0,3}(?:code\W{0,3})?\b(?:4\d\d|5\d\d)\b[^\n]{0,300}", re.IGNORECASE)
 
@@ -54,6 +63,8 @@ HTTP_ERROR = re.compile(r"(?:error|status)\W{0,3}(?:code\W{0,3})?\b(?:4\d\d|5\d\
 class Row:
     client: str
     version: str
+    server: str = "specllama"
+    start: str = ""  # "cold" or "warm": the first request's prompt mostly cached (from disk or memory) or not
     finished: bool = False
     edit_applied: bool = False
     seconds: float = 0.0
@@ -92,7 +103,7 @@ def _run(cmd: list[str], what: str) -> None:
 
 def _bin(scratch: Path, client: str) -> str:
     if client in PIP:
-        return str(scratch / f"{client}-venv" / "bin" / client)
+        return str(scratch / f"{client}-venv" / "bin" / PIP_BIN[client])
     name = {"claude": "claude", "codex": "codex", "opencode": "opencode", "qwen": "qwen"}[client]
     return str(scratch / "clients" / "node_modules" / ".bin" / name)
 
@@ -105,11 +116,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def server_command(args, port: int) -> list[str]:
+    if args.server == "llama-server":
+        # the same target GGUF, threads and context as serve's; --jinja for the tool-call templates; one slot
+        return [str(args.llama_server), "-m", str(args.model), "--host", "127.0.0.1", "--port", str(port), "-c", str(args.ctx),
+                "-t", str(args.threads), "--parallel", "1", "--jinja", *args.serve_args]
+    return [sys.executable, "-m", "specllama", "serve", "--host", "127.0.0.1", "--port", str(port), "-c", str(args.ctx),
+            "--parallel", "1", "-v", *args.serve_args]
+
+
 def start_serve(args, port: int, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "specllama", "serve", "--host", "127.0.0.1", "--port", str(port), "-c", str(args.ctx),
-           "--parallel", "1", "-v", *args.serve_args]
-    print(f"[e2e] {' '.join(cmd)}", file=sys.stderr, flush=True)
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=log.open("wb"),
+    cmd = server_command(args, port)
+    args.server_command = " ".join(cmd)
+    print(f"[e2e] {args.server_command}", file=sys.stderr, flush=True)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log.open("ab"), stderr=subprocess.STDOUT,
                             env={**os.environ, "PYTHONPATH": str(REPO)})
     deadline = time.monotonic() + 900  # a first run pulls the models
     while time.monotonic() < deadline:
@@ -175,8 +195,20 @@ def client_command(client: str, args, scratch: Path, repo: Path, url: str) -> tu
         settings = home / ".qwen"
         settings.mkdir(exist_ok=True)
         (settings / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "openai"}}}))
-        env.update(OPENAI_API_KEY="local", OPENAI_BASE_URL=f"{url}/v1", OPENAI_MODEL="qwen2.5-coder")
+        env.update(OPENAI_API_KEY="local", OPENAI_BASE_URL=f"{url}/v1", OPENAI_MODEL="qwen2.5-coder",
+                   # its 120 s per request and 240 s without a stream *event* (an SSE comment is none) end a long
+                   # prefill and retry (3 times); its 900 s per stream too
+                   QWEN_CODE_API_TIMEOUT_MS=str(args.timeout * 1000), QWEN_STREAM_IDLE_TIMEOUT_MS=str(args.timeout * 1000),
+                   QWEN_STREAM_MAX_LIFETIME_MS=str(args.timeout * 1000))
         return [exe, "-p", TASK, "--approval-mode", "yolo"], env
+    if client == "mini-swe-agent":
+        # litellm's OpenAI provider with our base URL; no cost table for a local model (ignore_errors); at most
+        # 12 steps, and it exits when the agent submits instead of asking for a next task
+        env.update(OPENAI_API_KEY="local", MSWEA_CONFIGURED="true", MSWEA_COST_TRACKING="ignore_errors",
+                   MSWEA_SILENT_STARTUP="1")
+        return [exe, "-m", "openai/qwen2.5-coder", "-t", TASK, "--yolo", "--exit-immediately", "-c", "mini.yaml",
+                "-c", f"model.model_kwargs.api_base={url}/v1", "-c", "agent.step_limit=12", "-c", "agent.cost_limit=0",
+                "-o", str(scratch / "mini-swe-agent.traj.json")], env
     if client == "aider":
         return [exe, "--openai-api-base", f"{url}/v1", "--openai-api-key", "local", "--model", "openai/qwen2.5-coder",
                 "--yes-always", "--no-auto-commits", "--no-check-update", "--no-show-model-warnings", "--no-analytics",
@@ -192,7 +224,7 @@ def edit_applied(repo: Path) -> bool:
 
 def run_client(client: str, args, scratch: Path, url: str, serve_log: Path) -> Row:
     version = NPM.get(client, PIP.get(client, ("", "")))[1]
-    row = Row(client, version)
+    row = Row(client, version, args.server)
     repo = scratch_repo(scratch / f"repo-{client}")
     cmd, env = client_command(client, args, scratch, repo, url)
     out_path = scratch / f"{client}.out"
@@ -228,6 +260,12 @@ def run_client(client: str, args, scratch: Path, url: str, serve_log: Path) -> R
         elif match.group(2) != "200":
             row.failed_requests += 1
             row.evidence.append("serve: " + line.strip())
+        if match.group(3) and not row.start:
+            prompt, cached = int(match.group(3).replace(",", "")), int(match.group(4).replace(",", ""))
+            row.start = "warm" if cached >= prompt / 2 else "cold"
+        if "error in the stream" in line and match.group(2) == "200":
+            row.failed_requests += 1
+            row.evidence.append("server: " + line.strip()[:400])
         if match.group(3):
             row.prompt_tokens += int(match.group(3).replace(",", ""))
             row.cached_tokens += int(match.group(4).replace(",", ""))
@@ -236,15 +274,21 @@ def run_client(client: str, args, scratch: Path, url: str, serve_log: Path) -> R
             row.accepted += int(accepted)
     client_out = out_path.read_text(errors="replace")
     client_errors = [m.group(0).strip() for m in HTTP_ERROR.finditer(client_out)][:3]
-    traceback = any("Traceback" in line for line in lines)
+    # serve's traceback, or llama-server's error lines (its log goes to the same file)
+    traceback = any("Traceback" in line or " E " in line[:30] or "error:" in line[:60] for line in lines)
     if any("prompt is too long" in e for e in client_errors):
         row.verdict = "context too small: raise -c"
         row.evidence += [f"client: {e}" for e in client_errors]
     elif row.failed_requests or traceback or client_errors:
         row.verdict = "server failed"
         row.evidence += [f"client: {e}" for e in client_errors] + (["serve: a traceback in its log"] if traceback else [])
+    elif row.abandoned and not row.requests - row.abandoned:
+        row.verdict = "client gave up on every request (its own timeout) before an answer"
     elif row.edit_applied:
         row.verdict = "ok" if row.finished else f"edit applied, client ended with {rc}"
+    elif row.requests == 0 and isinstance(rc, str):  # nothing answered nor left before the end: a prefill still running
+        row.verdict = "no request answered within the timeout"
+        row.evidence.append("client: " + client_out.strip()[-400:].replace("\n", "\\n"))
     elif row.requests == 0:
         row.verdict = "client never reached the server"
         row.evidence.append("client: " + client_out.strip()[-400:])
@@ -260,9 +304,10 @@ def run_client(client: str, args, scratch: Path, url: str, serve_log: Path) -> R
 
 
 def table(rows: list[Row]) -> str:
-    head = ("| client | version | finished | edit applied | seconds | requests (failed, left) | prompt tokens (cached) "
-            "| drafted (accepted) | verdict |\n|---|---|---|---|---|---|---|---|---|")
-    lines = [f"| {r.client} | {r.version} | {'yes' if r.finished else 'no'} | {'yes' if r.edit_applied else 'no'} | "
+    head = ("| client | version | server | start | finished | edit applied | seconds | requests (failed, left) "
+            "| prompt tokens (cached) | drafted (accepted) | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    lines = [f"| {r.client} | {r.version} | {r.server} | {r.start or '-'} | {'yes' if r.finished else 'no'} | "
+             f"{'yes' if r.edit_applied else 'no'} | "
              f"{r.seconds:.0f} | {r.requests} ({r.failed_requests}, {r.abandoned}) | {r.prompt_tokens} ({r.cached_tokens}) | "
              f"{r.drafted} ({r.accepted}) | {r.verdict} |" for r in rows]
     return "\n".join([head, *lines])
@@ -274,6 +319,11 @@ def main() -> int:
     parser.add_argument("--clients", default="claude,codex,opencode,qwen,aider")
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/specllama-agents-e2e"))
     parser.add_argument("--ctx", type=int, default=32768, help="serve's -c (Claude Code's prompt alone is ~11.5k)")
+    parser.add_argument("--server", choices=["specllama", "llama-server"], default="specllama")
+    parser.add_argument("--llama-server", type=Path, help="llama.cpp's llama-server binary (with --server llama-server)")
+    parser.add_argument("--model", type=Path, default=TARGET_GGUF, help="the GGUF llama-server loads")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="llama-server's -t (serve's default: all cores)")
+    parser.add_argument("--report", type=Path, help="where the JSON report goes (default: SCRATCH/report.json)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds each client may take")
     parser.add_argument("--no-install", action="store_true", help="use the clients already in --scratch")
     parser.add_argument("--url", help="a serve already running (its log: --serve-log); none is started")
@@ -284,6 +334,8 @@ def main() -> int:
     unknown = set(clients) - set(NPM) - set(PIP)
     if unknown:
         parser.error(f"unknown clients: {', '.join(sorted(unknown))}")
+    if args.server == "llama-server" and not (args.llama_server and args.llama_server.is_file()):
+        parser.error("--server llama-server needs --llama-server PATH (llama.cpp's build/bin/llama-server)")
     args.scratch.mkdir(parents=True, exist_ok=True)
     if not args.no_install:
         install(args.scratch, clients)
@@ -294,13 +346,19 @@ def main() -> int:
             parser.error("--url needs --serve-log")
     else:
         port = free_port()
-        url, serve_log = f"http://127.0.0.1:{port}", args.scratch / "serve.log"
+        serve_log = args.scratch / f"{args.server}.log"
+        serve_log.write_bytes(b"")
         proc = start_serve(args, port, serve_log)
+        url = f"http://127.0.0.1:{port}"
+        if args.server == "llama-server":
+            proxy, proxy_port = logging_proxy.start(port, serve_log)
+            url = f"http://127.0.0.1:{proxy_port}"
     rows = []
     try:
         for client in clients:
             rows.append(run_client(client, args, args.scratch, url, serve_log))
             print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+            write_report(args, rows)  # after each client: a run stopped later keeps the rows it has
     finally:
         if proc is not None:
             proc.terminate()
@@ -310,8 +368,25 @@ def main() -> int:
     for row in rows:
         for line in row.evidence:
             print(f"- {row.client}: {line}")
-    (args.scratch / "report.json").write_text(json.dumps([asdict(r) for r in rows], indent=1))
     return 0
+
+
+def server_version(args) -> str:
+    if args.server == "llama-server":
+        out = subprocess.run([str(args.llama_server), "--version"], capture_output=True, text=True).stderr
+        return " ".join(line for line in out.splitlines() if line.startswith("version"))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout
+    return f"specllama {commit.strip()}"
+
+
+def write_report(args, rows: list[Row]) -> None:
+    meta = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "server_command": getattr(args, "server_command", ""),
+            "server": args.server, "ctx": args.ctx, "timeout_s": args.timeout, "finished_at": time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                                                        time.gmtime()),
+            "prompt_cache": os.environ.get("SPECLLAMA_PROMPT_CACHE", "~/.cache/specllama/prompt-cache")}
+    meta["server_version"] = server_version(args)
+    report_path = args.report or args.scratch / "report.json"
+    report_path.write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1))
 
 
 if __name__ == "__main__":

@@ -220,7 +220,7 @@ def _failure(state: ServerState, event) -> APIError:
 
 async def _stream(state: ServerState, request: Request, tag: int, events: asyncio.Queue, job: Job,
                   writer: Writer) -> AsyncIterator[str]:
-    finished = False
+    finished = logged = False
     route = request.url.path
     try:
         for line in writer.opening():
@@ -232,11 +232,11 @@ async def _stream(state: ServerState, request: Request, tag: int, events: asynci
                     yield line
                 continue
             if event is None:
-                log_request(route, 499, None)
-                return  # the client left (finally cancels its request)
+                return  # the client left (finally cancels its request and logs the 499)
             if event is GAVE_UP:  # the engine did not end it in time: end the stream here
                 for line in writer.failed(_failure(state, event)):
                     yield line
+                logged = True
                 log_request(route, 503, None)
                 return
             if isinstance(event, TokenEvent):
@@ -247,17 +247,23 @@ async def _stream(state: ServerState, request: Request, tag: int, events: asynci
             if isinstance(event, DoneEvent):
                 for line in writer.done(event):
                     yield line
+                logged = True
                 log_request(route, 503 if event.summary.finish_reason == "cancelled" else 200, event.summary,
                             job.requested_max_tokens, job.config.max_tokens)
             else:
                 error = _failure(state, event)
                 for line in writer.failed(error):
                     yield line
+                logged = True
                 log_request(route, error.status, None)
             return
     finally:
         if not finished:
             state.worker.cancel(tag)
+        # also when the server closed the stream on a gone client: the generator is then closed at a yield and the
+        # `event is None` branch never runs; an agent's abandoned request (before its retry) stays in the log
+        if not logged:
+            log_request(route, 499, None)
 
 
 def keep_alive(writer: Writer) -> list[str]:

@@ -46,6 +46,21 @@ def test_a_client_leaving_mid_stream_frees_its_slot_for_the_next(tiny_models, tm
         assert live.stop() == 0
 
 
+def test_a_client_leaving_mid_stream_is_a_499_line_in_the_request_log(tiny_models, tmp_path):
+    # Agents that give up on a long prefill and retry (Qwen Code after 240 s without an event) left no line at all:
+    # the request log, the evidence agents_e2e.py reads, showed neither the abandoned request nor why the retry came.
+    live = tiny_server(tiny_models, tmp_path, "--parallel", "1")
+    try:
+        stream = long_stream(live)
+        assert [next(iter(stream)) for _ in range(3)]
+        stream.close()
+        wait_for(lambda: outcomes(live).get("cancelled") == 1, what="the request to be cancelled")
+        wait_for(lambda: "POST /v1/chat/completions 499" in live.log.read_text(), what="the 499 line")
+    finally:
+        assert live.stop() == 0
+    assert live.log.read_text().count("POST /v1/chat/completions 499") == 1
+
+
 def test_a_client_leaving_a_whole_request_cancels_it(tiny_models, tmp_path):
     live = tiny_server(tiny_models, tmp_path, "--parallel", "1")
     try:
