@@ -36,6 +36,7 @@ class BenchOutcome:
     summaries: list[ConfigSummary]
     results: list[PromptResult]
     curve: CostCurve | None
+    head_cost: float | None = None  # the target's MTP head's c, where this run timed its drafts
 
 
 def model_entry(model: ModelInfo | None) -> dict | None:
@@ -59,6 +60,7 @@ def run_benchmark(runtime: Session, prompts: list[BenchPrompt], configs: list[Be
     # What the runs' steps cost (the engine's online estimate): the prediction each configuration's
     # measured speed is checked against.
     curve = runtime.costs.as_curve(options.cost_curve_max_n)
+    head_cost = runtime.costs.draft_ratio("mtp") if runtime.costs.drafts_by.get("mtp") else None
     if "none" in runner.failed or not any(r.config.is_baseline for r in runs):
         raise BenchError("plain decoding (the 'none' baseline) failed: " + runner.failed.get("none", "no runs"))
 
@@ -90,7 +92,7 @@ def run_benchmark(runtime: Session, prompts: list[BenchPrompt], configs: list[Be
     machine = machine_info(info.threads, info.threads_batch, placement=info.placement, gpu_layers=info.gpu_layers)
     document = json_document(settings=settings, machine=machine, models=models, curve=curve,
                              results=results, summaries=summaries)
-    return BenchOutcome(document, summaries, results, curve)
+    return BenchOutcome(document, summaries, results, curve, head_cost)
 
 
 def bench_prompts(runtime: Session, items) -> list[BenchPrompt]:

@@ -58,22 +58,25 @@ def summary_rows(summaries: list[ConfigSummary]) -> list[list[str]]:
     return rows
 
 
-def cost_curve_line(curve: CostCurve | None) -> str:
+def cost_curve_line(curve: CostCurve | None, head_cost: float | None = None) -> str:
+    """The learnt step costs; `head_cost`: the target's MTP head's c, where its drafts were timed."""
     if curve is None:
         return "step costs: not known"
     ratios = " ".join(f"{r:.2f}" for r in curve.ratios)
     c = f"{curve.draft_ratio:.2f}" if curve.draft_ratio is not None else "- (no draft model)"
+    head = f"; MTP head c = {head_cost:.2f} a draft position" if head_cost is not None else ""
     return (f"step costs learnt from {curve.reps} steps: T(1) = {curve.t1_s * 1e3:.1f} ms; T(n)/T(1) for "
-            f"n = 1..{curve.max_n}: {ratios}; draft/target cost ratio c = {c}")
+            f"n = 1..{curve.max_n}: {ratios}; draft/target cost ratio c = {c}{head}")
 
 
-def terminal_table(summaries: list[ConfigSummary], curve: CostCurve | None, machine: dict) -> str:
+def terminal_table(summaries: list[ConfigSummary], curve: CostCurve | None, machine: dict,
+                   head_cost: float | None = None) -> str:
     rows = [HEADERS] + summary_rows(summaries)
     full = [r for r in rows if len(r) == len(HEADERS)]
     widths = [max(len(r[i]) for r in full) for i in range(len(HEADERS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    lines += ["", cost_curve_line(curve), _machine_line(machine),
+    lines += ["", cost_curve_line(curve, head_cost), _machine_line(machine),
               "speedup: geometric mean over prompts of (tok/s / tok/s of none on the same prompt); "
               "predicted: the cost model E / (K*c + T(K+1)/T(1)) at the measured acceptance; "
               "pred. (steps): the same cost model over the steps as they happened"]
@@ -88,7 +91,8 @@ def _machine_line(machine: dict) -> str:
             f"peak RSS {f'{peak / 2**20:,.0f} MiB' if peak is not None else 'not known here'}")
 
 
-def markdown(summaries: list[ConfigSummary], curve: CostCurve | None, machine: dict, models: dict) -> str:
+def markdown(summaries: list[ConfigSummary], curve: CostCurve | None, machine: dict, models: dict,
+             head_cost: float | None = None) -> str:
     rows = summary_rows(summaries)
     out = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in r + [""] * (len(HEADERS) - len(r))) + " |"
@@ -100,7 +104,7 @@ def markdown(summaries: list[ConfigSummary], curve: CostCurve | None, machine: d
         out += ["", "| n | " + " | ".join(str(n) for n in range(1, curve.max_n + 1)) + " |",
                 "|---|" + "---|" * curve.max_n,
                 "| T(n)/T(1) | " + " | ".join(f"{r:.2f}" for r in curve.ratios) + " |",
-                "", cost_curve_line(curve) + "."]
+                "", cost_curve_line(curve, head_cost) + "."]
     return "\n".join(out) + "\n"
 
 

@@ -115,12 +115,14 @@ def learnt_costs(runtime) -> dict | None:
         return None
     prior = runtime.costs.prior
     return {"t1_s": prior.t1_s, "ratios": {str(n): prior.ratio(n) for n in range(1, K_SHOWN + 2)},
-            "draft_ratio": prior.draft_ratio}
+            "draft_ratio": prior.draft_ratio, "mtp_ratio": runtime.learned_head_cost()}
 
 
 def learnt_line(learnt: dict) -> str:
     ratios = "  ".join(f"n={n}: {r:.2f}" for n, r in learnt["ratios"].items())
     c = f"; draft c = {learnt['draft_ratio']:.2f}" if learnt["draft_ratio"] is not None else ""
+    if learnt.get("mtp_ratio") is not None:
+        c += f"; MTP head c = {learnt['mtp_ratio']:.2f} a draft position"
     return (f"what earlier runs' steps cost here (where the engine starts): T(1) {learnt['t1_s'] * 1e3:.1f} ms; "
             f"T(n)/T(1) {ratios}{c}")
 
@@ -134,7 +136,8 @@ def bets_for(runtime, curve: CostCurve, target_path, has_draft: bool) -> list:
     learnt = runtime.learned_costs()
     ratio = runtime.costs.ratio if learnt else curve.ratio
     draft_cost = (runtime.costs.draft_ratio() if learnt else None) or curve.draft_ratio
-    return source_bets(ratio, draft_cost, has_draft=has_draft, has_mtp=mtp_layers(target_path) > 0)
+    return source_bets(ratio, draft_cost, has_draft=has_draft, mtp_cost=runtime.learned_head_cost(),
+                       has_mtp=mtp_layers(target_path) > 0)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,8 +2,10 @@
 to download, the MTP head rides in the target's GGUF (Qwen3.5/3.6 and others; llama/mtp.py).
 
 Like the draft model, it decodes once per draft position, all sequences in lockstep; unlike it, it
-never catches up: every target decode was handed to it as it happened. Its drafts are greedy or
-sampled from its own distribution (q for the rejection sampler), as the draft model's are.
+needs no catch-up while it is followed: every target decode is handed to it as it happens. A
+policy that finds it not paying for a sequence stops that (`follow`): following costs an MTP
+decode beside every target decode, drafting or not. Its drafts are greedy or sampled from its own
+distribution (q for the rejection sampler), as the draft model's are.
 """
 
 from __future__ import annotations
@@ -31,6 +33,16 @@ class MtpDrafter(DrafterBase):
     def timing(self) -> tuple[int, float]:
         return self.timed_decodes, self.timed_seconds
 
+    def follow(self, seq: int, on: bool) -> None:
+        """Whether the head follows this sequence's target decodes (llama/mtp.py: off, it only
+        keeps their states, and catches up in one batch when it drafts again)."""
+        self.mtp.follow(seq, on)
+
+    def finish(self, seq: int, committed: Sequence[int]) -> None:
+        # The slot's next request may name the head (--drafter mtp, a server's request): it starts
+        # followed, as a slot never paused does.
+        self.mtp.follow(seq, True)
+
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
         drafted: list[list[int]] = [[] for _ in requests]  # each request's tokens (its Proposal is made at the end)
         q_rows: dict[int, list[np.ndarray]] = {i: [] for i in range(len(requests))}
@@ -39,6 +51,8 @@ class MtpDrafter(DrafterBase):
         live = [(i, r, min(r.k, depth or r.k), r.committed[-1], len(r.committed) - 1, None)
                 for i, r in enumerate(requests) if r.k > 0]
         starts = {r.seq: len(r.committed) - 1 for _, r, *_ in live}
+        for seq, pos in starts.items():  # what it missed while not followed: not a draft position's cost
+            self.mtp.catch_up(seq, pos)
         while live:
             start = self.clock()
             results = self.mtp.draft_step([(r.seq, token, pos, state) for _, r, _, token, pos, state in live])

@@ -21,11 +21,21 @@ file, not handled here.
 
 A state the target no longer holds (a rollback far past the last decodes) is taken as zeros: that
 costs draft quality for one position, never correctness (drafts are verified).
+
+Following costs an MTP decode beside every target decode, drafting or not. A sequence whose policy
+finds the head not paying stops being followed (`follow(seq, False)`): its decodes then only keep
+the target's states (a copy of a row each), and when the head is wanted again (`follow(seq, True)`,
+or a draft asked for) the positions missed are fed in one batch first (`catch_up`). The states of
+the last KEEP_STATES positions are kept; past those the head's own cache of the sequence is dropped
+and starts again from the oldest state kept (llama.cpp takes any start position in an empty
+sequence): a head that rejoins after a long pause attends to the last KEEP_STATES positions only,
+where every MTP layer's input, the target's state, still carries the whole text.
 """
 
 from __future__ import annotations
 
 import ctypes
+import time
 from typing import Sequence
 
 import numpy as np
@@ -73,6 +83,11 @@ class MtpContext:
         self.chained = self.heads > 1
         # Chained heads: per sequence, the draft so far as (token, position, state) rows, re-decoded at each head.
         self._chain: dict[int, list[tuple[int, int, np.ndarray]]] = {}
+        # Per sequence: the positions the head's own cache holds, [0, fed) (a catch-up may start it later).
+        self.fed = [0] * target.n_seq_max
+        self.paused: set[int] = set()  # sequences not followed now
+        self.feed_rows = 0  # rows fed to the head (following and catching up), and their seconds
+        self.feed_seconds = 0.0
         target.observers.append(self)
 
     def close(self) -> None:
@@ -90,16 +105,55 @@ class MtpContext:
 
     def decoded(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[Sequence[int]]) -> None:
         """The target decoded these batch rows: each token enters the MTP cache beside the
-        target's state of the position before it; the rows' own states are kept for what follows."""
+        target's state of the position before it (sequences followed only); the rows' own states
+        are kept for what follows."""
         rows = [np.ctypeslib.as_array(self._state_ith(self.target._ctx, i), shape=(self.n_embd,)).copy()
                 for i in range(len(tokens))]
-        first: dict[int, int] = {}
-        for i, (pos, ids) in enumerate(zip(positions, seqs)):
-            first.setdefault(ids[0], pos)
         inputs = []  # each token beside the state of the position before it, this batch's rows included
+        caught: set[int] = set()
         for token, pos, ids, row in zip(tokens, positions, seqs, rows):
-            inputs.append((ids[0], token, pos, self.states[ids[0]].get(pos - 1, self._zeros)))
-            self.states[ids[0]][pos] = row
+            seq = ids[0]
+            if seq not in self.paused:
+                if seq not in caught:  # what it missed while not followed goes in first
+                    caught.add(seq)
+                    self.catch_up(seq, pos)
+                inputs.append((seq, token, pos, self.states[seq].get(pos - 1, self._zeros)))
+            self.states[seq][pos] = row
+        self._feed(inputs)
+        for seq in {ids[0] for ids in seqs}:
+            self._forget(seq, max(self.states[seq]) - KEEP_STATES)
+
+    def follow(self, seq: int, on: bool) -> None:
+        """Feed the head this sequence's decodes (on), or only keep their states (off: the head
+        is not drafting for it; what it missed is fed when it is wanted again)."""
+        if on:
+            self.paused.discard(seq)
+        else:
+            self.paused.add(seq)
+
+    def catch_up(self, seq: int, upto: int) -> None:
+        """Feed the head the positions [fed, upto) the target decoded while it was not followed."""
+        held = self.target.held[seq]
+        if self.fed[seq] >= upto or len(held) < upto:  # (a verifier's scratch sequence holds no text)
+            return
+        start = self.fed[seq]
+        oldest = min(self.states[seq], default=upto)  # the oldest target state kept
+        if not (start - 1 >= oldest or start == oldest == 0):
+            # The states before some of those positions are gone: the head's cache of this sequence
+            # starts again after the oldest one kept.
+            C.llama_memory_seq_rm(self._memory, seq, 0, -1)
+            start = min(oldest + 1, upto)
+        self._feed([(seq, held[p], p, self.states[seq].get(p - 1, self._zeros)) for p in range(start, upto)])
+        self.fed[seq] = upto
+
+    def _feed(self, inputs: list[tuple[int, int, int, np.ndarray]]) -> None:
+        """Rows (seq, token, position, the target's state before it) into every head's cache."""
+        if not inputs:
+            return
+        begin = time.perf_counter()
+        first: dict[int, int] = {}
+        for seq, _, pos, _ in inputs:
+            first[seq] = min(first.get(seq, pos), pos)
         for head in range(self.heads):  # each head's own layer gets these cells (one pass unless chained)
             for seq, pos in first.items():
                 C.llama_memory_seq_rm(self._memory, seq, pos, -1)
@@ -108,11 +162,14 @@ class MtpContext:
                 self._add(seq, token, pos, state, False)
             self._process()
         self._head(0)
-        for seq in first:
-            self._forget(seq, max(self.states[seq]) - KEEP_STATES)
+        for seq, _, pos, _ in inputs:
+            self.fed[seq] = max(self.fed[seq], pos + 1)
+        self.feed_rows += len(inputs)
+        self.feed_seconds += time.perf_counter() - begin
 
     def rolled_back(self, seq: int, n_past: int) -> None:
         C.llama_memory_seq_rm(self._memory, seq, n_past, -1)
+        self.fed[seq] = min(self.fed[seq], n_past)
         self.states[seq] = {p: r for p, r in self.states[seq].items() if p < n_past}
 
     def cleared(self, seq: int | None) -> None:
@@ -135,6 +192,9 @@ class MtpContext:
         layer's own state after it. Chained, the whole draft so far is decoded at head i (the
         i-th call since the draft began), logits for its last row."""
         last = []
+        for seq, token, pos, state in items:
+            if state is None:  # a draft's first position: the head must hold the text before it
+                self.catch_up(seq, pos)
         for seq, token, pos, state in items:
             first = state is None  # a draft's first position: the target's state before it
             state = self.states[seq].get(pos - 1, self._zeros) if first else state

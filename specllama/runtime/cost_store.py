@@ -13,7 +13,8 @@ them and the entry is not used:
   starting point;
 - the last decision whether `--drafter auto` loads the draft model, with the prediction it was made
   on, so the next identical run does not decide otherwise on a prediction that only wobbled
-  (runtime/draft_load.py).
+  (runtime/draft_load.py), and the same for the target's own MTP head (`mtp_ratio`, the head's
+  learnt cost a draft position, is kept in the learnt entry beside the draft models' costs).
 
 A CostStore is built from plain settings (paths, threads), before anything is loaded: planning a
 load reads it (runtime/plan.py), a loaded session writes to it.
@@ -97,6 +98,11 @@ class CostStore:
         """What earlier sessions' steps taught here (with this draft's cost, when it was learnt)."""
         return load_learned(self.learned_key, draft)
 
+    def head_cost(self) -> float | None:
+        """The target's MTP head's cost a draft position in plain steps, as earlier runs here
+        timed it; None before one drafted with it."""
+        return (self.learned(None) or {}).get("mtp_ratio")
+
     def draft_cost_known(self, draft: Path) -> bool:
         """Whether this draft's cost here was ever measured (by a run that used it, or `costs`)."""
         curve = self.curve(draft)
@@ -110,7 +116,8 @@ class CostStore:
         """Where the startup curve for these models and threads is (or would be) cached."""
         return entry_path(self._key(draft, max_n))
 
-    def last_decision(self, draft: Path) -> RecordedDecision | None:
+    def last_decision(self, draft: Path | None) -> RecordedDecision | None:
+        """The last decision under `--drafter auto` for this draft (None: for the MTP head)."""
         raw = _read_json(dirs.costs_dir() / DECISIONS_FILE).get(self._decision_id(draft))
         if not isinstance(raw, dict) or not isinstance(raw.get("load"), bool):
             return None
@@ -122,11 +129,14 @@ class CostStore:
     # --- writing ---------------------------------------------------------------------------------
 
     def save_learned(self, costs: StepCosts, draft: Path | None) -> None:
-        """Keep what this session's steps taught, for the next session here."""
+        """Keep what this session's steps taught, for the next session here (the MTP head's cost
+        where its drafts were timed)."""
         if costs.steps:
-            save_learned(self.learned_key, costs.snapshot(), draft)
+            head = costs.draft_ratio("mtp") if costs.drafts_by.get("mtp") else None
+            save_learned(self.learned_key, costs.snapshot(), draft, head)
 
-    def record_decision(self, draft: Path, decision: RecordedDecision) -> None:
+    def record_decision(self, draft: Path | None, decision: RecordedDecision) -> None:
+        """Keep the decision for this draft (None: the MTP head's)."""
         path = dirs.costs_dir() / DECISIONS_FILE
         entries = _read_json(path)
         entries[self._decision_id(draft)] = {"load": decision.load, "predicted": decision.predicted}
@@ -138,8 +148,9 @@ class CostStore:
         curve, _ = cost_curve_for(target_ctx, draft_ctx, remeasure=remeasure, on_measure=on_measure, max_n=max_n)
         return curve
 
-    def _decision_id(self, draft: Path) -> str:
-        return json.dumps(self._key(draft, 0), sort_keys=True)
+    def _decision_id(self, draft: Path | None) -> str:
+        key = self._key(draft, 0) if draft is not None else {**self._key(None, 0), "mtp": 1}
+        return json.dumps(key, sort_keys=True)
 
 
 # --- the files: keys, entries, checks -----------------------------------------------------------
@@ -282,6 +293,9 @@ def _read_learned(key: dict) -> dict | None:
         return None
     if not all(isinstance(d, str) and _number(c) and c >= 0 for d, c in drafts.items()):
         return None
+    head = raw.get("mtp_ratio")
+    if head is not None and not (_number(head) and head >= 0):
+        return None
     return raw
 
 
@@ -292,19 +306,23 @@ def load_learned(key: dict, draft_path: Path | None = None) -> dict | None:
     if raw is None:
         return None
     draft = raw.get("draft_ratios", {}).get(_draft_id(draft_path)) if draft_path else None
-    return {"t1_s": raw["t1_s"], "ratios": raw["ratios"], "draft_ratio": draft}
+    return {"t1_s": raw["t1_s"], "ratios": raw["ratios"], "draft_ratio": draft, "mtp_ratio": raw.get("mtp_ratio")}
 
 
-def save_learned(key: dict, snapshot: dict | None, draft_path: Path | None = None) -> None:
-    """Keep a run's snapshot for the next run; the costs of other draft files stay."""
+def save_learned(key: dict, snapshot: dict | None, draft_path: Path | None = None, head_ratio: float | None = None) -> None:
+    """Keep a run's snapshot for the next run; the costs of other draft files stay, and the MTP
+    head's unless this run timed it (`head_ratio`)."""
     if snapshot is None:
         return
     old = _read_learned(key) or {}
     drafts = dict(old.get("draft_ratios", {}))
     if draft_path is not None and snapshot.get("draft_ratio") is not None:
         drafts[_draft_id(draft_path)] = snapshot["draft_ratio"]
-    _write_json(entry_path(key), {"key": key, "learned": {"t1_s": snapshot["t1_s"], "ratios": snapshot["ratios"],
-                                                         "draft_ratios": drafts}})
+    learned = {"t1_s": snapshot["t1_s"], "ratios": snapshot["ratios"], "draft_ratios": drafts}
+    head = head_ratio if head_ratio is not None else old.get("mtp_ratio")
+    if head is not None:
+        learned["mtp_ratio"] = head
+    _write_json(entry_path(key), {"key": key, "learned": learned})
 
 
 def cost_curve_for(target: DecodeContext, draft: DecodeContext | None, *, remeasure: bool = False,

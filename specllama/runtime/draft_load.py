@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specllama.decoding.cost.model import Ratio, predicted_speedup
+from specllama.decoding.cost.model import Ratio, best_possible_rate, predicted_speedup
 from specllama.decoding.request import K_AUTO_MAX
 from specllama.runtime.cost_store import RecordedDecision
 
@@ -89,3 +89,33 @@ def decide(draft_name: str, ratio: Ratio, draft_cost: float | None, last: Record
                          f"whichever pays (predicted up to {predicted:.2f}x)", why)
     return DraftLoad(False, predicted, kept, f"drafting from the text itself: the draft model would not pay here "
                      f"({predicted:.2f}x predicted)", why)
+
+
+# The target's own MTP head (`--drafter auto` on a GGUF with nextn layers) is decided alike, with
+# what differs: nothing to download and little to load (one layer, its cache), and a head loaded
+# where it does not pay is not fed (llama/mtp.py follow), so loading it costs little where its
+# cost is unknown: it is loaded, and its first drafts time it. Once its cost c is known here, the
+# best case decides: its rate at 100 % acceptance over draft lengths 1..K_AUTO_MAX. Where even that
+# is below MTP_LOAD_AT (llama.cpp #23752's Metal run: 0.885x at 100 % acceptance) no text can make
+# it pay, and feeding it is only a cost; the decision is kept and revisited as the draft model's.
+MTP_LOAD_AT = 1.05
+
+
+def decide_head(ratio: Ratio, head_cost: float | None, last: RecordedDecision | None) -> DraftLoad:
+    """Pure: whether auto loads the target's MTP head, from its cost learnt here (None: not yet)."""
+    if head_cost is None:
+        return DraftLoad(True, None, False, "the model's MTP head drafts where it pays (its cost here is not "
+                         "measured yet)", "its first drafts time it; a later run loads it only where it can pay")
+    predicted = best_possible_rate(ratio, head_cost, K_AUTO_MAX)
+    kept = last is not None and abs(predicted - last.predicted) <= REVISIT
+    load = last.load if kept else predicted >= MTP_LOAD_AT
+    why = (f"at best {predicted:.2f}x (every draft accepted) on this machine's costs (its cost c = {head_cost:.2f} "
+           f"of a target step a draft position); it is loaded at {MTP_LOAD_AT:.2f}x or more")
+    if kept:
+        why += (f"; an earlier run here decided on {last.predicted:.2f}x and the prediction moved less than "
+                f"{REVISIT:.2f}, so that decision stands")
+    if load:
+        return DraftLoad(True, predicted, kept, f"the model's MTP head drafts where it pays (at best {predicted:.2f}x)",
+                         why)
+    return DraftLoad(False, predicted, kept, f"the model's MTP head is not loaded: it cannot pay here (at best "
+                     f"{predicted:.2f}x with every draft accepted; --drafter mtp loads it anyway)", why)

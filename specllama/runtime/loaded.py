@@ -56,11 +56,20 @@ def context_note(asked: int, got: int, trained: int) -> str:
     return f"context: {got} tokens, not the {asked} asked for ({why})"
 
 
-def model_acceptance(costs: StepCosts, source: str = "model", depth: int | None = None) -> PositionAcceptance:
+def model_acceptance(costs: StepCosts, source: str = "model", depth: int | None = None,
+                     learnt: float | None = None) -> PositionAcceptance:
     """A decoding source's (the draft model's, the MTP head's) long-run acceptance record, priced
     on the live costs and its own draft decodes', over the positions it can draft (`depth`:
-    chained MTP heads draft one position a head)."""
-    return PositionAcceptance(costs.ratio, partial(costs.draft_ratio, source), k_max=min(K_AUTO_MAX, depth or K_AUTO_MAX))
+    chained MTP heads draft one position a head). `learnt`: its cost as earlier runs here timed it,
+    believed until this run times it (the MTP head's, from the cost store)."""
+    cost = partial(costs.draft_ratio, source)
+    if learnt is not None:
+        cost = partial(_timed_or, costs, source, learnt)
+    return PositionAcceptance(costs.ratio, cost, k_max=min(K_AUTO_MAX, depth or K_AUTO_MAX))
+
+
+def _timed_or(costs: StepCosts, source: str, learnt: float) -> float | None:
+    return costs.draft_ratio(source) if costs.drafts_by.get(source) else learnt
 
 
 def open_runtime(opts: LoadOptions, registry: Registry | None = None, progress: store.Progress | None = None,
@@ -142,6 +151,8 @@ class Runtime:
         record = plan.draft_load.record if plan.draft_load else None
         if record is not None and plan.named_draft is not None and plan.named_draft.path is not None:
             self.store.record_decision(plan.named_draft.path, record)  # the next identical run decides alike
+        if plan.mtp_load is not None and plan.mtp_load.record is not None:
+            self.store.record_decision(None, plan.mtp_load.record)
         # Costs start from what earlier runs learnt here with these very files, else the startup
         # curve if one was measured, else file sizes; never a blocking measurement: the first
         # answer starts at once.
@@ -164,7 +175,8 @@ class Runtime:
         if sizes.mtp:  # (a target without MTP layers, asked for them, was said by the plan)
             self.mtp = MtpContext(self.target_ctx)
             drafters["mtp"] = MtpDrafter(self.mtp)
-        acceptance = {name: model_acceptance(self.step_costs, name, self.mtp.max_depth if name == "mtp" else None)
+        acceptance = {name: model_acceptance(self.step_costs, name, self.mtp.max_depth if name == "mtp" else None,
+                                             self.store.head_cost() if name == "mtp" else None)
                       for name in ("model", "mtp") if name in drafters}
         drafters["suffix"] = self.suffix
         self.model_acceptance = acceptance.get("model")
@@ -358,7 +370,8 @@ class Runtime:
 
     def drafter_note(self, summary: Summary) -> Notice | None:
         """A drafter the request asked for that is not paying, with its measured cost and acceptance."""
-        return drafter_note(summary, self.step_costs, self.model_acceptance, self.has_draft_model)
+        return drafter_note(summary, self.step_costs, self.model_acceptance, self.has_draft_model,
+                            self.engine.acceptance.get("mtp"), self.mtp is not None)
 
     def suffix_calibration(self) -> list:
         return self.suffix.calibrator.report() if self.suffix is not None else []
@@ -380,6 +393,10 @@ class Runtime:
     def learned_costs(self) -> bool:
         """Whether earlier runs here left step costs this run started from."""
         return self.store.learned(self.draft_path) is not None
+
+    def learned_head_cost(self) -> float | None:
+        """The target's MTP head's cost a draft position as earlier runs here timed it (None: never)."""
+        return self.store.head_cost()
 
     def llama_decode_time(self) -> dict[str, tuple[int, float]]:
         """Per model ("target", "draft"): llama_decode calls and seconds since loading, prompts

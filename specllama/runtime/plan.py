@@ -5,7 +5,7 @@ Two steps, so the decision can be read and tested on its own:
   are on disk, what their GGUF headers say of context and cache sizes, the machine's threads, free
   memory and GPU support, what is known of the costs here);
 - `plan_load(options, known)` is pure: from those facts alone it says which files, whether the
-  draft model is loaded and why, the drafters requests may name, slots, threads, the context's
+  draft model and the target's MTP head are loaded and why, the drafters requests may name, slots, threads, the context's
   size and shape (as the verifiers ask), and the status lines to say. Nothing is printed or loaded.
 
 Sizes need the headers, so a plan whose files are not all on disk has none: `open_runtime` fetches
@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from specllama.decoding.cost.online import Prior
+from specllama.decoding.cost.online import Prior, generic_ratio
 from specllama.decoding.request import DRAFTERS
 from specllama.decoding.verifiers import TargetContext, context_for
 from specllama.errors import ModelFileError
 from specllama.models.registry import Registry
 from specllama.runtime.cost_store import CostStore, RecordedDecision
-from specllama.runtime.draft_load import DraftLoad, decide
+from specllama.runtime.draft_load import DraftLoad, decide, decide_head
 from specllama.runtime.notices import Notice
 from specllama.runtime.options import LoadOptions, model_refs, parallel_slots
 from specllama.runtime.slot_budget import SlotPlan, plan_slots
@@ -48,6 +48,8 @@ class CostsKnown:
     prior: Prior  # what is believed of the costs here (the decision is priced on it)
     draft_cost_known: bool  # the draft's cost here was measured (not guessed from file sizes)
     last_decision: RecordedDecision | None  # what an earlier run decided for this draft under auto
+    head_cost: float | None = None  # the target's MTP head's cost a draft position, learnt here (None: not yet)
+    last_head_decision: RecordedDecision | None = None  # what an earlier run decided for the head under auto
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ class LoadPlan:
     gpu_layers: int  # -1: every layer
     sizes: Sizes | None  # None: planned before the files were on disk (open_runtime fetches, then plans again)
     notices: tuple[Notice, ...]
+    mtp_load: DraftLoad | None = None  # auto's decision for the target's MTP head (None: asked for, or none in the file)
 
     def missing(self) -> tuple[ModelFile, ...]:
         """The files to fetch before this plan can be loaded (the draft only where it is loaded)."""
@@ -134,7 +137,8 @@ def survey(options: LoadOptions, registry: Registry, fetched: Mapping[str, Path]
                           options.flash_attn)
         draft_path = draft.path if draft is not None else None
         costs = CostsKnown(store.prior(draft_path), draft_path is not None and store.draft_cost_known(draft_path),
-                           store.last_decision(draft_path) if draft_path is not None else None)
+                           store.last_decision(draft_path) if draft_path is not None else None,
+                           store.head_cost(), store.last_decision(None))
     files = file_facts(options, target.path, draft.path if draft else None) if target.path is not None else None
     return Known(target, draft, draft is not None and draft.path is not None, threads, threads_batch, offload, costs,
                  files)
@@ -185,9 +189,13 @@ def plan_load(options: LoadOptions, known: Known) -> LoadPlan:
         notices.append(Notice("drafter", decision.text, decision.detail))
         if not decision.load:
             draft = None
-    sizes = None
+    sizes, head = None, None
+    if known.files is not None and known.files.mtp_layers > 0 and options.mtp_if_present and not options.load_mtp:
+        head = _head_decision(known)
+        if not head.load:
+            notices.append(Notice("mtp", head.text, head.detail))
     if known.files is not None and (draft is None or draft.path is not None):
-        sizes = _sizes(options, known.files, draft is not None)
+        sizes = _sizes(options, known.files, draft is not None, head is None or head.load)
     else:  # refused now, not after minutes of downloading: a bad --parallel, slots a verifier cannot serve
         context_for(options.verifiers, parallel_slots(options.parallel))
     if sizes is not None and options.load_mtp and not sizes.mtp:
@@ -196,16 +204,23 @@ def plan_load(options: LoadOptions, known: Known) -> LoadPlan:
     mtp = sizes.mtp if sizes is not None else options.load_mtp
     drafters = tuple(d for d in DRAFTERS if (d != "model" or draft is not None) and (d != "mtp" or mtp))
     return LoadPlan(options, known.target, draft, known.draft, decision, drafters, known.threads, known.threads_batch,
-                    gpu_layers(options, known.gpu_offload), sizes, tuple(notices))
+                    gpu_layers(options, known.gpu_offload), sizes, tuple(notices), head)
 
 
-def _sizes(options: LoadOptions, files: FileFacts, with_draft: bool) -> Sizes:
+def _head_decision(known: Known) -> DraftLoad:
+    costs = known.costs
+    if costs is None:
+        return decide_head(generic_ratio, None, None)
+    return decide_head(costs.prior.ratio, costs.head_cost, costs.last_head_decision)
+
+
+def _sizes(options: LoadOptions, files: FileFacts, with_draft: bool, with_mtp: bool = True) -> Sizes:
     from specllama.llama.kv_memory import cells_per_sequence
 
     n_ctx = min(options.n_ctx, files.n_ctx_train) if options.n_ctx > 0 else files.n_ctx_train
     # Slots are whole sequences of KV cache, allocated used or not: counted against the job's
     # prompts and the free memory (slot_budget.py).
-    mtp = files.mtp_layers > 0
+    mtp = files.mtp_layers > 0 and with_mtp
     per_token = files.target_kv_per_token + (files.mtp_kv_per_token if mtp else 0)
     per_token += files.draft_kv_per_token if with_draft else 0
     fixed = files.target_state_bytes + (files.draft_state_bytes if with_draft else 0)

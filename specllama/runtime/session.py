@@ -135,4 +135,6 @@ class Session(Protocol):
 
     def learned_costs(self) -> bool: ...
 
+    def learned_head_cost(self) -> float | None: ...  # the MTP head's cost a draft position, learnt here
+
     def close(self) -> None: ...

@@ -18,7 +18,7 @@ from specllama.decoding.cost.model import Ratio, break_even_acceptance, causal_r
 from specllama.decoding.policy.free_drafts import MIN_GAIN
 from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
 from specllama.decoding.suffix_drafter import COLD_FLOORS, NEAR_CERTAIN_MATCH
-from specllama.runtime.draft_load import LOAD_ACCEPTANCE, LOAD_AT
+from specllama.runtime.draft_load import LOAD_ACCEPTANCE, LOAD_AT, MTP_LOAD_AT
 
 LENGTHS = (1, 2, 4, 8, 15, 31, 63)  # draft lengths shown: the short guesses and the long copies (whole blocks of rows)
 NEVER = "never"  # even 100 % acceptance loses at this length
@@ -76,7 +76,9 @@ def source_bets(ratio: Ratio, draft_cost: float | None = None, *, has_draft: boo
     if has_mtp:
         bets.append(SourceBet("mtp", mtp_cost, _needs(ratio, mtp_cost, K_AUTO_MAX),
                               "what the target's own heads show as they draft",
-                              f"its length by the same cost model, to {K_AUTO_MAX}"))
+                              f"loaded under auto unless its learnt cost says even 100 % acceptance stays below "
+                              f"{MTP_LOAD_AT:.2f}x; fed only while it may be chosen; its length by the same cost "
+                              f"model, to {K_AUTO_MAX}"))
     return bets
 
 

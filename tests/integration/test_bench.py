@@ -232,3 +232,12 @@ def test_a_bench_config_may_name_the_mtp_head():
     from specllama.bench.configs import parse_configs
 
     assert [(c.drafter, c.k) for c in parse_configs("none;mtp:k=auto;mtp:k=2")] == [("none", 0), ("mtp", "auto"), ("mtp", 2)]
+
+
+def test_the_bench_footer_shows_the_mtp_heads_learnt_cost():
+    from specllama.bench.report import cost_curve_line
+    from specllama.decoding.cost.curve import CostCurve
+
+    curve = CostCurve(0.05, [1.0, 1.4], None, 256, 3)
+    assert "MTP head" not in cost_curve_line(curve)
+    assert cost_curve_line(curve, 0.15).endswith("c = - (no draft model); MTP head c = 0.15 a draft position")

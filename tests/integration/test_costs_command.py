@@ -46,3 +46,21 @@ def test_costs_command_prints_each_sources_bet(tiny_models, tmp_path, monkeypatc
     assert main(argv[:-1]) == 0
     out = capsys.readouterr().out
     assert "what each draft source bets" in out and "  suffix: drafting costs free" in out
+
+
+def test_costs_shows_the_mtp_heads_learnt_cost_beside_the_draft_models(toy_models, tmp_path, monkeypatch, capsys):
+    from specllama.runtime.cost_store import CostStore, save_learned
+
+    monkeypatch.setenv("SPECLLAMA_CACHE", str(tmp_path))
+    target = toy_models["qwen35"]
+    store = CostStore(target, 1, 1, 0, False)
+    save_learned(store.learned_key, {"t1_s": 0.01, "ratios": {str(n): 1 + 0.3 * (n - 1) for n in range(1, 17)},
+                                     "draft_ratio": None}, None, 0.15)  # what a run that drafted with the head kept
+    argv = ["costs", "--target", str(target), "--ctx", "512", "-t", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "MTP head c = 0.15 a draft position" in out and "  mtp: drafting costs 0.15 of a target step" in out
+    assert main(argv + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["learnt"]["mtp_ratio"] == 0.15
+    assert {b["source"]: b["draft_cost"] for b in doc["source_bets"]}["mtp"] == 0.15

@@ -1,6 +1,7 @@
 """Issue 37's done-when, on the hybrid toy with an MTP layer (qwen35): `specllama run`, the chat
 (its app and session, driven by Textual's Pilot) and `serve`, with `--drafter suffix`, `mtp` and
-`auto` (which now loads the MTP head whenever the GGUF has one and weighs it as a source), give
+`auto` (which loads the MTP head where the GGUF has one and its cost here is unknown or can pay, and
+weighs it as a source), give
 `--drafter none`'s greedy text in exact mode, over 3 turns where the interface has turns. Random
 weights: drafts are mostly rejected, so every turn rolls the hybrid cache (and the MTP cache beside
 it) back many times."""
@@ -64,10 +65,13 @@ def chat_answers(path, drafter: str) -> list[str]:
         app.close_runtime()
 
 
-def test_the_chat_answers_as_plain_decoding_does_with_every_drafter(toy_models):
+def test_the_chat_answers_as_plain_decoding_does_with_every_drafter(toy_models, monkeypatch, tmp_path):
     plain = chat_answers(toy_models["qwen35"], "none")
     assert len(plain) == TURNS and all(plain)
     for drafter in DRAFTERS:
+        # Each session on a machine that knows no costs: an earlier session's head costs would let
+        # auto leave the head unloaded on the toy, where it cannot pay (tests/integration/test_mtp_load.py).
+        monkeypatch.setenv("SPECLLAMA_COSTS", str(tmp_path / drafter))
         assert chat_answers(toy_models["qwen35"], drafter) == plain, drafter
 
 

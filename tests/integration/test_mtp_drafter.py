@@ -109,3 +109,33 @@ def test_serve_drafts_with_mtp_and_answers_as_plain_decoding(toy_models, tmp_pat
     finally:
         assert live.stop() == 0
     assert "Traceback" not in live.stderr()
+
+
+def test_a_head_not_followed_catches_up_to_llama_cpps_drafts(toy_models, mtp_model):
+    """Not followed (auto found it not paying), the head is fed nothing; asked to draft again, it
+    feeds what it missed in one batch first, and drafts what llama.cpp's always-fed head drafts."""
+    prompt = mtp_model.tokenize(PROMPT)
+    last, expected = reference_drafts(toy_models["qwen35"], prompt, 4)
+    eng = engine(mtp_model)
+    drafter = eng.drafters["mtp"]
+    drafter.follow(0, False)
+    eng.target.decode(prompt, logits="none")
+    assert drafter.mtp.feed_rows == 0
+    drafter.follow(0, True)
+    proposal, = drafter.propose([DraftRequest(0, prompt + [last], 4, GenerationConfig(), np.random.default_rng(0))])
+    assert list(proposal.tokens) == expected and drafter.mtp.feed_rows == len(prompt)
+
+
+def test_a_head_paused_longer_than_the_states_it_keeps_drafts_on_and_output_stays_plain(toy_models, mtp_model):
+    from specllama.llama.mtp import KEEP_STATES
+
+    prompt = mtp_model.tokenize(PROMPT * 12)
+    assert len(prompt) > 2 * KEEP_STATES
+    plain_model = GGUFModel(toy_models["qwen35"], exact=True)
+    plain_ctx = DecodeContext(plain_model, n_ctx=512, n_threads=1, exact=True)
+    plain = [e.id for e in Engine(plain_ctx).generate(prompt, GenerationConfig(drafter="none", max_tokens=24)).tokens()[0]]
+    eng = engine(mtp_model)
+    eng.drafters["mtp"].follow(0, False)  # the prompt is decoded unfollowed: its first states are gone by the draft
+    events, summary = eng.generate(prompt, GenerationConfig(drafter="mtp", k=3, max_tokens=24)).tokens()
+    assert [e.id for e in events] == plain
+    assert summary.drafted_by.get("mtp", 0) > 0 and eng.drafters["mtp"].mtp.feed_rows < len(prompt)

@@ -58,6 +58,9 @@ class FakeContext:
         self.decoded = 0  # tokens pushed through "the network": what speculation tries to save
         self.decode_calls = 0
         self.batch_sizes: list[int] = []  # tokens per decode call, in order
+        # Told of every decode (before its tokens join `held`, as DecodeContext tells them), rollback
+        # and clear: a fake MTP head follows the target through them (tests/unit/test_mtp_auto.py).
+        self.observers: list = []
 
     @property
     def tokens(self) -> list[int]:
@@ -85,11 +88,23 @@ class FakeContext:
     def decode(self, tokens, logits="last", seq: int = 0):
         if not tokens:  # as DecodeContext: nothing to decode is no decode
             return np.empty((0, VOCAB), dtype=np.float32)
+        self._tell(tokens, [seq] * len(tokens))
         rows = self._push(seq, tokens, logits)
         self._spend(len(tokens))
         return np.array(rows, dtype=np.float32).reshape(len(rows), VOCAB)
 
+    def _tell(self, tokens, seqs) -> None:
+        if self.observers:
+            at = {s: len(self.held[s]) for s in set(seqs)}
+            positions = []
+            for s in seqs:
+                positions.append(at[s])
+                at[s] += 1
+            for observer in self.observers:
+                observer.decoded(list(tokens), positions, [(s,) for s in seqs])
+
     def decode_parts(self, parts):
+        self._tell([t for p in parts for t in p.tokens], [p.seq for p in parts for _ in p.tokens])
         out = []
         for p in parts:  # "argmax": each position's argmax id only, as DecodeContext returns it
             rows = np.array(self._push(p.seq, p.tokens, "all" if p.logits == "argmax" else p.logits),
@@ -107,6 +122,8 @@ class FakeContext:
     def rollback(self, n_past: int, seq: int = 0) -> None:
         assert n_past <= self.past(seq)
         del self.held[seq][n_past:]
+        for observer in self.observers:
+            observer.rolled_back(seq, n_past)
 
     def prepare_rollback(self, seq: int, n_tokens: int) -> None:
         pass
@@ -130,6 +147,8 @@ class FakeContext:
         for s, held in enumerate(self.held):
             if seq is None or s == seq:
                 held.clear()
+        for observer in self.observers:
+            observer.cleared(seq)
 
 
 def counting_rule(step: int = 1, end_after: int | None = None):

@@ -43,7 +43,7 @@ def measured_sizes(max_n: int) -> list[int]:
     """The batch sizes timed for a curve to max_n: every n up to 17 (where the kernels' steps
     decide K), then every 4th to 32 and every 8th beyond, and a row each side of every 16th:
     llama.cpp's kernels work on blocks of rows, and one row past a block costs most of another
-    (31/32/33 rows 549/465/524 ms here, bench/measured/vm-20261125-verify-rows), which a line
+    (63/64/65 rows 936/772/847 ms here, bench/measured/vm-20261125-verify-rows), which a line
     through 28, 32 and 40 would miss. The rest is interpolated. Keeps a 64-point curve under a
     minute here."""
     sizes = [n for n in range(1, max_n + 1)

@@ -36,6 +36,7 @@ from specllama.decoding.acceptance import PositionAcceptance
 from specllama.decoding.cost.online import StepCosts
 from specllama.decoding.drafters import Drafter, Proposal
 from specllama.decoding.outcome import StepOutcome
+from specllama.decoding.policy.source_backoff import SourceBackoff
 from specllama.decoding.verifiers import Verifier
 from specllama.errors import SpecllamaError
 
@@ -66,9 +67,11 @@ NO_DRAFT = Ask()
 @dataclass
 class EngineRecord:
     """What the engine as a whole has seen, for policies that act on it: whether any step has
-    verified a draft yet (model_auto.py tries a draft model until one has)."""
+    verified a draft yet (model_auto.py tries a draft model until one has); how the decoding
+    sources' tries went (source_backoff.py: one that kept losing waits longer before the next)."""
 
     drafted: bool = False
+    backoff: SourceBackoff = field(default_factory=SourceBackoff)
 
 
 @dataclass

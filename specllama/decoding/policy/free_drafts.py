@@ -48,9 +48,10 @@ class CopyRun:
 
     Why blocks: llama.cpp's kernels work on blocks of rows, and a batch one row past a block pays
     for most of another. Measured through our own decode (logits at every row, spinning threads,
-    bench/measured/vm-20261125-verify-rows): 15 rows 349 ms, 16 rows 279 ms, 17 rows 328 ms;
-    31/32/33 rows 549/465/524 ms; 63/64/65 rows 891/767/816 ms. So 15 drafts carry 6 % fewer
-    tokens than 16 for 15 % less time, and 31 and 63 likewise. The cost model learns the row counts
+    bench/measured/vm-20261125-verify-rows): 15 rows 339 ms, 16 rows 275 ms, 17 rows 320 ms;
+    31/32/33 rows 515/483/495 ms; 63/64/65 rows 936/772/847 ms. So 15 drafts carry 6 % fewer
+    tokens than 16 for 14 % less time, and 63 than 64 for 9 % less (32 rows against 33 was within
+    noise in this run, 11 % in an earlier one). The cost model learns the row counts
     it sees, but a copy's length is this floor, not its choice, so the floor has to be right.
 
     Why not the cost model alone: acceptance inside a copy comes in bursts (a file returned with

@@ -10,7 +10,9 @@ first; elsewhere the decoding source with the best rate decodes, only when that 
 draft's and plain decoding's (rate 1). So an MTP head whose verify batches cost more than its
 accepted tokens save (Metal, llama.cpp #23752) is never chosen, and one that pays is, at the depth
 its record and the costs say (tests/unit/test_mtp_auto.py). Sources the realised check benched for this
-text are skipped. A chosen suffix draft comes whole and is cut here where it pays, like
+text are skipped, and so is a source whose every try lately lost, for ever longer (source_backoff.py:
+the costs price a batch size they forgot optimistically again, which would retry it every time).
+A chosen suffix draft comes whole and is cut here where it pays, like
 ConfidentAuto's; a decoding source's draft carries this text's per-position acceptance as its
 confidence, so a batch can cut every kind jointly."""
 
@@ -74,8 +76,10 @@ class SourceChoice(PolicyBase):
         self.realised = RealisedSpeed()
         self.copy_run = CopyRun()
         self._cap = 0
+        self._slot = 0
 
     def start(self, slot: int, prompt: Sequence[int]) -> None:
+        self._slot = slot
         self.suffix.prefill(slot, prompt)
         # A decoding source digests the prompt now only when it may be used at once; else it
         # catches up on its first proposal (a long prompt costs the draft seconds).
@@ -97,7 +101,8 @@ class SourceChoice(PolicyBase):
             proposal = replace(proposal, confidence=self.fit.apply(proposal.confidence))
             proposal = replace(proposal, certain=still_certain(proposal))
         proposal = long_enough(proposal)
-        choice, k = choose_source(proposal, self.records, self._cap, self.realised.avoid(), self.kit.costs.ratio)
+        avoid = self.realised.avoid() | self.kit.engine.backoff.waiting(self.kit.costs.steps)
+        choice, k = choose_source(proposal, self.records, self._cap, avoid, self.kit.costs.ratio)
         if choice in self.decoding:
             return proposal, Ask(self.decoding[choice], k)
         if choice == "none":
@@ -124,3 +129,22 @@ class SourceChoice(PolicyBase):
         self.realised.tick()
         if outcome.alone:
             self.realised.observe(outcome.source, outcome.emitted, outcome.seconds, outcome.t1)
+            if decoded_by is not None:
+                self.kit.engine.backoff.tried(decoded_by, outcome.drafted, outcome.emitted, outcome.seconds)
+        costs = self.kit.costs
+        # Judged against T(1) only once a plain step timed it (or earlier runs did): before, it is
+        # guessed from the drafting steps' own batches, which hides what they cost.
+        if costs.last_t1_step >= 0 or costs.prior.learned:
+            self.kit.engine.backoff.judge(costs.t1(), costs.steps)
+        self._follow()
+
+    def _follow(self) -> None:
+        """A source that must follow every target decode (an MTP head) does so only while it may be
+        chosen: not benched or waiting, and some draft length pays on its record and the costs.
+        Else each step would pay for feeding a head that drafts nothing (it catches up when chosen)."""
+        avoid = self.realised.avoid() | self.kit.engine.backoff.waiting(self.kit.costs.steps)
+        for name, drafter in self.decoding.items():
+            follow = getattr(drafter, "follow", None)
+            if follow is not None:
+                record = self.records.get(name)
+                follow(self._slot, name not in avoid and record is not None and record.choose() > 0)
