@@ -92,7 +92,8 @@ class DecodeContext:
         # What --flash-attn means for this context (llama/attention.py: off on a CPU, measured faster).
         self.flash_attn_asked = flash_attn
         self.flash_attn = flash_attention(flash_attn, exact=exact, offloaded=getattr(model, "n_gpu_layers", 0) != 0,
-                                          n_ubatch=n_batch, n_ctx=cells, n_head=C.llama_model_n_head(model._model))
+                                          n_ubatch=n_batch, n_ctx=cells, n_head=C.llama_model_n_head(model._model),
+                                          n_ctx_seq=n_ctx)
         params.flash_attn_type = {"on": C.LLAMA_FLASH_ATTN_TYPE_ENABLED, "off": C.LLAMA_FLASH_ATTN_TYPE_DISABLED,
                                   "auto": C.LLAMA_FLASH_ATTN_TYPE_AUTO}[self.flash_attn]
         if exact:
