@@ -26,7 +26,7 @@ def test_the_context_is_created_with_the_attention_chosen(tiny_models):
         assert np.mean(a == b) > 0.9  # the same model, two summation orders: nearly always the same argmax
         state = off.sequence_state(0)
         assert state is not None
-        assert off2.set_sequence_state(0, bytearray(state), prompt)  # (another context size: cells are per token)  # same layout: restored
+        assert off2.set_sequence_state(0, bytearray(state), prompt)  # another size: cells are per token  # same layout: restored
         assert not on.set_sequence_state(0, bytearray(state), prompt)  # transposed V: refused, left empty
         assert on.n_past == 0
     finally:
