@@ -12,7 +12,7 @@ import argparse
 from specllama.decoding import limits
 from specllama.decoding.request import DRAFTERS, PARALLEL_MAX, VERIFY_MODES, drafter_name
 from specllama.errors import SpecllamaError
-from specllama.llama import thread_wait
+from specllama.llama import attention, thread_wait
 from specllama.llama.exact_rows import EXACT_MAX_BATCH
 
 # One table for every command; shown by --help and in the README.
@@ -167,6 +167,11 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="greedy output that does not depend on the batch shape: identical to plain decoding "
                         f"whatever K is (no repacked weights, a Q8_0 KV cache, at most {EXACT_MAX_BATCH - 1} drafts a step; "
                         "see docs/how-it-works.md; default: off)")
+    g.add_argument("-fa", "--flash-attn", choices=attention.CHOICES, default="auto",
+                   help="llama.cpp's flash-attention kernel: auto (default: off on a CPU for contexts of 8192 tokens and "
+                        "more, where at a 4k fill a batch of drafts verified a third faster without it and one token "
+                        "7 %% faster; llama.cpp's own choice for shorter contexts and on Metal/CUDA; docs/install.md "
+                        "has the table), on, off. --exact turns it on")
 
 
 def add_draft_shape_option(g) -> None:

@@ -27,6 +27,7 @@ class Intent:
     threads_batch: int | None = None
     gpu_layers: int | None = None
     exact: bool = False
+    flash_attn: str = "auto"
     # speculation and sampling
     drafter: str = "auto"
     no_draft: bool = False

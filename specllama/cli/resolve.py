@@ -95,6 +95,7 @@ def resolve(intent: Intent, registry: Registry, cache: ModelCache, *, cores: int
                        draft_if_pays="model" not in drafters and "auto" in drafters,
                        draft_corpus=intent.draft_corpus, n_ctx=intent.n_ctx, threads=intent.threads,
                        threads_batch=intent.threads_batch, gpu_layers=intent.gpu_layers, exact=intent.exact,
+                       flash_attn=intent.flash_attn,
                        parallel=intent.parallel, draft_one_token_decodes=intent.draft_one_token_decodes,
                        verifiers=intent.session_verifiers or (intent.verify,))
     model_refs(load, registry)  # an unknown pair or model name fails here, before anything loads

@@ -18,6 +18,7 @@ import numpy as np
 from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError
 from specllama.llama import rollback as rb
 from specllama.llama import thread_share
+from specllama.llama.attention import flash_attention
 from specllama.llama.backend import C, default_threads, last_llama_error
 from specllama.llama.model import GGUFModel
 
@@ -83,19 +84,26 @@ class DecodeContext:
 
     def __init__(self, model: GGUFModel, *, n_ctx: int = 4096, n_threads: int | None = None,
                  n_threads_batch: int | None = None, n_batch: int = 512, n_seq_max: int = 1, exact: bool = False,
-                 unified: bool = False, snapshot_depth: int = rb.SNAPSHOT_DEPTH):
+                 unified: bool = False, snapshot_depth: int = rb.SNAPSHOT_DEPTH, flash_attn: str = "auto"):
         self.model = model
         threads = n_threads or default_threads()
         params = C.llama_context_default_params()
+        cells = n_ctx if unified else n_ctx * n_seq_max
+        # What --flash-attn means for this context (llama/attention.py: off on a CPU, measured faster).
+        self.flash_attn_asked = flash_attn
+        self.flash_attn = flash_attention(flash_attn, exact=exact, offloaded=getattr(model, "n_gpu_layers", 0) != 0,
+                                          n_ubatch=n_batch, n_ctx=cells, n_head=C.llama_model_n_head(model._model),
+                                          n_ctx_seq=n_ctx)
+        params.flash_attn_type = {"on": C.LLAMA_FLASH_ATTN_TYPE_ENABLED, "off": C.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+                                  "auto": C.LLAMA_FLASH_ATTN_TYPE_AUTO}[self.flash_attn]
         if exact:
             # Attention whose result for a query row does not depend on the batch: ggml's CPU flash
             # attention takes a vector path per row, in cache order, skipping masked cells, unless
             # the cache is F16/F32, where it tiles batches of rows and splits one row's cache over
             # threads (other summation orders). A Q8_0 cache keeps the vector path always.
-            params.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
             params.type_k = params.type_v = C.GGML_TYPE_Q8_0
         self.exact = exact
-        params.n_ctx = n_ctx if unified else n_ctx * n_seq_max
+        params.n_ctx = cells
         params.n_batch = n_batch
         params.n_ubatch = n_batch
         params.n_seq_max = n_seq_max

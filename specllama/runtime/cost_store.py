@@ -72,10 +72,11 @@ class CostStore:
     threads_batch: int
     gpu_layers: int
     exact: bool
+    flash_attn: str = "auto"  # as asked (--flash-attn): what a step costs depends on it
 
     def _key(self, draft: Path | None, max_n: int) -> dict:
         return key_for(self.target, draft, threads=self.threads, threads_batch=self.threads_batch,
-                       gpu_layers=self.gpu_layers, exact=self.exact, max_n=max_n)
+                       gpu_layers=self.gpu_layers, exact=self.exact, max_n=max_n, flash_attn=self.flash_attn)
 
     @property
     def learned_key(self) -> dict:
@@ -163,7 +164,7 @@ def _file_identity(path: Path | None) -> dict | None:
 
 
 def key_for(target_path: Path, draft_path: Path | None, *, threads: int, threads_batch: int, gpu_layers: int,
-            exact: bool, max_n: int) -> dict:
+            exact: bool, max_n: int, flash_attn: str = "auto") -> dict:
     """The key from the settings themselves, before any context exists: what is known of the costs
     is read while a load is planned (runtime/plan.py)."""
     return {
@@ -175,6 +176,9 @@ def key_for(target_path: Path, draft_path: Path | None, *, threads: int, threads
         "llama_cpp_python": library_version(),
         "gpu_layers": gpu_layers,
         "exact": exact,
+        # Named so that no cost learnt before attention was chosen here (llama.cpp's auto: on) is
+        # taken for one without it: a verify batch at depth costs a third less off (llama/attention.py).
+        "flash_attn": flash_attn,
         "target": _file_identity(target_path),
         "draft": _file_identity(draft_path),
         "max_n": max_n,
@@ -185,7 +189,8 @@ def cache_key(target: DecodeContext, draft: DecodeContext | None, max_n: int = M
     """The key of the curve measured on these contexts (the same as CostStore's for their settings)."""
     return key_for(target.model.path, draft.model.path if draft is not None else None, threads=target.n_threads,
                    threads_batch=target.n_threads_batch, gpu_layers=getattr(target.model, "n_gpu_layers", 0),
-                   exact=bool(getattr(target, "exact", False)), max_n=max_n)
+                   exact=bool(getattr(target, "exact", False)), max_n=max_n,
+                   flash_attn=getattr(target, "flash_attn_asked", "auto"))
 
 
 def entry_path(key: dict) -> Path:

@@ -135,7 +135,8 @@ class Runtime:
         self.target_ctx = DecodeContext(self.target_model, n_ctx=n_ctx, n_threads=plan.threads,
                                         n_threads_batch=plan.threads_batch, exact=opts.exact,
                                         n_seq_max=sizes.target_context.sequences, unified=sizes.target_context.unified,
-                                        snapshot_depth=snapshot_depth(self.target_model, opts.exact))
+                                        snapshot_depth=snapshot_depth(self.target_model, opts.exact),
+                                        flash_attn=opts.flash_attn)
         if (notice := rollback_notice(self.target_ctx)) is not None:
             self._say(notice)
         if opts.exact and self.target_model.exact_max_batch < 2:
@@ -145,7 +146,8 @@ class Runtime:
         if opts.n_ctx > 0 and self.target_ctx.n_ctx != opts.n_ctx:
             self._say(Notice("context", context_note(opts.n_ctx, self.target_ctx.n_ctx, self.target_model.n_ctx_train),
                              verbose_only=opts.n_ctx < self.target_model.n_ctx_train))
-        self.store = CostStore(self.target_path, plan.threads, plan.threads_batch, plan.gpu_layers, opts.exact)
+        self.store = CostStore(self.target_path, plan.threads, plan.threads_batch, plan.gpu_layers, opts.exact,
+                               opts.flash_attn)
         record = plan.draft_load.record if plan.draft_load else None
         if record is not None and plan.named_draft is not None and plan.named_draft.path is not None:
             self.store.record_decision(plan.named_draft.path, record)  # the next identical run decides alike
@@ -161,7 +163,8 @@ class Runtime:
             # No snapshots: it drafts one token a decode, so they would never reach back over its
             # drafts; a recurrent draft model goes back to the checkpoint it takes before drafting.
             self.draft_ctx = DecodeContext(self.draft_model, n_ctx=n_ctx, n_threads=plan.threads,
-                                           n_threads_batch=plan.threads_batch, n_seq_max=self.slots, snapshot_depth=0)
+                                           n_threads_batch=plan.threads_batch, n_seq_max=self.slots, snapshot_depth=0,
+                                           flash_attn=opts.flash_attn)
             drafters["model"] = ModelDrafter(self.draft_ctx, one_token_decodes=opts.draft_one_token_decodes)
         # The suffix drafter costs microseconds of Python per step, no decode; a request's policy
         # cuts its drafts on the live costs (auto's choice is priced on them too).

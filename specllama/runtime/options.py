@@ -42,6 +42,7 @@ class LoadOptions:
     # (decoding/verifiers.py), and the one loaded serves them all.
     verifiers: tuple[str, ...] = ("causal",)
     exact: bool = False  # greedy output independent of the batch shape (see llama/context.py)
+    flash_attn: str = "auto"  # --flash-attn: auto (off on a CPU, llama.cpp's choice elsewhere; llama/attention.py), on, off
     # Every draft-model decode one token a sequence (a research switch for CUDA graphs, see
     # drafters.ModelDrafter.one_token_decodes and scripts/measure/decode_shapes.py).
     draft_one_token_decodes: bool = False

@@ -174,8 +174,11 @@ class PromptCache:
         self.stats = Stats()
         self._lock = threading.Lock()  # entries and stats, read by /metrics from another thread
         self.draft_identity = model_identity(draft.model.path) if draft is not None else None
+        # The V cache's layout follows flash attention (transposed without it): a state saved one way
+        # is refused the other, so each keeps its own entries.
         identity = {"model": model_identity(target.model.path), "cache_type": "q8_0" if target.exact else "f16",
-                    "llama_cpp": llama_cpp.__version__}
+                    "llama_cpp": llama_cpp.__version__,
+                    **({"flash_attn": fa} if (fa := getattr(target, "flash_attn", "auto")) != "auto" else {})}
         prefix = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
         self.disk = None
         if disk_bytes > 0 and folder:
