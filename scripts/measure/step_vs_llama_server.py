@@ -24,7 +24,6 @@ import statistics
 import sys
 import tempfile
 import urllib.request
-from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,6 +31,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts" / "measure"))
 
 from bench_serve import Server, free_port, llama_server_version  # noqa: E402
+from report_files import write_report  # noqa: E402
 
 from specllama.llama.machine import cpu_model  # noqa: E402
 from specllama.models import store  # noqa: E402
@@ -160,12 +160,8 @@ def main(argv=None) -> int:
     print(head)
     print("\n".join(lines))
     if args.out:
-        when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        cmd = "python scripts/measure/step_vs_llama_server.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        Path(args.out + ".md").write_text(f"# A speculative step, ours against llama-server's ({when})\n\n"
-                                          f"Command: `{cmd}`\n\n{head}\n\n" + "\n".join(lines) +
-                                          f"\n\nour texts identical across rounds, per k: {same}\n")
-        Path(args.out + ".json").write_text(json.dumps({"when": when, "about": head, "runs": results}, indent=1) + "\n")
+        write_report(args.out, "A speculative step, ours against llama-server's", "step_vs_llama_server.py", argv,
+                     head, lines, {"runs": results}, f"our texts identical across rounds, per k: {same}")
     return 0
 
 

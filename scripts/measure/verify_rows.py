@@ -15,16 +15,17 @@ same cache fill, interleaved within each round, medians.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts" / "measure"))
+
+from report_files import write_report  # noqa: E402
 
 from specllama.llama.backend import default_threads  # noqa: E402
 from specllama.llama.context import DecodeContext  # noqa: E402
@@ -82,11 +83,7 @@ def main(argv=None) -> int:
     lines += [f"| {r['rows']} | {r['ms']} | {r['ratio']} | {r['rows_per_s']} |" for r in rows]
     print("\n".join(lines))
     if args.out:
-        when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        cmd = "python scripts/measure/verify_rows.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        Path(args.out + ".md").write_text(f"# Verify batch cost by row count ({when})\n\nCommand: `{cmd}`\n\n"
-                                          f"{head}\n\n" + "\n".join(lines) + "\n")
-        Path(args.out + ".json").write_text(json.dumps({"when": when, "about": head, "rows": rows}, indent=1) + "\n")
+        write_report(args.out, "Verify batch cost by row count", "verify_rows.py", argv, head, lines, {"rows": rows})
     return 0
 
 

@@ -1,0 +1,18 @@
+"""OUT.md and OUT.json of a measurement: its title and time, the exact command, what it measured
+(machine, threads, models: `head`), its table, and every run for the JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def write_report(out: str, title: str, script: str, argv: list[str] | None, head: str, lines: list[str],
+                 data: dict, tail: str = "") -> None:
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    cmd = f"python scripts/measure/{script} " + " ".join(argv if argv is not None else sys.argv[1:])
+    Path(out + ".md").write_text(f"# {title} ({when})\n\nCommand: `{cmd}`\n\n{head}\n\n" + "\n".join(lines) + "\n"
+                                 + (f"\n{tail}\n" if tail else ""))
+    Path(out + ".json").write_text(json.dumps({"when": when, "about": head, **data}, indent=1) + "\n")
