@@ -2,7 +2,7 @@
 """A whole speculative step, ours against llama.cpp's own server, at the same draft lengths.
 
 Both servers get the same request: repeat a file given in the prompt, greedy. Each copies from the
-prompt (our suffix drafter at a fixed -k; llama-server's ngram-simple drafter with the same draft
+prompt (our suffix drafter at a fixed -k; llama-server's ngram-mod drafter held to the same draft
 length), so nearly every draft is accepted and each step verifies about the same number of rows on
 both. What a step costs (generation time / steps) is then compared at equal rows, beside each
 server's own plain decoding of the same request: the difference is what our step adds around
@@ -81,8 +81,9 @@ def post(server: Server, body: dict) -> dict:
 def start(arm: str, k: int, args, target: Path, log: Path) -> Server:
     port = free_port()
     if arm.startswith("llama-server"):
-        spec = [] if k == 0 else ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-m", str(k),
-                                  "--spec-draft-n-max", str(k), "--spec-draft-n-min", "1"]
+        # ngram-mod (what --spec-default uses) held to k drafts; ngram-simple at size-m 8 drafted nothing here.
+        spec = [] if k == 0 else ["--spec-type", "ngram-mod", "--spec-ngram-mod-n-min", str(k),
+                                  "--spec-ngram-mod-n-max", str(k), "--spec-draft-n-max", str(k)]
         cmd = [args.llama_server, "-m", str(target), "-t", str(args.threads), "-c", str(args.ctx),
                "--host", "127.0.0.1", "--port", str(port), "-np", "1", *spec]
         return Server(arm, cmd, port, log)
@@ -145,8 +146,8 @@ def main(argv=None) -> int:
     head = (f"Machine: {cpu_model()}, {os.cpu_count()} CPUs; threads {args.threads}; thread wait "
             f"{os.environ.get('SPECLLAMA_THREAD_WAIT', 'auto')}; target {target.name}; greedy, {args.max_tokens} "
             f"tokens at most; {args.rounds} interleaved rounds, medians.\nllama-server: {args.llama_server} "
-            f"({llama_server_version(args.llama_server)}), -np 1, ngram-simple drafts of k "
-            f"(--spec-ngram-simple-size-m k --spec-draft-n-max k); specllama serve --parallel 1, drafter suffix -k k.")
+            f"({llama_server_version(args.llama_server)}), -np 1, ngram-mod drafts of k "
+            f"(--spec-ngram-mod-n-min/n-max k, --spec-draft-n-max k); specllama serve --parallel 1, drafter suffix -k k.")
     lines = ["| k | server | tokens/s | ms a step | rows a step | step / own plain step | drafts accepted |",
              "|---|---|---|---|---|---|---|"]
     for k in [0] + [int(x) for x in args.k.split(",")]:
