@@ -89,7 +89,8 @@ def run_benchmark(runtime: Session, prompts: list[BenchPrompt], configs: list[Be
     })
     info = runtime.describe()
     models = {"target": model_entry(info.target), "draft": model_entry(info.draft)}
-    machine = machine_info(info.threads, info.threads_batch, placement=info.placement, gpu_layers=info.gpu_layers)
+    machine = machine_info(info.threads, info.threads_batch, placement=info.placement, gpu_layers=info.gpu_layers,
+                           flash_attn=info.flash_attn)
     document = json_document(settings=settings, machine=machine, models=models, curve=curve,
                              results=results, summaries=summaries)
     return BenchOutcome(document, summaries, results, curve, head_cost)

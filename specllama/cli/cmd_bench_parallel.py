@@ -63,7 +63,8 @@ def cmd_bench_parallel(args: argparse.Namespace, prompt_items, status) -> int:
                                       progress=lambda done, total, what: progress(done, total, what, None))
         summaries = summarize(runs, runtime.costs.ratio, labels)
         info = runtime.describe()
-        machine = machine_info(info.threads, info.threads_batch, placement=info.placement, gpu_layers=info.gpu_layers)
+        machine = machine_info(info.threads, info.threads_batch, placement=info.placement, gpu_layers=info.gpu_layers,
+                           flash_attn=info.flash_attn)
         models = {"target": info.target.file}
         peak = peak_rss_bytes()  # None on Windows (no getrusage)
         rss = peak / (1 << 20) if peak is not None else None

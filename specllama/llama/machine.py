@@ -48,7 +48,7 @@ def current_rss_bytes() -> int | None:
 
 
 def machine_info(threads: int | None = None, threads_batch: int | None = None, placement: str | None = None,
-                 gpu_layers: int | None = None) -> dict:
+                 gpu_layers: int | None = None, flash_attn: str | None = None) -> dict:
     """`placement`: where the models ran ("CPU", "GPU (all layers)"; `gpu_layers` -1 means all):
     a Metal or CUDA run and a CPU run of one machine are different machines to compare."""
     return {
@@ -64,5 +64,6 @@ def machine_info(threads: int | None = None, threads_batch: int | None = None, p
         "llama_cpp_python": library_version(),
         "llama_system_info": system_info(),
         "thread_wait": thread_wait.in_force(),
+        "flash_attn": flash_attn,  # the target's attention (llama/attention.py): "auto" is llama.cpp's choice
         "peak_rss_bytes": peak_rss_bytes(),
     }

@@ -253,7 +253,7 @@ class Runtime:
     def describe(self) -> SessionInfo:
         return SessionInfo(_model_info(self.target_model), _model_info(self.draft_model), self.placement, self.gpu_layers,
                            self.target_ctx.n_threads, self.target_ctx.n_threads_batch, self.target_ctx.n_ctx, self.slots,
-                           self.opts.exact, getattr(self, "load_s", 0.0))
+                           self.opts.exact, getattr(self, "load_s", 0.0), self.target_ctx.flash_attn)
 
     def notices(self) -> tuple[Notice, ...]:
         return tuple(self._notices)

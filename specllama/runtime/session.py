@@ -50,6 +50,7 @@ class SessionInfo:
     slots: int  # prompts decoded together at most
     exact: bool
     load_s: float  # seconds from asking to ready (a download included)
+    flash_attn: str = "auto"  # the target context's attention: "on", "off", or "auto" (llama.cpp's choice)
 
     def line(self, config: GenerationConfig | None = None) -> str:
         """One line: models, placement, threads (the draft named only where the request may use it)."""
@@ -58,7 +59,7 @@ class SessionInfo:
         uses_draft = self.draft is not None and (config is None or (config.drafter in ("model", "auto") and config.drafts))
         draft = f", draft {self.draft.file}" if uses_draft else ""
         return f"target {self.target.file}{draft} on {self.placement}, threads {self.threads}" + (
-            f", {EXACT_MODE}" if self.exact else "")
+            f", {EXACT_MODE}" if self.exact else "") + (", flash attention off" if self.flash_attn == "off" else "")
 
 
 class Session(Protocol):

@@ -168,6 +168,7 @@ def test_bench_json_schema(tiny_models, tmp_path, capsys, monkeypatch):
     assert doc["machine"]["llama_cpp_python"] == "0.3.36" and doc["machine"]["peak_rss_bytes"] > 0
     # This build has no GPU backend: every layer on the CPU, and the record says so.
     assert doc["machine"]["placement"] == "CPU" and doc["machine"]["gpu_layers"] == 0
+    assert doc["machine"]["flash_attn"] == "auto"  # a 512-token context: llama.cpp's own choice (llama/attention.py)
     assert "models on CPU" in out_md.read_text()
     assert doc["models"]["target"]["file"] == "a.gguf" and doc["models"]["draft"]["file"] == "a.gguf"
     curve = doc["cost_curve"]
@@ -241,3 +242,12 @@ def test_the_bench_footer_shows_the_mtp_heads_learnt_cost():
     curve = CostCurve(0.05, [1.0, 1.4], None, 256, 3)
     assert "MTP head" not in cost_curve_line(curve)
     assert cost_curve_line(curve, 0.15).endswith("c = - (no draft model); MTP head c = 0.15 a draft position")
+
+
+def test_the_bench_record_names_the_attention_it_ran_with(tiny_models, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SPECLLAMA_CACHE", str(tmp_path / "cache"))
+    out_json = tmp_path / "bench.json"
+    code = main(["bench", "--prompts", str(_prompts_file(tmp_path)), "--target", str(tiny_models["a"]), "--ctx", "256",
+                 "--max-tokens", "4", "--repeat", "1", "--configs", "none", "--flash-attn", "off", "--json", str(out_json)])
+    assert code == 0, capsys.readouterr().err
+    assert json.loads(out_json.read_text())["machine"]["flash_attn"] == "off"
