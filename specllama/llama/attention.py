@@ -7,8 +7,9 @@ the whole cache n times, where the plain path multiplies all rows against the ca
 Measured in-process on the 2-core machine (Qwen2.5-Coder-1.5B Q4_K_M, logits at every row,
 bench/measured/vm-20261125-flash-attention):
 
-  cache fill 4096:  one token 55 ms on, 51 off;  16 rows 605 ms on, 397 off;  32 rows 1103 on, 686 off
-  prompt (512-token chunks): 84 tok/s on, 76 off
+  cache fill 4096 (interleaved off/on twice): one token 57-59 ms on, 51-55 off; 16 rows 596-604 ms
+  on, 390-397 off; 32 rows 1100 on, 676-692 off; prompt (512-token chunks) 84-87 tok/s on, 78.5 off
+  cache fill 12288: one token 110 ms on, 94 off; 16 rows 1294 on, 641 off; prompt 52 tok/s either way
 
   cache fill 300:   one token 35-37 ms on, 37-39 off; 16 rows about the same; prompt 102-105 tok/s on, 93-94 off
 

@@ -89,7 +89,7 @@ class DecodeContext:
         threads = n_threads or default_threads()
         params = C.llama_context_default_params()
         cells = n_ctx if unified else n_ctx * n_seq_max
-        # What --flash-attn means for this context (llama/attention.py: off on a CPU, measured faster).
+        # What --flash-attn means for this context (llama/attention.py: off on a CPU for deep contexts).
         self.flash_attn_asked = flash_attn
         self.flash_attn = flash_attention(flash_attn, exact=exact, offloaded=getattr(model, "n_gpu_layers", 0) != 0,
                                           n_ubatch=n_batch, n_ctx=cells, n_head=C.llama_model_n_head(model._model),
