@@ -169,7 +169,10 @@ class ConversationView(VerticalScroll):
     def select_last(self) -> bool:
         messages = self.messages
         if messages:
-            messages[-1].focus()
+            # At once, not Widget.focus()'s call_later: a key typed right after tab (d, k, t...) is
+            # already queued when that callback would run, and went to the input as text (seen in a
+            # real terminal, tests/unit/test_tui_tmux.py, on a loaded machine).
+            self.screen.set_focus(messages[-1])
         return bool(messages)
 
     def action_select(self, step: int) -> None:
@@ -178,7 +181,7 @@ class ConversationView(VerticalScroll):
             return
         current = self.selected
         at = messages.index(current) + step if current in messages else len(messages) - 1
-        messages[max(0, min(len(messages) - 1, at))].focus()
+        self.screen.set_focus(messages[max(0, min(len(messages) - 1, at))])
 
     def action_copy_selected(self) -> None:
         if self.selected is not None:
