@@ -1,6 +1,8 @@
 """What a verify decode of n rows costs, in plain steps, through the engine's own DecodeContext
 (logits at every row, as verification asks), for the row counts where llama.cpp's CPU kernels
-step: every n to 17, then around each multiple of 16.
+step: every n to 17, then around each multiple of 16 (--rows for others), with or without flash
+attention (--flash-attn on|off: bench/measured/vm-20261125-flash-attention, whose first runs used a
+bare llama-cpp-python loop of the same shape, folded into this script since).
 
 Why: on this 2-core machine the curve is not smooth. A batch of 16 rows cost less than one of 15,
 32 less than 31, 64 less than 63 (the kernels work on blocks of rows; a partial block pays nearly
@@ -27,6 +29,7 @@ sys.path.insert(0, str(REPO / "scripts" / "measure"))
 
 from report_files import write_report  # noqa: E402
 
+from specllama.llama.attention import CHOICES  # noqa: E402
 from specllama.llama.backend import default_threads  # noqa: E402
 from specllama.llama.context import DecodeContext  # noqa: E402
 from specllama.llama.machine import cpu_model  # noqa: E402
@@ -52,6 +55,9 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     ap.add_argument("--fill", type=int, default=300, help="tokens in the cache under every batch (default 300)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    ap.add_argument("--rows", help="row counts to time, comma-separated (default: every n to 17, then around each 16th)")
+    ap.add_argument("--flash-attn", choices=CHOICES, default="auto",
+                    help="the context's attention, as --flash-attn (llama/attention.py; default auto)")
     ap.add_argument("--out", help="write OUT.md and OUT.json")
     args = ap.parse_args(argv)
 
@@ -59,24 +65,28 @@ def main(argv=None) -> int:
     path = resolve(args.model or registry.pair(None).target, registry, None)
     threads = args.threads or default_threads()
     model = GGUFModel(path)
-    ctx = DecodeContext(model, n_ctx=args.fill + max(ROWS) + 16, n_threads=threads)
+    sizes = sorted({1, *(int(n) for n in args.rows.split(","))}) if args.rows else ROWS  # ratios are to T(1)
+    ctx = DecodeContext(model, n_ctx=args.fill + max(sizes) + 16, n_threads=threads, flash_attn=args.flash_attn)
+    start = time.perf_counter()
     ctx.decode([500 + (i * 7) % 4000 for i in range(args.fill)], logits="none")
-    for n in ROWS:  # warm-up: the first decode of each shape allocates
+    prefill = args.fill / (time.perf_counter() - start)
+    for n in sizes:  # warm-up: the first decode of each shape allocates
         time_rows(ctx, n, args.fill)
-    times: dict[int, list[float]] = {n: [] for n in ROWS}
+    times: dict[int, list[float]] = {n: [] for n in sizes}
     for r in range(args.rounds):
-        for n in (ROWS if r % 2 == 0 else ROWS[::-1]):
+        for n in (sizes if r % 2 == 0 else sizes[::-1]):
             times[n].append(time_rows(ctx, n, args.fill))
     ctx.close()
 
     t1 = statistics.median(times[1])
     rows = []
-    for n in ROWS:
+    for n in sizes:
         med = statistics.median(times[n])
         rows.append({"rows": n, "ms": round(med * 1e3, 1), "ratio": round(med / t1, 2),
                      "rows_per_s": round(n / med, 1), "rounds_ms": [round(t * 1e3, 1) for t in times[n]]})
     head = (f"{Path(path).name}; {cpu_model()}, {threads} threads, thread wait "
-            f"{os.environ.get('SPECLLAMA_THREAD_WAIT', 'auto')}; cache fill {args.fill}; logits at every row; "
+            f"{os.environ.get('SPECLLAMA_THREAD_WAIT', 'auto')}; flash attention {ctx.flash_attn}; cache fill {args.fill} "
+            f"(prefilled at {prefill:.1f} tok/s); logits at every row; "
             f"{args.rounds} interleaved rounds, medians")
     print(head)
     lines = ["| rows | ms | T(n)/T(1) | rows/s |", "|---|---|---|---|"]
