@@ -25,6 +25,7 @@ from specllama.decoding.engine import Request as EngineRequest
 from specllama.decoding.grammar import GrammarFault
 from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.server.api_errors import APIError, invalid
+from specllama.server.http_limits import EVENT_STREAM
 from specllama.server.metrics import Metrics
 from specllama.server.prepare import ClientGone, Preparer, disconnected
 from specllama.server.request_body import body_json
@@ -180,6 +181,7 @@ async def answer(state: ServerState, request: Request, job: Job, writer: Writer)
     except ShuttingDown:
         raise APIError(503, "the server is shutting down", retry_after=RETRY_AFTER_FULL) from None
     if job.stream:
+        request.scope[EVENT_STREAM] = True  # a client that closes while the stream is silent is probed (http_limits.py)
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(_stream(state, request, tag, events, job, writer), media_type="text/event-stream",
                                  headers=headers)

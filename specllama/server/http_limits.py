@@ -18,7 +18,13 @@ subclass of its h11 protocol adds, per connection:
   while such a request waits for its answer, an interim `100 Continue` response (which HTTP/1.1
   clients must accept and skip) is written every PROBE_SECONDS; to a closed socket the second one
   fails, uvicorn sees the connection lost, and the handler cancels the request as for any client
-  that leaves.
+  that leaves. A stream whose response has begun cannot take an interim response; when it has
+  nothing to send (a long prompt's prefill, a wait for the slot) its own writes came only every
+  --keep-alive seconds, so a closed client was seen at the second of them, 20 s later, while its
+  prefill held the slot (an agent that gave up and retried waited behind itself). An event stream
+  (the exchange marks its scope: EVENT_STREAM) is probed with SSE comments instead, which every
+  client's parser skips: PROBES_IN_STREAM of them, after which a client still there is a live
+  half-closed one, and the stream's keep-alives go on telling as before.
 
 The h11 states used (their_state IDLE / SEND_BODY / DONE) are h11's public API; the hooks are
 uvicorn's protocol methods, which these tests pin: tests/integration/test_serve_timeouts.py.
@@ -35,6 +41,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from specllama.server.limits import ConnectionLimits
 
 PROBE_SECONDS = 0.25
+PROBES_IN_STREAM = 3  # a closed socket answers the first write with a reset, and the next write fails
+PROBE_COMMENT = b": probe\n\n"
+EVENT_STREAM = "specllama.event_stream"  # a scope key: the response is server-sent events (exchange.py sets it)
 
 
 def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
@@ -129,9 +138,16 @@ class GuardedH11Protocol(H11Protocol):
                 self.loop.call_later(PROBE_SECONDS, self._probe_client)
         return True
 
-    def _probe_client(self) -> None:
+    def _probe_client(self, in_stream: int = 0) -> None:
         cycle = self.cycle
-        if cycle is None or cycle.response_started or self.transport.is_closing():
-            return  # answered, or a stream whose own writes tell whether the client is there
-        self.transport.write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")))
-        self.loop.call_later(PROBE_SECONDS, self._probe_client)
+        if cycle is None or cycle.response_complete or self.transport.is_closing():
+            return
+        if not cycle.response_started:
+            self.transport.write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")))
+        elif cycle.scope.get(EVENT_STREAM) and self.conn.our_state is h11.SEND_BODY and in_stream < PROBES_IN_STREAM:
+            # between two of the stream's events: the app writes each whole, on this same thread
+            self.transport.write(self.conn.send(h11.Data(data=PROBE_COMMENT)))
+            in_stream += 1
+        else:
+            return  # a whole answer being written, or a live half-closed stream: their own writes tell
+        self.loop.call_later(PROBE_SECONDS, self._probe_client, in_stream)

@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from tests.support.live_serve import LiveServer, chat_body, outcomes, wait_for
+from tests.support.tiny_gguf import write_tiny_model
 
 LONG = 3000  # tokens: a generation still running when the test acts on it (the engine stops it early)
 
@@ -59,6 +60,46 @@ def test_a_client_leaving_mid_stream_is_a_499_line_in_the_request_log(tiny_model
     finally:
         assert live.stop() == 0
     assert live.log.read_text().count("POST /v1/chat/completions 499") == 1
+
+
+def test_a_client_leaving_a_silent_stream_is_seen_at_once(tokenizer_sources, tmp_path):
+    # A stream with nothing to send yet (a long prompt's prefill, a wait for the slot) used to learn that its client
+    # had gone only from its second keep-alive write: 20 s at the default --keep-alive, in which an agent's abandoned
+    # prefill went on holding the one slot (aider waited behind Qwen Code's in the end-to-end runs). Here the wait is
+    # for the slot, behind a generation of 12,000 tokens; --keep-alive 60 puts the old behaviour at 120 s, or at the
+    # slot's release, both far past the wait below.
+    model = write_tiny_model(tmp_path / "long.gguf", tokenizer_sources["qwen"], seed=0, n_ctx=16384)
+    live = LiveServer(["--target", str(model), "--no-draft", "--ctx", "16384", "--parallel", "1", "--keep-alive", "60"],
+                      tmp_path / "serve.log")
+    try:
+        holder = live.client().chat.completions.create(
+            model="a", messages=[{"role": "user", "content": "Talk for a long time."}], max_tokens=12000, stream=True)
+        next(iter(holder))  # holds the one slot
+        with socket.create_connection(("127.0.0.1", live.port)) as sock:
+            body = chat_body("a", "Talk for a long time.", max_tokens=LONG, stream=True)
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            wait_for(lambda: live.metrics()["specllama_requests_queued"] == 1, what="a queued request")
+            # Its headers and first chunk are written, then nothing. All of it is read, so the close below is a clean
+            # end-of-file, as when an agent gives up: closing with unread data sends a reset, which was always seen.
+            assert b'"role":"assistant"' in read_until_quiet(sock).replace(b" ", b"")
+        wait_for(lambda: live.metrics()["specllama_requests_queued"] == 0, timeout=10, what="the left request to go")
+        wait_for(lambda: "POST /v1/chat/completions 499" in live.log.read_text(), what="the 499 line")
+        assert live.metrics()["specllama_requests_active"] == 1  # the holder still runs: the slot never freed
+        holder.close()
+    finally:
+        assert live.stop() == 0
+
+
+def read_until_quiet(sock: socket.socket, quiet: float = 0.5) -> bytes:
+    sock.settimeout(quiet)
+    got = b""
+    try:
+        while chunk := sock.recv(65536):
+            got += chunk
+    except TimeoutError:
+        pass
+    return got
 
 
 def test_a_client_leaving_a_whole_request_cancels_it(tiny_models, tmp_path):
