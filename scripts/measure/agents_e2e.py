@@ -170,8 +170,9 @@ def client_command(client: str, args, scratch: Path, repo: Path, url: str) -> tu
         # A first prompt's prefill on a small CPU can outlast Claude Code's 600 s per request (API_TIMEOUT_MS)
         # and its 300 s without a byte of the stream (CLAUDE_STREAM_IDLE_TIMEOUT_MS)
         env.update(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="local", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-                   DISABLE_AUTOUPDATER="1", API_TIMEOUT_MS=str(args.timeout * 1000),
-                   CLAUDE_STREAM_IDLE_TIMEOUT_MS=str(args.timeout * 1000))
+                   DISABLE_AUTOUPDATER="1")
+        if not args.client_defaults:
+            env.update(API_TIMEOUT_MS=str(args.timeout * 1000), CLAUDE_STREAM_IDLE_TIMEOUT_MS=str(args.timeout * 1000))
         return [exe, "-p", TASK, "--permission-mode", "acceptEdits", "--allowedTools", "Read,Edit,Write"], env
     if client == "codex":
         codex_home = home / ".codex"
@@ -179,8 +180,8 @@ def client_command(client: str, args, scratch: Path, repo: Path, url: str) -> tu
         (codex_home / "config.toml").write_text(
             'model = "qwen2.5-coder"\nmodel_provider = "specllama"\n\n[model_providers.specllama]\n'
             f'name = "specllama"\nbase_url = "{url}/v1"\nwire_api = "responses"\nenv_key = "SPECLLAMA_KEY"\n'
-            # no event comes while a long prompt is prefilled: Codex's 300 s idle limit would cut it
-            f"stream_idle_timeout_ms = {args.timeout * 1000}\n")
+            # llama-server sends no event while a long prompt is prefilled: Codex's 300 s idle limit would cut it
+            + ("" if args.client_defaults else f"stream_idle_timeout_ms = {args.timeout * 1000}\n"))
         env.update(CODEX_HOME=str(codex_home), SPECLLAMA_KEY="local")
         return [exe, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", TASK], env
     if client == "opencode":
@@ -195,11 +196,13 @@ def client_command(client: str, args, scratch: Path, repo: Path, url: str) -> tu
         settings = home / ".qwen"
         settings.mkdir(exist_ok=True)
         (settings / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "openai"}}}))
-        env.update(OPENAI_API_KEY="local", OPENAI_BASE_URL=f"{url}/v1", OPENAI_MODEL="qwen2.5-coder",
-                   # its 120 s per request and 240 s without a stream *event* (an SSE comment is none) end a long
-                   # prefill and retry (3 times); its 900 s per stream too
-                   QWEN_CODE_API_TIMEOUT_MS=str(args.timeout * 1000), QWEN_STREAM_IDLE_TIMEOUT_MS=str(args.timeout * 1000),
-                   QWEN_STREAM_MAX_LIFETIME_MS=str(args.timeout * 1000))
+        env.update(OPENAI_API_KEY="local", OPENAI_BASE_URL=f"{url}/v1", OPENAI_MODEL="qwen2.5-coder")
+        if not args.client_defaults:
+            # its 120 s per request and 240 s without a stream *event* (llama-server sends none during a prefill) end
+            # a long prefill and retry (3 times); its 900 s per stream too
+            env.update(QWEN_CODE_API_TIMEOUT_MS=str(args.timeout * 1000),
+                       QWEN_STREAM_IDLE_TIMEOUT_MS=str(args.timeout * 1000),
+                       QWEN_STREAM_MAX_LIFETIME_MS=str(args.timeout * 1000))
         return [exe, "-p", TASK, "--approval-mode", "yolo"], env
     if client == "mini-swe-agent":
         # litellm's OpenAI provider with our base URL; no cost table for a local model (ignore_errors); at most
@@ -326,6 +329,8 @@ def main() -> int:
     parser.add_argument("--report", type=Path, help="where the JSON report goes (default: SCRATCH/report.json)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds each client may take")
     parser.add_argument("--no-install", action="store_true", help="use the clients already in --scratch")
+    parser.add_argument("--client-defaults", action="store_true",
+                        help="leave the clients' own time limits as they ship (default: raised to --timeout)")
     parser.add_argument("--url", help="a serve already running (its log: --serve-log); none is started")
     parser.add_argument("--serve-log", type=Path, help="with --url: that server's stderr, for the request lines")
     parser.add_argument("serve_args", nargs="*", help="more options for serve (after --), e.g. -- --target X")
@@ -381,8 +386,8 @@ def server_version(args) -> str:
 
 def write_report(args, rows: list[Row]) -> None:
     meta = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "server_command": getattr(args, "server_command", ""),
-            "server": args.server, "ctx": args.ctx, "timeout_s": args.timeout, "finished_at": time.strftime("%Y-%m-%d %H:%M UTC",
-                                                                                                        time.gmtime()),
+            "server": args.server, "ctx": args.ctx, "timeout_s": args.timeout, "client_defaults": args.client_defaults,
+            "finished_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "prompt_cache": os.environ.get("SPECLLAMA_PROMPT_CACHE", "~/.cache/specllama/prompt-cache")}
     meta["server_version"] = server_version(args)
     report_path = args.report or args.scratch / "report.json"

@@ -64,8 +64,9 @@ def _add_server_arguments(p: argparse.ArgumentParser) -> None:
     add_connection_limits(g)
     g.add_argument("--keep-alive", type=_keep_alive, default=DEFAULT_KEEP_ALIVE, metavar="SECONDS",
                    help="a stream with nothing to send for this long (a long prompt's prefill, a wait for a slot) "
-                        "sends a keep-alive (an SSE comment; Anthropic's ping event) so that clients and proxies "
-                        f"do not time out; 0: never (default {DEFAULT_KEEP_ALIVE:g})")
+                        "sends a keep-alive, an event of its API that adds nothing (a chunk with an empty delta; "
+                        "Responses' in_progress; Anthropic's ping), so that clients and proxies do not time out; "
+                        f"0: never (default {DEFAULT_KEEP_ALIVE:g})")
     c = p.add_argument_group("prompt cache")
     c.add_argument("--cache-ram", type=_mib, default=None, metavar="MiB",
                    help="keep the prompts slots lose (another request took the slot) in this much memory, so a "

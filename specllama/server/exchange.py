@@ -269,7 +269,8 @@ async def _stream(state: ServerState, request: Request, tag: int, events: asynci
 
 
 def keep_alive(writer: Writer) -> list[str]:
-    """The writer's own keep-alive (Anthropic's ping event), else an SSE comment."""
+    """The writer's own keep-alive (an event its clients skip: an empty chunk, Responses' in_progress, Anthropic's
+    ping; clients that time out on silence count events, not comments), else an SSE comment."""
     own = getattr(writer, "keep_alive", None)
     return own() if own is not None else [KEEP_ALIVE_COMMENT]
 

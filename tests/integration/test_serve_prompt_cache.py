@@ -81,8 +81,15 @@ def raw_stream(server: LiveServer, path: str, body: dict, out: list[bytes]) -> N
     conn.close()
 
 
+# Each an event of its API (not an SSE comment): Qwen Code and Codex end a stream after 240 / 300 s without an event,
+# and a cold agent prompt can take longer to prefill on a CPU. Chat's is a chunk with an empty delta, completions' one
+# with empty text, Responses' its in_progress event again, Anthropic's its ping event.
 @pytest.mark.parametrize("path, body, keep_alive", [
-    ("/v1/chat/completions", {"stream": True, "messages": [{"role": "user", "content": "Hi"}]}, b": keep-alive\n\n"),
+    ("/v1/chat/completions", {"stream": True, "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]},
+     b'"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":null}]}\n\n'),
+    ("/v1/completions", {"stream": True, "max_tokens": 4, "prompt": "Hi"},
+     b'"choices":[{"index":0,"text":"","logprobs":null,"finish_reason":null}]}\n\n'),
+    ("/v1/responses", {"stream": True, "max_output_tokens": 4, "input": "Hi"}, b"event: response.in_progress\n"),
     ("/v1/messages", {"stream": True, "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]},
      b"event: ping\ndata: {\"type\":\"ping\"}\n\n"),
 ])
@@ -98,9 +105,45 @@ def test_a_stream_waiting_for_its_slot_sends_keep_alives(long_model, tmp_path, p
         while json.loads(server.get("/health")[2]).get("active") != 1 and time.monotonic() < deadline:
             time.sleep(0.02)
         out: list[bytes] = []
-        raw_stream(server, path, {"model": "x", "max_tokens": 4, **body}, out)
+        raw_stream(server, path, {"model": "x", **body}, out)
         busy.join(120)
     finally:
         assert server.stop() == 0
     stream = b"".join(out)
-    assert stream.count(keep_alive) >= 3, stream[:600]  # (Anthropic's stream opens with one ping of its own)
+    # (Anthropic's stream opens with one ping of its own, Responses' with one in_progress event)
+    assert stream.count(keep_alive) >= 3, stream[:600]
+    assert b": keep-alive" not in stream
+
+
+def test_the_sdks_take_the_keep_alives_as_events_that_add_nothing(long_model, tmp_path):
+    """What a client built on the SDKs sees of them while it waits: chat chunks with an empty delta, Responses'
+    in_progress events; the answer they then assemble is the same as without the wait."""
+    server = start(long_model, tmp_path, "sdk", "--keep-alive", "0.1", "--max-tokens", "3000")
+    client = server.client()
+    ask = {"model": "x", "temperature": 0}
+    try:
+        alone = client.chat.completions.create(**ask, max_tokens=6, messages=[{"role": "user", "content": "Hi"}])
+        busy = threading.Thread(target=raw_stream, args=(server, "/v1/completions", {
+            "model": "x", "prompt": "Go on:", "max_tokens": 3000, "stream": True}, []))
+        busy.start()
+        deadline = time.monotonic() + 60
+        while json.loads(server.get("/health")[2]).get("active") != 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        chunks = list(client.chat.completions.create(**ask, max_tokens=6, stream=True,
+                                                     messages=[{"role": "user", "content": "Hi"}]))
+        busy.join(120)
+        busy = threading.Thread(target=raw_stream, args=(server, "/v1/completions", {
+            "model": "x", "prompt": "Go on:", "max_tokens": 3000, "stream": True}, []))
+        busy.start()
+        while json.loads(server.get("/health")[2]).get("active") != 1 and time.monotonic() < deadline + 120:
+            time.sleep(0.02)
+        events = list(client.responses.create(model="x", temperature=0, max_output_tokens=6, input="Hi", stream=True))
+        busy.join(120)
+    finally:
+        assert server.stop() == 0
+    empty = [c for c in chunks if c.choices and c.choices[0].delta.content is None and c.choices[0].finish_reason is None]
+    assert len(empty) >= 3
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == alone.choices[0].message.content
+    kinds = [e.type for e in events]
+    assert kinds.count("response.in_progress") >= 3 and kinds[-1] == "response.incomplete"  # (max_output_tokens)
+    assert events[-1].response.output_text == alone.choices[0].message.content

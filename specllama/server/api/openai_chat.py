@@ -154,6 +154,12 @@ class OpenAIWriter:
         out = [sse(self.answer.first_chunk())] if self.answer.chat else []
         return out + self._parts(self.parts.first())
 
+    def keep_alive(self) -> list[str]:
+        """A chunk with nothing in it (an empty delta, as OpenAI's own last chunk has): clients that end a
+        stream after so long without an event (Qwen Code: 240 s) count it, where an SSE comment is none
+        to them, and a cold agent prompt can take longer than that to prefill on a CPU."""
+        return [sse(self.answer.text_chunk(""))]
+
     def token(self, event: TokenEvent) -> list[str]:
         if event.logprobs is not None:
             self.waiting_logprobs.append(event)

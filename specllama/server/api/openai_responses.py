@@ -25,7 +25,15 @@ from starlette.responses import Response
 from specllama.decoding.events import DoneEvent, Summary, TokenEvent
 from specllama.dialects import Reasoning
 from specllama.server.api_errors import APIError, invalid, renamed
-from specllama.server.exchange import ServerState, SessionTemplate, answer, checked, prepare_request, refuse_if_draining
+from specllama.server.exchange import (
+    KEEP_ALIVE_COMMENT,
+    ServerState,
+    SessionTemplate,
+    answer,
+    checked,
+    prepare_request,
+    refuse_if_draining,
+)
 from specllama.server.ignored import note
 from specllama.server.schema import Job, parse_chat
 from specllama.server.tool_calls import ToolCall
@@ -297,6 +305,14 @@ class ResponsesWriter:
         response = self._response("in_progress", [], None)
         out = [self._event("response.created", response=response), self._event("response.in_progress", response=response)]
         return out + self._parts(self.parts.first())
+
+    def keep_alive(self) -> list[str]:
+        """Before any output (a long prompt's prefill): response.in_progress again, an event that clients timing
+        out on silence count (Codex's stream_idle_timeout) and that says nothing new; once output has begun,
+        a comment, so that no client sees the response's state go back."""
+        if self.output or self.message is not None or self.reasoning is not None:
+            return [KEEP_ALIVE_COMMENT]
+        return [self._event("response.in_progress", response=self._response("in_progress", [], None))]
 
     def token(self, event: TokenEvent) -> list[str]:
         return self._parts(self.parts.feed(event.text))
