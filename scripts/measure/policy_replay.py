@@ -1,0 +1,202 @@
+"""What the draft policy's choices cost on real texts, without running the model: each recorded greedy
+answer is replayed through the real engine and drafters on a fake target whose next token is the
+recorded one and whose decode of n rows costs the T(n) measured on this machine (virtual time).
+
+Why: on 2 shared cores a real A/B run of the agentic replay takes ~4 minutes a round and its per-request
+noise (+-5 %) is the size of the effects looked for; the engine's choices are deterministic given the
+text and the costs, so a policy change can be judged on every recorded text first, and only the
+promising one re-measured for real. What this cannot show: costs that move with the fill, noise,
+and texts a change would alter (greedy texts do not change with drafting, so only the time does).
+
+Input: a bench_serve.py JSON (its agentic runs keep every answer; the `none` arm's are the target's
+greedy text) and the target GGUF (its tokenizer and chat template only: nothing is decoded); or a
+prompt set's greedy answers as token ids, recorded once with the real target (`--record`), each
+replayed as `specllama bench` runs it (a fresh engine per prompt: bench resets the caches and the
+drafters' history between runs; the costs are kept).
+
+    python scripts/measure/policy_replay.py bench/measured/vm-20261125-serve-replay-blocks.json
+    python scripts/measure/policy_replay.py --record bench/prompts_heldout.jsonl -n 96 greedy-heldout.json
+    python scripts/measure/policy_replay.py greedy-heldout.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from specllama.decoding.cost.online import Prior, StepCosts  # noqa: E402
+from specllama.decoding.engine import Engine, GenerationConfig, StepEvent  # noqa: E402
+from specllama.decoding.suffix_drafter import SuffixDrafter  # noqa: E402
+from tests.support import fake_llm  # noqa: E402
+
+# T(n)/T(1) as `specllama bench` learnt them from 2,781 steps on this machine (spinning threads,
+# bench/measured/vm-20261125-heldout-greedy-session3), n = 1..16 ...
+LEARNT = [1.00, 1.68, 2.36, 3.00, 3.64, 4.28, 5.17, 6.06, 6.94, 7.36, 7.77, 8.19, 8.60, 9.02, 9.43, 9.85]
+# ... and past 16 rows the shape verify_rows.py measured (ms, bench/measured/vm-20261125-verify-rows),
+# scaled to meet the learnt curve at 16 rows.
+ROWS_MS = {16: 275, 17: 320, 31: 515, 32: 483, 33: 495, 63: 936, 64: 772, 65: 847}
+T1 = 0.0329
+PREFILL_S = 1 / 80  # a prompt row (the same for every arm)
+
+
+def ratio(n: int) -> float:
+    if n <= 16:
+        return LEARNT[n - 1]
+    points = sorted(ROWS_MS)
+    if n >= points[-1]:
+        return LEARNT[15] * ROWS_MS[points[-1]] / ROWS_MS[16] * n / points[-1]
+    lo = max(p for p in points if p <= n)
+    hi = min(p for p in points if p >= n)
+    ms = ROWS_MS[lo] if lo == hi else ROWS_MS[lo] + (ROWS_MS[hi] - ROWS_MS[lo]) * (n - lo) / (hi - lo)
+    return LEARNT[15] * ms / ROWS_MS[16]
+
+
+def cost(rows: int) -> float:
+    return rows * PREFILL_S if rows > 65 else T1 * ratio(rows)
+
+
+class Vocabulary:
+    """Real token ids mapped onto the fake model's small ids (1..n; 0 ends the text): the drafters see the same
+    equalities between tokens, which is all they use."""
+
+    def __init__(self) -> None:
+        self.ids: dict[int, int] = {}
+
+    def __call__(self, tokens: list[int]) -> list[int]:
+        return [self.ids.setdefault(t, len(self.ids) + 1) for t in tokens]
+
+
+def session_runs(target, sessions: dict, texts: list[str], modes: list[str]) -> list[dict]:
+    """Every turn of every session, in each mode: virtual seconds, tokens, drafted and accepted."""
+    vocab = Vocabulary()
+    plan, i = [], 0  # (session id, turn, prompt ids, answer ids)
+    for session in sessions["sessions"]:
+        messages = [{"role": "system", "content": sessions["system"]}]
+        for n, change in enumerate(session["turns"]):
+            ask = f"{session['file']}:\n```python\n{session['content']}```\n\n{change}" if n == 0 else change
+            messages.append({"role": "user", "content": ask})
+            prompt = target.chat_tokens(messages)
+            answer = target.tokenize(texts[i], add_special=False, parse_special=False)
+            plan.append((session["id"], n, vocab(prompt), vocab(answer)))
+            messages.append({"role": "assistant", "content": texts[i]})
+            i += 1
+    size = len(vocab.ids) + 2
+    fake_llm.VOCAB = fake_llm.FakeModel.n_vocab = size  # the fake model's vocabulary: every id used here
+    out = []
+    for mode in modes:
+        # One server per arm, the sessions in turn (as bench_serve.py runs them), its costs known
+        clock, truth = fake_llm.FakeClock(), {}
+        target_ctx = fake_llm.FakeContext(lambda held: _next(held, truth, size), n_ctx=8192, clock=clock, cost=cost)
+        engine = Engine(target_ctx, {"suffix": SuffixDrafter()}, {}, StepCosts(Prior(ratio, T1, learned=True)),
+                        clock=clock)
+        for sid, n, prompt, answer in plan:
+            truth.clear()
+            truth.update(prompt=prompt, answer=answer + [fake_llm.EOG])
+            start = clock.now
+            events = list(engine.generate(prompt, GenerationConfig(drafter=mode, k="auto", max_tokens=len(answer) + 1)))
+            steps = [e for e in events if isinstance(e, StepEvent)]
+            out.append({"mode": mode, "session": sid, "turn": n, "seconds": clock.now - start,
+                        "tokens": events[-1].summary.tokens, "drafted": sum(s.drafted for s in steps),
+                        "accepted": sum(s.accepted for s in steps)})
+    return out
+
+
+def prompt_runs(recorded: dict, modes: list[str]) -> list[dict]:
+    """Each recorded prompt on a fresh engine, in each mode."""
+    vocab = Vocabulary()
+    items = [(item["id"], vocab(item["prompt"]), vocab(item["answer"])) for item in recorded["items"]]
+    size = len(vocab.ids) + 2
+    fake_llm.VOCAB = fake_llm.FakeModel.n_vocab = size
+    out = []
+    for mode in modes:
+        for pid, prompt, answer in items:
+            clock, truth = fake_llm.FakeClock(), {"prompt": prompt, "answer": answer + [fake_llm.EOG]}
+            target_ctx = fake_llm.FakeContext(lambda held: _next(held, truth, size), n_ctx=8192, clock=clock, cost=cost)
+            engine = Engine(target_ctx, {"suffix": SuffixDrafter()}, {}, StepCosts(Prior(ratio, T1, learned=True)),
+                            clock=clock)
+            events = list(engine.generate(prompt, GenerationConfig(drafter=mode, k="auto", max_tokens=len(answer))))
+            steps = [e for e in events if isinstance(e, StepEvent)]
+            out.append({"mode": mode, "session": pid, "turn": 0, "seconds": clock.now,
+                        "tokens": events[-1].summary.tokens, "drafted": sum(s.drafted for s in steps),
+                        "accepted": sum(s.accepted for s in steps)})
+    return out
+
+
+def record(prompts: Path, n: int, out: Path) -> None:
+    """Each prompt's greedy answer by the real target (plain decoding), as token ids."""
+    from specllama.batch.prompts_file import read_prompts
+    from specllama.decoding.events import TokenEvent
+    from specllama.runtime.loaded import open_runtime
+    from specllama.runtime.options import LoadOptions
+
+    items = []
+    with open_runtime(LoadOptions(load_draft=False)) as runtime:
+        for item in read_prompts(prompts).items:
+            runtime.reset()
+            prompt = runtime.prompt_tokens(item.prompt, item.system)
+            config = GenerationConfig(max_tokens=n, drafter="none", k=0)  # greedy: SamplingParams' default
+            answer = [e.id for e in runtime.generate(prompt, config) if isinstance(e, TokenEvent)]
+            items.append({"id": item.id, "prompt": prompt, "answer": answer})
+            print(f"  {item.id}: {len(prompt)} + {len(answer)} tokens", flush=True)
+        target = runtime.describe().target.file
+    out.write_text(json.dumps({"prompts": str(prompts), "target": target, "max_tokens": n, "items": items}) + "\n")
+
+
+def _next(held: list[int], truth: dict, size: int) -> np.ndarray:
+    """The recorded answer's next token after `held` (its prompt, then the answer so far)."""
+    row = np.zeros(size, dtype=np.float32)
+    at = len(held) - len(truth["prompt"])
+    answer = truth["answer"]
+    row[answer[at] if 0 <= at < len(answer) else fake_llm.EOG] = 10.0
+    return row
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("replay", type=Path, help="a bench_serve.py --parts agentic JSON, or answers recorded with --record")
+    p.add_argument("--record", type=Path, metavar="PROMPTS", help="record PROMPTS' greedy answers into REPLAY (loads the target)")
+    p.add_argument("-n", type=int, default=96, help="with --record: tokens an answer (bench's default)")
+    p.add_argument("--target", type=Path,
+                   default=Path.home() / ".cache/specllama/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+    p.add_argument("--round", type=int, default=None, help="the round whose `none` texts to replay (default: the last)")
+    p.add_argument("--modes", default="none,auto")
+    args = p.parse_args()
+    if args.record:
+        record(args.record, args.n, args.replay)
+        return 0
+    data = json.loads(args.replay.read_text())
+    if isinstance(data, dict):  # recorded answers
+        rows = prompt_runs(data, args.modes.split(","))
+        source = f"{data['prompts']}, {data['max_tokens']} tokens an answer, recorded greedy"
+    else:
+        from specllama.llama.model import GGUFModel
+
+        runs = [r for r in data if r.get("part") == "agentic" and r["drafter"] == "none"]
+        run = runs[-1] if args.round is None else next(r for r in runs if r["round"] == args.round)
+        sessions = json.loads((REPO / "bench" / "agent_sessions.json").read_text())
+        sessions["sessions"] = sessions["sessions"][:len({t["session"] for t in run["turns"]})]
+        rows = session_runs(GGUFModel(args.target, vocab_only=True), sessions, run["texts"], args.modes.split(","))
+        source = f"{args.replay} round {run['round']} (the `none` arm's texts)"
+    base = {(r["session"], r["turn"]): r["seconds"] for r in rows if r["mode"] == "none"}
+    print(f"T(1) {T1 * 1000:.1f} ms; T(n)/T(1) as learnt on this machine; replayed: {source}")
+    print("| mode | request | seconds | vs none | tokens | drafted | accepted |\n|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['mode']} | {r['session']}/{r['turn']} | {r['seconds']:.2f} | "
+              f"{base[(r['session'], r['turn'])] / r['seconds']:.2f}x | {r['tokens']} | {r['drafted']} | {r['accepted']} |")
+    for mode in args.modes.split(","):
+        mine = [r for r in rows if r["mode"] == mode]
+        total = sum(r["seconds"] for r in mine)
+        worst = min(base[(r["session"], r["turn"])] / r["seconds"] for r in mine)
+        print(f"{mode}: {total:.1f} s, {sum(base.values()) / total:.3f}x of none, worst request {worst:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
