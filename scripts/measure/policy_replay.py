@@ -33,6 +33,8 @@ sys.path.insert(0, str(REPO))
 
 from specllama.decoding.cost.online import Prior, StepCosts  # noqa: E402
 from specllama.decoding.engine import Engine, GenerationConfig, StepEvent  # noqa: E402
+from specllama.decoding.policy.registry import register  # noqa: E402
+from specllama.decoding.policy.source_choice import SourceChoice  # noqa: E402
 from specllama.decoding.suffix_drafter import SuffixDrafter  # noqa: E402
 from tests.support import fake_llm  # noqa: E402
 
@@ -44,6 +46,33 @@ LEARNT = [1.00, 1.68, 2.36, 3.00, 3.64, 4.28, 5.17, 6.06, 6.94, 7.36, 7.77, 8.19
 ROWS_MS = {16: 275, 17: 320, 31: 515, 32: 483, 33: 495, 63: 936, 64: 772, 65: 847}
 T1 = 0.0329
 PREFILL_S = 1 / 80  # a prompt row (the same for every arm)
+TRUTH: dict = {}  # the text being replayed: its prompt and recorded answer (the oracle's hindsight)
+
+
+class SuffixOracle(SourceChoice):
+    """A bound, not a policy: the suffix drafter's own draft, cut with hindsight where it pays most on the
+    learnt costs given how much of it the target will accept (mode `oracle`). What auto gets of that is
+    how well it foresees where a copy diverges."""
+
+    def review(self, proposal):
+        return proposal, None
+
+    def cut(self, proposal):
+        if not proposal.tokens:
+            return proposal, True
+        at = len(self.suffix._live(self._slot).live_tokens) - len(TRUTH["prompt"])
+        truth = TRUTH["answer"][at:at + len(proposal.tokens)]
+        right = next((i for i, (a, b) in enumerate(zip(truth, proposal.tokens)) if a != b), len(truth))
+        return proposal.keep(max(range(right + 1), key=lambda n: (n + 1) / ratio(n + 1))), True
+
+
+register("suffix-oracle")(lambda config, kit: SuffixOracle(kit.drafter("suffix"), None, kit))
+
+
+def config_for(mode: str, n: int) -> GenerationConfig:
+    if mode == "oracle":
+        return GenerationConfig(drafter="suffix", k="auto", policy="suffix-oracle", max_tokens=n)
+    return GenerationConfig(drafter=mode, k="auto", max_tokens=n)
 
 
 def ratio(n: int) -> float:
@@ -99,8 +128,9 @@ def session_runs(target, sessions: dict, texts: list[str], modes: list[str]) -> 
         for sid, n, prompt, answer in plan:
             truth.clear()
             truth.update(prompt=prompt, answer=answer + [fake_llm.EOG])
+            TRUTH.update(truth)
             start = clock.now
-            events = list(engine.generate(prompt, GenerationConfig(drafter=mode, k="auto", max_tokens=len(answer) + 1)))
+            events = list(engine.generate(prompt, config_for(mode, len(answer) + 1)))
             steps = [e for e in events if isinstance(e, StepEvent)]
             out.append({"mode": mode, "session": sid, "turn": n, "seconds": clock.now - start,
                         "tokens": events[-1].summary.tokens, "drafted": sum(s.drafted for s in steps),
@@ -118,10 +148,11 @@ def prompt_runs(recorded: dict, modes: list[str]) -> list[dict]:
     for mode in modes:
         for pid, prompt, answer in items:
             clock, truth = fake_llm.FakeClock(), {"prompt": prompt, "answer": answer + [fake_llm.EOG]}
+            TRUTH.update(truth)
             target_ctx = fake_llm.FakeContext(lambda held: _next(held, truth, size), n_ctx=8192, clock=clock, cost=cost)
             engine = Engine(target_ctx, {"suffix": SuffixDrafter()}, {}, StepCosts(Prior(ratio, T1, learned=True)),
                             clock=clock)
-            events = list(engine.generate(prompt, GenerationConfig(drafter=mode, k="auto", max_tokens=len(answer))))
+            events = list(engine.generate(prompt, config_for(mode, len(answer))))
             steps = [e for e in events if isinstance(e, StepEvent)]
             out.append({"mode": mode, "session": pid, "turn": 0, "seconds": clock.now,
                         "tokens": events[-1].summary.tokens, "drafted": sum(s.drafted for s in steps),
@@ -166,7 +197,8 @@ def main() -> int:
     p.add_argument("--target", type=Path,
                    default=Path.home() / ".cache/specllama/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
     p.add_argument("--round", type=int, default=None, help="the round whose `none` texts to replay (default: the last)")
-    p.add_argument("--modes", default="none,auto")
+    p.add_argument("--modes", default="none,auto", help="none, auto, suffix, oracle (auto's bound: the suffix drafts "
+                   "cut with hindsight)")
     args = p.parse_args()
     if args.record:
         record(args.record, args.n, args.replay)
