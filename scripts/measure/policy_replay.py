@@ -16,6 +16,7 @@ drafters' history between runs; the costs are kept).
 
     python scripts/measure/policy_replay.py bench/measured/vm-20261125-serve-replay-blocks.json
     python scripts/measure/policy_replay.py --record bench/prompts_heldout.jsonl -n 96 greedy-heldout.json
+    python scripts/measure/policy_replay.py --record agentic greedy-agentic.json
     python scripts/measure/policy_replay.py greedy-heldout.json
 """
 
@@ -146,38 +147,66 @@ def prompt_runs(recorded: dict, modes: list[str]) -> list[dict]:
     fake_llm.VOCAB = fake_llm.FakeModel.n_vocab = size
     out = []
     for mode in modes:
+        engine = None
         for pid, prompt, answer in items:
-            clock, truth = fake_llm.FakeClock(), {"prompt": prompt, "answer": answer + [fake_llm.EOG]}
+            # bench: a fresh engine a prompt (caches and the drafters' history reset, costs kept); the agentic
+            # sessions: one server, in turn (bench_serve.py)
+            if engine is None or not recorded.get("one_engine"):
+                clock, truth = fake_llm.FakeClock(), {}
+                target_ctx = fake_llm.FakeContext(lambda held: _next(held, truth, size), n_ctx=8192, clock=clock,
+                                                  cost=cost)
+                engine = Engine(target_ctx, {"suffix": SuffixDrafter()}, {}, StepCosts(Prior(ratio, T1, learned=True)),
+                                clock=clock)
+            truth.clear()
+            truth.update(prompt=prompt, answer=answer + [fake_llm.EOG])
             TRUTH.update(truth)
-            target_ctx = fake_llm.FakeContext(lambda held: _next(held, truth, size), n_ctx=8192, clock=clock, cost=cost)
-            engine = Engine(target_ctx, {"suffix": SuffixDrafter()}, {}, StepCosts(Prior(ratio, T1, learned=True)),
-                            clock=clock)
-            events = list(engine.generate(prompt, config_for(mode, len(answer))))
+            start = clock.now
+            events = list(engine.generate(prompt, config_for(mode, len(answer) + 1)))
             steps = [e for e in events if isinstance(e, StepEvent)]
-            out.append({"mode": mode, "session": pid, "turn": 0, "seconds": clock.now,
+            out.append({"mode": mode, "session": pid, "turn": 0, "seconds": clock.now - start,
                         "tokens": events[-1].summary.tokens, "drafted": sum(s.drafted for s in steps),
                         "accepted": sum(s.accepted for s in steps)})
     return out
 
 
-def record(prompts: Path, n: int, out: Path) -> None:
-    """Each prompt's greedy answer by the real target (plain decoding), as token ids."""
+def record(prompts: str, n: int, out: Path) -> None:
+    """Each prompt's greedy answer by the real target (plain decoding), as token ids with the target's
+    log-probability of each. PROMPTS "agentic": the replay's sessions as an agent sends them (each turn
+    re-sends the conversation with the model's own answers; bench_serve.py's first 3 sessions)."""
     from specllama.batch.prompts_file import read_prompts
     from specllama.decoding.events import TokenEvent
     from specllama.runtime.loaded import open_runtime
     from specllama.runtime.options import LoadOptions
 
     items = []
-    with open_runtime(LoadOptions(load_draft=False)) as runtime:
-        for item in read_prompts(prompts).items:
+    with open_runtime(LoadOptions(load_draft=False, n_ctx=8192)) as runtime:
+        def answer(prompt: list[int], max_tokens: int) -> tuple[list[int], list[float]]:
             runtime.reset()
-            prompt = runtime.prompt_tokens(item.prompt, item.system)
-            config = GenerationConfig(max_tokens=n, drafter="none", k=0)  # greedy: SamplingParams' default
-            answer = [e.id for e in runtime.generate(prompt, config) if isinstance(e, TokenEvent)]
-            items.append({"id": item.id, "prompt": prompt, "answer": answer})
-            print(f"  {item.id}: {len(prompt)} + {len(answer)} tokens", flush=True)
+            config = GenerationConfig(max_tokens=max_tokens, drafter="none", k=0, logprobs=0)  # greedy by default
+            events = [e for e in runtime.generate(prompt, config) if isinstance(e, TokenEvent)]
+            return [e.id for e in events], [round(e.logprobs.logprob, 4) for e in events]
+
+        if prompts == "agentic":
+            sessions = json.loads((REPO / "bench" / "agent_sessions.json").read_text())
+            for session in sessions["sessions"][:3]:
+                messages = [{"role": "system", "content": sessions["system"]}]
+                for i, change in enumerate(session["turns"]):
+                    ask = f"{session['file']}:\n```python\n{session['content']}```\n\n{change}" if i == 0 else change
+                    messages.append({"role": "user", "content": ask})
+                    prompt = runtime.chat_tokens(messages)
+                    ids, logprobs = answer(prompt, 600)  # bench_serve.py's --agent-max-tokens
+                    items.append({"id": f"{session['id']}/{i}", "prompt": prompt, "answer": ids, "logprobs": logprobs})
+                    messages.append({"role": "assistant", "content": runtime.detokenize(ids)})
+                    print(f"  {items[-1]['id']}: {len(prompt)} + {len(ids)} tokens", flush=True)
+        else:
+            for item in read_prompts(prompts).items:
+                prompt = runtime.prompt_tokens(item.prompt, item.system)
+                ids, logprobs = answer(prompt, n)
+                items.append({"id": item.id, "prompt": prompt, "answer": ids, "logprobs": logprobs})
+                print(f"  {item.id}: {len(items[-1]['prompt'])} + {len(ids)} tokens", flush=True)
         target = runtime.describe().target.file
-    out.write_text(json.dumps({"prompts": str(prompts), "target": target, "max_tokens": n, "items": items}) + "\n")
+    out.write_text(json.dumps({"prompts": prompts, "target": target, "max_tokens": n, "items": items,
+                               "one_engine": prompts == "agentic"}) + "\n")
 
 
 def _next(held: list[int], truth: dict, size: int) -> np.ndarray:
@@ -192,7 +221,8 @@ def _next(held: list[int], truth: dict, size: int) -> np.ndarray:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("replay", type=Path, help="a bench_serve.py --parts agentic JSON, or answers recorded with --record")
-    p.add_argument("--record", type=Path, metavar="PROMPTS", help="record PROMPTS' greedy answers into REPLAY (loads the target)")
+    p.add_argument("--record", metavar="PROMPTS",
+                   help="record PROMPTS' greedy answers into REPLAY (loads the target); 'agentic': the replay's sessions")
     p.add_argument("-n", type=int, default=96, help="with --record: tokens an answer (bench's default)")
     p.add_argument("--target", type=Path,
                    default=Path.home() / ".cache/specllama/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
