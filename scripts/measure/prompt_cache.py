@@ -76,10 +76,16 @@ class Server:
                 time.sleep(0.5)
         raise SystemExit("serve did not start")
 
-    def stream(self, system: str, user: str, max_tokens: int) -> dict:
-        """One streamed /v1/messages: seconds to the first text, the whole, and the final usage."""
-        body = {"model": "x", "max_tokens": max_tokens, "temperature": 0, "stream": True, "system": system,
-                "messages": [{"role": "user", "content": user}]}
+    def stream(self, system: str | dict, user: str, max_tokens: int) -> dict:
+        """One streamed /v1/messages: seconds to the first text, the whole, and the final usage. `system`: the
+        system text, or a captured request body whose first user message's last text block becomes `user`."""
+        if isinstance(system, dict):
+            body = json.loads(json.dumps(system))
+            body.update(max_tokens=max_tokens, temperature=0, stream=True)
+            body["messages"][0]["content"][-1]["text"] = user
+        else:
+            body = {"model": "x", "max_tokens": max_tokens, "temperature": 0, "stream": True, "system": system,
+                    "messages": [{"role": "user", "content": user}]}
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=3600)
         start, cpu0 = time.perf_counter(), self.cpu_seconds()
         conn.request("POST", "/v1/messages", json.dumps(body), {"Content-Type": "application/json"})
@@ -123,6 +129,8 @@ def request_lines(log: Path) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--system-words", type=int, default=2800, help="words of system text (~1.4 tokens each)")
+    ap.add_argument("--request", type=Path, help="a captured /v1/messages request (JSON with its body) instead of the "
+                    "synthetic system text: each run sends it with another task as its last text")
     ap.add_argument("--ctx", type=int, default=12288)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--max-tokens", type=int, default=16)
@@ -135,7 +143,8 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="specllama-prompt-cache-"))
     env = {**os.environ, "SPECLLAMA_PROMPT_CACHE": str(scratch / "prompt-cache")}
     log = scratch / "serve.log"
-    system = system_text(args.system_words)
+    # A captured request (agents_e2e.py's capture server writes {"body": ...}): Claude Code's first, whole
+    system = json.loads(args.request.read_text())["body"] if args.request else system_text(args.system_words)
     other = system_text(700).replace("Use ", "Avoid ")  # another client's prompt: shares nothing useful
 
     server = Server(args, env, log)
@@ -159,7 +168,8 @@ def main() -> int:
         "machine": f"{cpu_model()}, {os.cpu_count()} cores (shared), {platform.platform()}",
         "load_average": os.getloadavg(),
         "serve": header.split(" · ", 1)[1] if " · " in header else header,
-        "options": vars(args) | {"out": str(args.out) if args.out else None},
+        "options": vars(args) | {"out": str(args.out) if args.out else None,
+                                 "request": str(args.request) if args.request else None},
         "prompt_tokens": runs["cold"]["usage"].get("input_tokens", 0) + runs["cold"]["usage"].get("cache_read_input_tokens", 0),
         "disk_entry_bytes": disk_bytes,
         "runs": runs,
@@ -188,14 +198,17 @@ def markdown(r: dict, args) -> str:
         share = f"{run['ttft_s'] / cold:.1%}" if cold and run["ttft_s"] is not None else ""
         cpu = f"{run['ttft_cpu_s'] / runs['cold']['ttft_cpu_s']:.1%}" if runs["cold"]["ttft_cpu_s"] else ""
         rows.append(f"| {what} | {cached:,} | {run['ttft_s']} | {share} | {run['ttft_cpu_s']} | {cpu} |")
+    wait = os.environ.get("SPECLLAMA_THREAD_WAIT", "unset")
+    what = (f"the captured request {args.request.name} (its system text, tools and reminders as the client sent them)"
+            if args.request else "a synthetic system text")
     logs = "\n".join(f"    {re.sub(r'^specllama serve: ', '', line)}" for line in r["request_log"])
     return f"""# Prompt cache: time to first token of a long agent request (issue 39 item 4)
 
-Command: `flock /tmp/specllama-heavy.lock nice -n 19 .venv/bin/python scripts/measure/prompt_cache.py --out {args.out}`
+Command: `python scripts/measure/prompt_cache.py {" ".join(sys.argv[1:])}` (SPECLLAMA_THREAD_WAIT={wait})
 Machine: {r['machine']}; load average {', '.join(f'{x:.1f}' for x in r['load_average'])} at the end (other work shared the cores).
 serve: {r['serve']}; `--parallel 1 --ctx {args.ctx} --cache-ram {args.cache_ram} --cache-disk {args.cache_disk}`.
-Request: Anthropic /v1/messages, streamed, temperature 0, max_tokens {args.max_tokens}; a synthetic system text of
-{r['prompt_tokens']:,} prompt tokens in all; each request changes only the user turn. Time to first token measured
+Request: Anthropic /v1/messages, streamed, temperature 0, max_tokens {args.max_tokens}; {what}, {r['prompt_tokens']:,}
+prompt tokens in all; each request changes only the user's task. Time to first token measured
 at the client; the server's CPU seconds over the same time from /proc (what the work cost, whatever else shared
 the cores). Disk entries after the first server: {r['disk_entry_bytes'] / 1e6:,.0f} MB.
 
