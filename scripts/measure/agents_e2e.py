@@ -173,6 +173,8 @@ def client_command(client: str, args, scratch: Path, repo: Path, url: str) -> tu
                    DISABLE_AUTOUPDATER="1")
         if not args.client_defaults:
             env.update(API_TIMEOUT_MS=str(args.timeout * 1000), CLAUDE_STREAM_IDLE_TIMEOUT_MS=str(args.timeout * 1000))
+        if args.idle_limit:
+            env.update(CLAUDE_STREAM_IDLE_TIMEOUT_MS=str(args.idle_limit * 1000))
         return [exe, "-p", TASK, "--permission-mode", "acceptEdits", "--allowedTools", "Read,Edit,Write"], env
     if client == "codex":
         codex_home = home / ".codex"
@@ -181,7 +183,8 @@ def client_command(client: str, args, scratch: Path, repo: Path, url: str) -> tu
             'model = "qwen2.5-coder"\nmodel_provider = "specllama"\n\n[model_providers.specllama]\n'
             f'name = "specllama"\nbase_url = "{url}/v1"\nwire_api = "responses"\nenv_key = "SPECLLAMA_KEY"\n'
             # llama-server sends no event while a long prompt is prefilled: Codex's 300 s idle limit would cut it
-            + ("" if args.client_defaults else f"stream_idle_timeout_ms = {args.timeout * 1000}\n"))
+            + ("" if args.client_defaults and not args.idle_limit
+               else f"stream_idle_timeout_ms = {(args.idle_limit or args.timeout) * 1000}\n"))
         env.update(CODEX_HOME=str(codex_home), SPECLLAMA_KEY="local")
         return [exe, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", TASK], env
     if client == "opencode":
@@ -203,6 +206,8 @@ def client_command(client: str, args, scratch: Path, repo: Path, url: str) -> tu
             env.update(QWEN_CODE_API_TIMEOUT_MS=str(args.timeout * 1000),
                        QWEN_STREAM_IDLE_TIMEOUT_MS=str(args.timeout * 1000),
                        QWEN_STREAM_MAX_LIFETIME_MS=str(args.timeout * 1000))
+        if args.idle_limit:
+            env.update(QWEN_STREAM_IDLE_TIMEOUT_MS=str(args.idle_limit * 1000))
         return [exe, "-p", TASK, "--approval-mode", "yolo"], env
     if client == "mini-swe-agent":
         # litellm's OpenAI provider with our base URL; no cost table for a local model (ignore_errors); at most
@@ -331,6 +336,9 @@ def main() -> int:
     parser.add_argument("--no-install", action="store_true", help="use the clients already in --scratch")
     parser.add_argument("--client-defaults", action="store_true",
                         help="leave the clients' own time limits as they ship (default: raised to --timeout)")
+    parser.add_argument("--idle-limit", type=int, metavar="SECONDS",
+                        help="set the clients' limit on a stream without an event this low (Codex, Qwen Code, Claude "
+                             "Code): a cold prefill longer than it passes only if the server's keep-alives count")
     parser.add_argument("--url", help="a serve already running (its log: --serve-log); none is started")
     parser.add_argument("--serve-log", type=Path, help="with --url: that server's stderr, for the request lines")
     parser.add_argument("serve_args", nargs="*", help="more options for serve (after --), e.g. -- --target X")
@@ -387,6 +395,7 @@ def server_version(args) -> str:
 def write_report(args, rows: list[Row]) -> None:
     meta = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "server_command": getattr(args, "server_command", ""),
             "server": args.server, "ctx": args.ctx, "timeout_s": args.timeout, "client_defaults": args.client_defaults,
+            "idle_limit_s": args.idle_limit,
             "finished_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "prompt_cache": os.environ.get("SPECLLAMA_PROMPT_CACHE", "~/.cache/specllama/prompt-cache")}
     meta["server_version"] = server_version(args)
