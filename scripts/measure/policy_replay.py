@@ -103,40 +103,24 @@ class Vocabulary:
         return [self.ids.setdefault(t, len(self.ids) + 1) for t in tokens]
 
 
-def session_runs(target, sessions: dict, texts: list[str], modes: list[str]) -> list[dict]:
-    """Every turn of every session, in each mode: virtual seconds, tokens, drafted and accepted."""
-    vocab = Vocabulary()
-    plan, i = [], 0  # (session id, turn, prompt ids, answer ids)
+def ask_text(session: dict, n: int, change: str) -> str:
+    """Turn n's user message as bench_serve.py's replay sends it: the file and the change first, then the change."""
+    return f"{session['file']}:\n```python\n{session['content']}```\n\n{change}" if n == 0 else change
+
+
+def session_items(target, sessions: dict, texts: list[str]) -> dict:
+    """A bench_serve.py run's answers as recorded items: every turn of every session, its prompt as the agent sent
+    it (the conversation so far with those answers) and its answer tokenized again, run on one engine in turn."""
+    items, i = [], 0
     for session in sessions["sessions"]:
         messages = [{"role": "system", "content": sessions["system"]}]
         for n, change in enumerate(session["turns"]):
-            ask = f"{session['file']}:\n```python\n{session['content']}```\n\n{change}" if n == 0 else change
-            messages.append({"role": "user", "content": ask})
-            prompt = target.chat_tokens(messages)
-            answer = target.tokenize(texts[i], add_special=False, parse_special=False)
-            plan.append((session["id"], n, vocab(prompt), vocab(answer)))
+            messages.append({"role": "user", "content": ask_text(session, n, change)})
+            items.append({"id": f"{session['id']}/{n}", "prompt": target.chat_tokens(messages),
+                          "answer": target.tokenize(texts[i], add_special=False, parse_special=False)})
             messages.append({"role": "assistant", "content": texts[i]})
             i += 1
-    size = len(vocab.ids) + 2
-    fake_llm.VOCAB = fake_llm.FakeModel.n_vocab = size  # the fake model's vocabulary: every id used here
-    out = []
-    for mode in modes:
-        # One server per arm, the sessions in turn (as bench_serve.py runs them), its costs known
-        clock, truth = fake_llm.FakeClock(), {}
-        target_ctx = fake_llm.FakeContext(lambda held: _next(held, truth, size), n_ctx=8192, clock=clock, cost=cost)
-        engine = Engine(target_ctx, {"suffix": SuffixDrafter()}, {}, StepCosts(Prior(ratio, T1, learned=True)),
-                        clock=clock)
-        for sid, n, prompt, answer in plan:
-            truth.clear()
-            truth.update(prompt=prompt, answer=answer + [fake_llm.EOG])
-            TRUTH.update(truth)
-            start = clock.now
-            events = list(engine.generate(prompt, config_for(mode, len(answer) + 1)))
-            steps = [e for e in events if isinstance(e, StepEvent)]
-            out.append({"mode": mode, "session": sid, "turn": n, "seconds": clock.now - start,
-                        "tokens": events[-1].summary.tokens, "drafted": sum(s.drafted for s in steps),
-                        "accepted": sum(s.accepted for s in steps)})
-    return out
+    return {"items": items, "one_engine": True}
 
 
 def prompt_runs(recorded: dict, modes: list[str]) -> list[dict]:
@@ -163,7 +147,7 @@ def prompt_runs(recorded: dict, modes: list[str]) -> list[dict]:
             start = clock.now
             events = list(engine.generate(prompt, config_for(mode, len(answer) + 1)))
             steps = [e for e in events if isinstance(e, StepEvent)]
-            out.append({"mode": mode, "session": pid, "turn": 0, "seconds": clock.now - start,
+            out.append({"mode": mode, "request": pid, "seconds": clock.now - start,
                         "tokens": events[-1].summary.tokens, "drafted": sum(s.drafted for s in steps),
                         "accepted": sum(s.accepted for s in steps)})
     return out
@@ -191,8 +175,7 @@ def record(prompts: str, n: int, out: Path) -> None:
             for session in sessions["sessions"][:3]:
                 messages = [{"role": "system", "content": sessions["system"]}]
                 for i, change in enumerate(session["turns"]):
-                    ask = f"{session['file']}:\n```python\n{session['content']}```\n\n{change}" if i == 0 else change
-                    messages.append({"role": "user", "content": ask})
+                    messages.append({"role": "user", "content": ask_text(session, i, change)})
                     prompt = runtime.chat_tokens(messages)
                     ids, logprobs = answer(prompt, 600)  # bench_serve.py's --agent-max-tokens
                     items.append({"id": f"{session['id']}/{i}", "prompt": prompt, "answer": ids, "logprobs": logprobs})
@@ -244,18 +227,19 @@ def main() -> int:
         run = runs[-1] if args.round is None else next(r for r in runs if r["round"] == args.round)
         sessions = json.loads((REPO / "bench" / "agent_sessions.json").read_text())
         sessions["sessions"] = sessions["sessions"][:len({t["session"] for t in run["turns"]})]
-        rows = session_runs(GGUFModel(args.target, vocab_only=True), sessions, run["texts"], args.modes.split(","))
+        rows = prompt_runs(session_items(GGUFModel(args.target, vocab_only=True), sessions, run["texts"]),
+                           args.modes.split(","))
         source = f"{args.replay} round {run['round']} (the `none` arm's texts)"
-    base = {(r["session"], r["turn"]): r["seconds"] for r in rows if r["mode"] == "none"}
+    base = {r["request"]: r["seconds"] for r in rows if r["mode"] == "none"}
     print(f"T(1) {T1 * 1000:.1f} ms; T(n)/T(1) as learnt on this machine; replayed: {source}")
     print("| mode | request | seconds | vs none | tokens | drafted | accepted |\n|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['mode']} | {r['session']}/{r['turn']} | {r['seconds']:.2f} | "
-              f"{base[(r['session'], r['turn'])] / r['seconds']:.2f}x | {r['tokens']} | {r['drafted']} | {r['accepted']} |")
+        print(f"| {r['mode']} | {r['request']} | {r['seconds']:.2f} | "
+              f"{base[r['request']] / r['seconds']:.2f}x | {r['tokens']} | {r['drafted']} | {r['accepted']} |")
     for mode in args.modes.split(","):
         mine = [r for r in rows if r["mode"] == mode]
         total = sum(r["seconds"] for r in mine)
-        worst = min(base[(r["session"], r["turn"])] / r["seconds"] for r in mine)
+        worst = min(base[r["request"]] / r["seconds"] for r in mine)
         print(f"{mode}: {total:.1f} s, {sum(base.values()) / total:.3f}x of none, worst request {worst:.2f}x")
     return 0
 

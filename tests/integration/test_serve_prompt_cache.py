@@ -81,6 +81,17 @@ def raw_stream(server: LiveServer, path: str, body: dict, out: list[bytes]) -> N
     conn.close()
 
 
+def hold_the_slot(server: LiveServer) -> threading.Thread:
+    """A long answer streaming in the one slot (the thread that reads it), once it is active."""
+    busy = threading.Thread(target=raw_stream, args=(server, "/v1/completions", {
+        "model": "x", "prompt": "Go on:", "max_tokens": 3000, "stream": True}, []))
+    busy.start()
+    deadline = time.monotonic() + 60
+    while json.loads(server.get("/health")[2]).get("active") != 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return busy
+
+
 # Each an event of its API (not an SSE comment): Qwen Code and Codex end a stream after 240 / 300 s without an event,
 # and a cold agent prompt can take longer to prefill on a CPU. Chat's is a chunk with an empty delta, completions' one
 # with empty text, Responses' its in_progress event again, Anthropic's its ping event.
@@ -98,12 +109,7 @@ def test_a_stream_waiting_for_its_slot_sends_keep_alives(long_model, tmp_path, p
     long prefill) sends keep-alives in its API's form until its first token."""
     server = start(long_model, tmp_path, "keep", "--keep-alive", "0.1", "--max-tokens", "3000")
     try:
-        busy = threading.Thread(target=raw_stream, args=(server, "/v1/completions", {
-            "model": "x", "prompt": "Go on:", "max_tokens": 3000, "stream": True}, []))
-        busy.start()
-        deadline = time.monotonic() + 60
-        while json.loads(server.get("/health")[2]).get("active") != 1 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        busy = hold_the_slot(server)
         out: list[bytes] = []
         raw_stream(server, path, {"model": "x", **body}, out)
         busy.join(120)
@@ -123,20 +129,11 @@ def test_the_sdks_take_the_keep_alives_as_events_that_add_nothing(long_model, tm
     ask = {"model": "x", "temperature": 0}
     try:
         alone = client.chat.completions.create(**ask, max_tokens=6, messages=[{"role": "user", "content": "Hi"}])
-        busy = threading.Thread(target=raw_stream, args=(server, "/v1/completions", {
-            "model": "x", "prompt": "Go on:", "max_tokens": 3000, "stream": True}, []))
-        busy.start()
-        deadline = time.monotonic() + 60
-        while json.loads(server.get("/health")[2]).get("active") != 1 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        busy = hold_the_slot(server)
         chunks = list(client.chat.completions.create(**ask, max_tokens=6, stream=True,
                                                      messages=[{"role": "user", "content": "Hi"}]))
         busy.join(120)
-        busy = threading.Thread(target=raw_stream, args=(server, "/v1/completions", {
-            "model": "x", "prompt": "Go on:", "max_tokens": 3000, "stream": True}, []))
-        busy.start()
-        while json.loads(server.get("/health")[2]).get("active") != 1 and time.monotonic() < deadline + 120:
-            time.sleep(0.02)
+        busy = hold_the_slot(server)
         events = list(client.responses.create(model="x", temperature=0, max_output_tokens=6, input="Hi", stream=True))
         busy.join(120)
     finally:
