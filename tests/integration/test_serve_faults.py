@@ -73,7 +73,8 @@ def test_a_client_leaving_a_silent_stream_is_seen_at_once(tokenizer_sources, tmp
                       tmp_path / "serve.log")
     try:
         holder = live.client().chat.completions.create(
-            model="a", messages=[{"role": "user", "content": "Talk for a long time."}], max_tokens=12000, stream=True)
+            model="a", messages=[{"role": "user", "content": "Talk for a long time."}], max_tokens=12000, temperature=0,
+            stream=True)
         next(iter(holder))  # holds the one slot
         with socket.create_connection(("127.0.0.1", live.port)) as sock:
             body = chat_body("a", "Talk for a long time.", max_tokens=LONG, stream=True)
