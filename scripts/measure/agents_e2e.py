@@ -77,6 +77,7 @@ class Row:
     accepted: int = 0
     verdict: str = ""
     evidence: list[str] = field(default_factory=list)
+    request_lines: list[str] = field(default_factory=list)  # the server's log lines for this client's requests
 
 
 # --- installs ---------------------------------------------------------------------------------------
@@ -263,6 +264,7 @@ def run_client(client: str, args, scratch: Path, url: str, serve_log: Path) -> R
         if not match:
             continue
         row.requests += 1
+        row.request_lines.append(line.strip())  # kept in the report: the next run starts the log file afresh
         if match.group(2) == "499":  # the client left first: its own timeout (a long prefill), then a retry
             row.abandoned += 1
         elif match.group(2) != "200":

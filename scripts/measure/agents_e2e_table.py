@@ -39,7 +39,10 @@ def markdown(rows: list[dict]) -> str:
                      f"{r['requests'] - other} / {other} | {r['prompt_tokens']:,} ({r['cached_tokens']:,}) | {drafts} | "
                      f"{r['verdict']} |")
     evidence = [f"- {r['client']} on {r['server']}: {e}" for r in rows for e in r["evidence"]]
-    return "\n".join([head, *lines, "", "Evidence (first lines):", "", *evidence])
+    # reports from before agents_e2e.py kept them have none
+    requests = [f"    {r['client']} on {r['server']}: {line}" for r in rows for line in r.get("request_lines", [])]
+    out = [head, *lines, "", "Evidence (first lines):", "", *evidence]
+    return "\n".join(out + (["", "The servers' request lines:", "", *requests] if requests else []))
 
 
 def main() -> None:
