@@ -103,24 +103,32 @@ class Vocabulary:
         return [self.ids.setdefault(t, len(self.ids) + 1) for t in tokens]
 
 
-def ask_text(session: dict, n: int, change: str) -> str:
-    """Turn n's user message as bench_serve.py's replay sends it: the file and the change first, then the change."""
-    return f"{session['file']}:\n```python\n{session['content']}```\n\n{change}" if n == 0 else change
-
-
-def session_items(target, sessions: dict, texts: list[str]) -> dict:
-    """A bench_serve.py run's answers as recorded items: every turn of every session, its prompt as the agent sent
-    it (the conversation so far with those answers) and its answer tokenized again, run on one engine in turn."""
-    items, i = [], 0
+def agent_items(sessions: dict, tokens, reply) -> list[dict]:
+    """Every turn of every session as bench_serve.py's replay sends it: turn 1 the file and the change, every next
+    turn the conversation so far with the model's own answers plus the next change. `tokens(messages)` templates
+    a prompt; `reply(id, prompt)` gives its answer as (text, item fields: "answer" ids and any others)."""
+    items = []
     for session in sessions["sessions"]:
         messages = [{"role": "system", "content": sessions["system"]}]
         for n, change in enumerate(session["turns"]):
-            messages.append({"role": "user", "content": ask_text(session, n, change)})
-            items.append({"id": f"{session['id']}/{n}", "prompt": target.chat_tokens(messages),
-                          "answer": target.tokenize(texts[i], add_special=False, parse_special=False)})
-            messages.append({"role": "assistant", "content": texts[i]})
-            i += 1
-    return {"items": items, "one_engine": True}
+            ask = f"{session['file']}:\n```python\n{session['content']}```\n\n{change}" if n == 0 else change
+            messages.append({"role": "user", "content": ask})
+            item_id, prompt = f"{session['id']}/{n}", tokens(messages)
+            text, fields = reply(item_id, prompt)
+            items.append({"id": item_id, "prompt": prompt, **fields})
+            messages.append({"role": "assistant", "content": text})
+    return items
+
+
+def session_items(target, sessions: dict, texts: list[str]) -> dict:
+    """A bench_serve.py run's answers as recorded items, their texts tokenized again, run on one engine in turn."""
+    answers = iter(texts)
+
+    def reply(item_id: str, prompt: list[int]) -> tuple[str, dict]:
+        text = next(answers)
+        return text, {"answer": target.tokenize(text, add_special=False, parse_special=False)}
+
+    return {"items": agent_items(sessions, target.chat_tokens, reply), "one_engine": True}
 
 
 def prompt_runs(recorded: dict, modes: list[str]) -> list[dict]:
@@ -171,22 +179,20 @@ def record(prompts: str, n: int, out: Path) -> None:
             return [e.id for e in events], [round(e.logprobs.logprob, 4) for e in events]
 
         if prompts == "agentic":
+            def reply(item_id: str, prompt: list[int]) -> tuple[str, dict]:
+                ids, logprobs = answer(prompt, 600)  # bench_serve.py's --agent-max-tokens
+                print(f"  {item_id}: {len(prompt)} + {len(ids)} tokens", flush=True)
+                return runtime.detokenize(ids), {"answer": ids, "logprobs": logprobs}
+
             sessions = json.loads((REPO / "bench" / "agent_sessions.json").read_text())
-            for session in sessions["sessions"][:3]:
-                messages = [{"role": "system", "content": sessions["system"]}]
-                for i, change in enumerate(session["turns"]):
-                    messages.append({"role": "user", "content": ask_text(session, i, change)})
-                    prompt = runtime.chat_tokens(messages)
-                    ids, logprobs = answer(prompt, 600)  # bench_serve.py's --agent-max-tokens
-                    items.append({"id": f"{session['id']}/{i}", "prompt": prompt, "answer": ids, "logprobs": logprobs})
-                    messages.append({"role": "assistant", "content": runtime.detokenize(ids)})
-                    print(f"  {items[-1]['id']}: {len(prompt)} + {len(ids)} tokens", flush=True)
+            sessions["sessions"] = sessions["sessions"][:3]
+            items = agent_items(sessions, runtime.chat_tokens, reply)
         else:
             for item in read_prompts(prompts).items:
                 prompt = runtime.prompt_tokens(item.prompt, item.system)
                 ids, logprobs = answer(prompt, n)
                 items.append({"id": item.id, "prompt": prompt, "answer": ids, "logprobs": logprobs})
-                print(f"  {item.id}: {len(items[-1]['prompt'])} + {len(ids)} tokens", flush=True)
+                print(f"  {item.id}: {len(prompt)} + {len(ids)} tokens", flush=True)
         target = runtime.describe().target.file
     out.write_text(json.dumps({"prompts": prompts, "target": target, "max_tokens": n, "items": items,
                                "one_engine": prompts == "agentic"}) + "\n")
