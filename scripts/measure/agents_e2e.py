@@ -270,15 +270,14 @@ def run_client(client: str, args, scratch: Path, url: str, serve_log: Path) -> R
         elif match.group(2) != "200":
             row.failed_requests += 1
             row.evidence.append("serve: " + line.strip())
-        if match.group(3) and not row.start:
-            prompt, cached = int(match.group(3).replace(",", "")), int(match.group(4).replace(",", ""))
-            row.start = "warm" if cached >= prompt / 2 else "cold"
         if "error in the stream" in line and match.group(2) == "200":
             row.failed_requests += 1
             row.evidence.append("server: " + line.strip()[:400])
         if match.group(3):
-            row.prompt_tokens += int(match.group(3).replace(",", ""))
-            row.cached_tokens += int(match.group(4).replace(",", ""))
+            prompt, cached = int(match.group(3).replace(",", "")), int(match.group(4).replace(",", ""))
+            row.start = row.start or ("warm" if cached >= prompt / 2 else "cold")  # the first request's
+            row.prompt_tokens += prompt
+            row.cached_tokens += cached
         for drafted, accepted in DRAFTED.findall(line):  # "drafted suffix 40 (31 accepted), model 12 (7 accepted)"
             row.drafted += int(drafted)
             row.accepted += int(accepted)

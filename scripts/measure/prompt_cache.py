@@ -17,6 +17,7 @@ process). The prompt cache's folder is a scratch one (SPECLLAMA_PROMPT_CACHE).
 from __future__ import annotations
 
 import argparse
+import copy
 import http.client
 import json
 import os
@@ -80,7 +81,7 @@ class Server:
         """One streamed /v1/messages: seconds to the first text, the whole, and the final usage. `system`: the
         system text, or a captured request body whose first user message's last text block becomes `user`."""
         if isinstance(system, dict):
-            body = json.loads(json.dumps(system))
+            body = copy.deepcopy(system)
             body.update(max_tokens=max_tokens, temperature=0, stream=True)
             body["messages"][0]["content"][-1]["text"] = user
         else:
