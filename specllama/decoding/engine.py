@@ -272,10 +272,13 @@ class Engine:
 
     def _release_safely(self, slot: Slot, free: list[int]) -> None:
         """A failed slot's release: its caches cleared; if even that fails, the slot is given back
-        anyway (the next prompt's prefix match finds nothing usable in a cleared or stale cache)."""
+        anyway (the next prompt's prefix match finds nothing usable in a cleared or stale cache). The
+        second failure goes to stderr (the server's log), as shared_fault's do: the request already has
+        its answer, so nobody else would see it."""
         try:
             self._release(slot, free, clean=True)
-        except Exception:
+        except Exception as e:
+            traceback.print_exception(e, file=sys.stderr)
             if slot.index not in free:
                 free.append(slot.index)
             self.target.clear(slot.index)

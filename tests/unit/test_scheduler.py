@@ -222,3 +222,34 @@ def test_a_plan_drafts_for_the_sequence_that_gains_most_and_respects_caps():
     assert choose_lengths([sure, unsure], flat, max_rows=3) == [1, 0]  # exact mode's row limit
     assert choose_lengths([LengthChoice([0.95] * 4, 0.0, 1), unsure], flat) == [1, 1]  # its cap; the 4th row is free
     assert choose_lengths([sure, sure], curve_of([1, 2, 3, 4, 5, 6])) == [0, 0]  # linear: never pays
+
+
+class FailingContext(FakeContext):
+    """A backend whose step decodes fail from the `fail_from`-th on, and whose cache clearing fails once."""
+
+    def __init__(self, *args, fail_from: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fail_from, self.parts_calls, self.clear_fails = fail_from, 0, 1
+
+    def decode_parts(self, parts):
+        self.parts_calls += 1
+        if self.parts_calls == self.fail_from:
+            raise RuntimeError("the decode broke")
+        return super().decode_parts(parts)
+
+    def clear(self, seq=None):
+        if seq is not None and self.clear_fails:
+            self.clear_fails -= 1
+            raise RuntimeError("the cache would not clear")
+        return super().clear(seq)
+
+
+def test_a_failed_slot_whose_release_fails_too_is_freed_and_says_why_on_stderr(capsys):
+    # The second failure (clearing the failed slot's cache) used to be swallowed without a word.
+    engine = Engine(FailingContext(counting_rule(), n_seq_max=1, fail_from=2))
+    config = GenerationConfig(drafter="none", k=0, max_tokens=5)
+    first = together(engine, config, [[1, 2]], parallel=1)
+    assert isinstance(first[0][1], FailedEvent)
+    assert "the cache would not clear" in capsys.readouterr().err
+    after = together(engine, config, [[3, 4]], parallel=1)  # the slot was given back
+    assert isinstance(after[0][1], DoneEvent) and after[0][0] == [5, 6, 7, 8, 9]
