@@ -11,8 +11,8 @@ and texts a change would alter (greedy texts do not change with drafting, so onl
 Input: a bench_serve.py JSON (its agentic runs keep every answer; the `none` arm's are the target's
 greedy text) and the target GGUF (its tokenizer and chat template only: nothing is decoded); or a
 prompt set's greedy answers as token ids, recorded once with the real target (`--record`), each
-replayed as `specllama bench` runs it (a fresh engine per prompt: bench resets the caches and the
-drafters' history between runs; the costs are kept).
+replayed as `specllama bench` runs it (one engine, reset between prompts: bench empties the caches
+and the drafters' history between runs and keeps the costs and the suffix drafter's calibration).
 
     python scripts/measure/policy_replay.py bench/measured/vm-20261125-serve-replay-blocks.json
     python scripts/measure/policy_replay.py --record bench/prompts_heldout.jsonl -n 96 greedy-heldout.json
@@ -132,7 +132,7 @@ def session_items(target, sessions: dict, texts: list[str]) -> dict:
 
 
 def prompt_runs(recorded: dict, modes: list[str]) -> list[dict]:
-    """Each recorded prompt on a fresh engine, in each mode."""
+    """Each recorded prompt in each mode, on one engine a mode."""
     vocab = Vocabulary()
     items = [(item["id"], vocab(item["prompt"]), vocab(item["answer"])) for item in recorded["items"]]
     size = len(vocab.ids) + 2
@@ -141,14 +141,16 @@ def prompt_runs(recorded: dict, modes: list[str]) -> list[dict]:
     for mode in modes:
         engine = None
         for pid, prompt, answer in items:
-            # bench: a fresh engine a prompt (caches and the drafters' history reset, costs kept); the agentic
-            # sessions: one server, in turn (bench_serve.py)
-            if engine is None or not recorded.get("one_engine"):
+            # bench: one engine reset between prompts (caches and the drafters' history emptied; the costs and
+            # the suffix drafter's calibration kept); the agentic sessions: one server, in turn (bench_serve.py)
+            if engine is None:
                 clock, truth = fake_llm.FakeClock(), {}
                 target_ctx = fake_llm.FakeContext(lambda held: _next(held, truth, size), n_ctx=8192, clock=clock,
                                                   cost=cost)
                 engine = Engine(target_ctx, {"suffix": SuffixDrafter()}, {}, StepCosts(Prior(ratio, T1, learned=True)),
                                 clock=clock)
+            if not recorded.get("one_engine"):
+                engine.reset()
             truth.clear()
             truth.update(prompt=prompt, answer=answer + [fake_llm.EOG])
             TRUTH.update(truth)

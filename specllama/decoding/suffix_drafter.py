@@ -22,6 +22,8 @@ live texts and the history, never the corpus: no benchmark run drafts from anoth
 
 Confidence: per token, count(continuation) / (count(context) + 1), calibrated against the
 acceptance observed so far (acceptance.Calibrator, per match-length class, shared by all texts;
+fed by every proposal, sent or not: one the policy did not send is judged against the tokens the
+text went on with, see _judge_shadow;
 a request's policy then scales it by how its own text's drafts fare, acceptance.TextFit). Before
 any draft was judged, a match's length sets the calibrator's prior (COLD_FLOORS): a lone earlier
 occurrence of 16 tokens is a copy in progress, one of 2 tokens a guess.
@@ -121,6 +123,7 @@ class SuffixDrafter(DrafterBase):
         self.history = SuffixIndex(token_budget=history_tokens)
         self.corpus = SuffixIndex(token_budget=corpus_tokens)
         self.live: dict[int, SuffixIndex] = {}  # engine slot -> that sequence's text
+        self.shadows: dict[int, _Shadow] = {}  # engine slot -> its last proposal, judged when its text moves on
 
     # ---- the Drafter protocol ----------------------------------------------------------------
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
@@ -129,6 +132,7 @@ class SuffixDrafter(DrafterBase):
     def _propose_one(self, r: DraftRequest) -> SuffixProposal:
         if r.k <= 0 or len(r.committed) == 0:
             return SuffixProposal([], source=self.name)
+        self._judge_shadow(r.seq, r.committed)
         live = self._live(r.seq)
         live.sync_live(r.committed)
         context = live.live_tokens
@@ -145,9 +149,12 @@ class SuffixDrafter(DrafterBase):
         conf = self.calibrator.calibrate(raw, match_group(match.length))
         certain = certain_lead(conf, len(conf)) if match.length >= NEAR_CERTAIN_MATCH else 0
         # All that matched, up to the cap: under -k auto the policy cuts it where it pays.
-        return SuffixProposal(match.tokens, None, conf, self.name, certain, raw, match.length, where)
+        proposal = SuffixProposal(match.tokens, None, conf, self.name, certain, raw, match.length, where)
+        self.shadows[r.seq] = _Shadow(proposal, len(r.committed))
+        return proposal
 
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:
+        self.shadows.pop(seq, None)  # a new text on this slot: the last one's proposal is not its
         self._live(seq).sync_live(prompt)
 
     def rollback(self, seq: int, n_tokens: int) -> None:
@@ -156,6 +163,9 @@ class SuffixDrafter(DrafterBase):
         live = self.live.get(seq)
         if live is not None and n_tokens < len(live.live_tokens):
             live.truncate_live(n_tokens)
+        shadow = self.shadows.get(seq)
+        if shadow is not None and n_tokens < shadow.at:  # the text it was proposed for is gone
+            del self.shadows[seq]
 
     def observe(self, seq: int, outcome: StepOutcome) -> None:
         """Feed the verification of what was sent (the policy may have cut it) to the calibrator:
@@ -163,6 +173,11 @@ class SuffixDrafter(DrafterBase):
         sent = outcome.sent
         if sent.tokens and isinstance(sent, SuffixProposal):
             self.calibrator.observe_odds(sent.raw_confidence, outcome.odds, match_group(sent.match_length))
+            shadow = self.shadows.get(seq)
+            if shadow is not None:
+                # What the target judged is learnt above; the shadow goes on after it only when every
+                # sent token passed (past a rejection, the proposal's later tokens say nothing).
+                shadow.judged = len(sent.tokens) if outcome.n_accepted == len(sent.tokens) else None
 
     def finish(self, seq: int, committed: Sequence[int]) -> None:
         """The sequence's text joins the history; its slot's live index is kept (the next prompt
@@ -171,6 +186,7 @@ class SuffixDrafter(DrafterBase):
 
     def reset(self) -> None:
         self.live.clear()
+        self.shadows.clear()
         self.history.clear()
 
     # ---- beyond the protocol -----------------------------------------------------------------
@@ -189,12 +205,42 @@ class SuffixDrafter(DrafterBase):
             self.corpus.add_document(tokens, "corpus")
         return total
 
+    def _judge_shadow(self, seq: int, committed: Sequence[int]) -> None:
+        """Calibrate on the slot's last proposal against what the text did next, sent or not.
+
+        Why: the calibrator otherwise learns only from drafts the policy sent, and the policy sends
+        only what the calibrator already trusts, so a class it starts out doubting is never tried
+        and never learnt. On the agentic replay's texts (bench/measured/vm-20261126-greedy-answers)
+        a match of 3-15 tokens right after an edit gave the right next token 0.88-0.96 of the time,
+        against the 0.75-0.85 its class started at, and the copy then went on for 20-30 tokens while
+        every step waited for the match to reach 16. The target's committed token is its greedy
+        choice, exactly what verification accepts; under sampling it equals a deterministic draft
+        token with probability p(token), the odds the verifier would accept that token with."""
+        shadow = self.shadows.pop(seq, None)
+        if shadow is None or shadow.judged is None or len(committed) <= shadow.at:
+            return
+        proposal, group = shadow.proposal, match_group(shadow.proposal.match_length)
+        after = committed[shadow.at:shadow.at + len(proposal.tokens)]
+        for i in range(shadow.judged, min(len(after), len(proposal.tokens))):
+            hit = after[i] == proposal.tokens[i]
+            self.calibrator.update(proposal.raw_confidence[i], hit, group)
+            if not hit:
+                break
+
     def _live(self, seq: int) -> SuffixIndex:
         index = self.live.get(seq)
         if index is None:
             # A live document is never dropped, so no budget applies: it is bounded by the context.
             index = self.live[seq] = SuffixIndex(token_budget=1 << 30)
         return index
+
+
+@dataclass
+class _Shadow:
+    """A slot's last proposal, kept to be judged against the tokens committed after it."""
+    proposal: SuffixProposal
+    at: int  # the committed length it was proposed at
+    judged: int | None = 0  # leading tokens verification already judged; None: one was rejected
 
 
 def _pieces(text: str, size: int):

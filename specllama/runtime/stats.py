@@ -145,14 +145,15 @@ def _auto_k(s: Summary) -> str:
 
 def calibration_text(bins: list) -> str:
     """The suffix drafter's confidence calibration, bins with evidence only: raw confidence range ->
-    the acceptance it now predicts / the acceptance observed (judged drafts)."""
+    the acceptance it now predicts / the acceptance observed (proposed tokens judged: by verification
+    when sent, else against the token the text went on with)."""
     rows = [r for r in bins if r.count]
     if not rows:
-        return "suffix calibration: no drafts judged yet"
+        return "suffix calibration: no proposals judged yet"
     parts = [f"{MATCH_CLASSES[r.group] if r.group < len(MATCH_CLASSES) else r.group} "
              f"raw {r.low:.1f}-{r.high:.1f}: predicted {r.predicted:.2f} / observed {r.observed:.2f} (n={r.count})"
              for r in rows]
-    return "suffix calibration (predicted / observed acceptance):\n  " + "\n  ".join(parts)
+    return "suffix calibration (predicted / observed acceptance of proposed tokens, sent or not):\n  " + "\n  ".join(parts)
 
 
 def summary_json(s: Summary, session, config: GenerationConfig) -> dict:
