@@ -17,6 +17,7 @@ and the drafters' history between runs and keeps the costs and the suffix drafte
     python scripts/measure/policy_replay.py bench/measured/vm-20261125-serve-replay-blocks.json
     python scripts/measure/policy_replay.py --record bench/prompts_heldout.jsonl -n 96 greedy-heldout.json
     python scripts/measure/policy_replay.py --record agentic greedy-agentic.json
+    python scripts/measure/policy_replay.py --record agentic --sessions bench/agent_sessions_heldout.json greedy-held.json
     python scripts/measure/policy_replay.py greedy-heldout.json
 """
 
@@ -47,6 +48,7 @@ LEARNT = [1.00, 1.68, 2.36, 3.00, 3.64, 4.28, 5.17, 6.06, 6.94, 7.36, 7.77, 8.19
 ROWS_MS = {16: 275, 17: 320, 31: 515, 32: 483, 33: 495, 63: 936, 64: 772, 65: 847}
 T1 = 0.0329
 PREFILL_S = 1 / 80  # a prompt row (the same for every arm)
+SESSIONS = REPO / "bench" / "agent_sessions.json"
 TRUTH: dict = {}  # the text being replayed: its prompt and recorded answer (the oracle's hindsight)
 
 
@@ -163,10 +165,10 @@ def prompt_runs(recorded: dict, modes: list[str]) -> list[dict]:
     return out
 
 
-def record(prompts: str, n: int, out: Path) -> None:
+def record(prompts: str, n: int, out: Path, sessions_file: Path = SESSIONS) -> None:
     """Each prompt's greedy answer by the real target (plain decoding), as token ids with the target's
-    log-probability of each. PROMPTS "agentic": the replay's sessions as an agent sends them (each turn
-    re-sends the conversation with the model's own answers; bench_serve.py's first 3 sessions)."""
+    log-probability of each. PROMPTS "agentic": `sessions_file`'s sessions as an agent sends them (each turn
+    re-sends the conversation with the model's own answers; by default the replay's, bench_serve.py's)."""
     from specllama.batch.prompts_file import read_prompts
     from specllama.decoding.events import TokenEvent
     from specllama.runtime.loaded import open_runtime
@@ -186,9 +188,7 @@ def record(prompts: str, n: int, out: Path) -> None:
                 print(f"  {item_id}: {len(prompt)} + {len(ids)} tokens", flush=True)
                 return runtime.detokenize(ids), {"answer": ids, "logprobs": logprobs}
 
-            sessions = json.loads((REPO / "bench" / "agent_sessions.json").read_text())
-            sessions["sessions"] = sessions["sessions"][:3]
-            items = agent_items(sessions, runtime.chat_tokens, reply)
+            items = agent_items(json.loads(sessions_file.read_text()), runtime.chat_tokens, reply)
         else:
             for item in read_prompts(prompts).items:
                 prompt = runtime.prompt_tokens(item.prompt, item.system)
@@ -196,8 +196,10 @@ def record(prompts: str, n: int, out: Path) -> None:
                 items.append({"id": item.id, "prompt": prompt, "answer": ids, "logprobs": logprobs})
                 print(f"  {item.id}: {len(prompt)} + {len(ids)} tokens", flush=True)
         target = runtime.describe().target.file
+    if prompts == "agentic":
+        prompts = f"agentic ({sessions_file.relative_to(REPO) if sessions_file.is_relative_to(REPO) else sessions_file})"
     out.write_text(json.dumps({"prompts": prompts, "target": target, "max_tokens": n, "items": items,
-                               "one_engine": prompts == "agentic"}) + "\n")
+                               "one_engine": prompts.startswith("agentic")}) + "\n")
 
 
 def _next(held: list[int], truth: dict, size: int) -> np.ndarray:
@@ -214,6 +216,8 @@ def main() -> int:
     p.add_argument("replay", type=Path, help="a bench_serve.py --parts agentic JSON, or answers recorded with --record")
     p.add_argument("--record", metavar="PROMPTS",
                    help="record PROMPTS' greedy answers into REPLAY (loads the target); 'agentic': the replay's sessions")
+    p.add_argument("--sessions", type=Path, default=SESSIONS,
+                   help="with --record agentic: the edit sessions to answer (default: the replay's, bench/agent_sessions.json)")
     p.add_argument("-n", type=int, default=96, help="with --record: tokens an answer (bench's default)")
     p.add_argument("--target", type=Path,
                    default=Path.home() / ".cache/specllama/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
@@ -222,7 +226,7 @@ def main() -> int:
                    "cut with hindsight)")
     args = p.parse_args()
     if args.record:
-        record(args.record, args.n, args.replay)
+        record(args.record, args.n, args.replay, args.sessions)
         return 0
     data = json.loads(args.replay.read_text())
     if isinstance(data, dict):  # recorded answers
@@ -233,7 +237,7 @@ def main() -> int:
 
         runs = [r for r in data if r.get("part") == "agentic" and r["drafter"] == "none"]
         run = runs[-1] if args.round is None else next(r for r in runs if r["round"] == args.round)
-        sessions = json.loads((REPO / "bench" / "agent_sessions.json").read_text())
+        sessions = json.loads(SESSIONS.read_text())
         sessions["sessions"] = sessions["sessions"][:len({t["session"] for t in run["turns"]})]
         rows = prompt_runs(session_items(GGUFModel(args.target, vocab_only=True), sessions, run["texts"]),
                            args.modes.split(","))

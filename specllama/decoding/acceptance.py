@@ -10,7 +10,7 @@
   it should pay, and never when the drafter has never paid.
 - `Calibrator`: a confident drafter's raw per-token confidence (the suffix drafter: how often that
   continuation followed the matched context) -> acceptance observed, per match-length class.
-- `TextFit`: how this text's drafts fare against what the calibrator predicted for them.
+- `TextRecord`: how this text's proposals fare, per match-length class, over the calibrator.
 
 Nothing here decides a draft length: the cost model (cost/model.py) turns these estimates and the
 step costs into one, for the planner.
@@ -184,36 +184,34 @@ class Calibrator:
 
 
 @dataclass
-class TextFit:
-    """How this text's drafts fare against what the calibrator predicted for them: the calibrator
-    learns across texts (a code answer and a French essay share its bins), but acceptance at the
-    same raw confidence differs a lot between texts (measured on bench/prompts.jsonl: 0.20 on an
-    explanation, 0.81 on a summary). factor = (accepted + w) / (predicted + w) over the recent
-    judgements (each older one weighs `decay` as much), w pseudo-judgements of "as predicted"."""
-    decay: float = 0.9  # ~10 judgements of memory: a text's character shows within a few steps
-    prior_weight: float = 2.0
-    accepted: float = 0.0
-    predicted: float = 0.0
+class TextRecord:
+    """This text's own acceptance per group (a match-length class), over what the calibrator predicts:
+    the calibrator learns across texts (a code answer and a French essay share its bins), but at the
+    same raw confidence acceptance differs a lot between texts (measured on bench/prompts.jsonl: 0.20
+    on an explanation, 0.81 on a summary) and between the classes of one text (an edit's first turn
+    breaks its long copies at every changed line while its short matches hold).
+        predicted = (accepted + w * calibrated) / (judged + w)
+    per group, over the whole text: w judgements in, the text's own record weighs as much as the
+    calibrator. Fed every judged token of the drafter's proposals, sent or not (SuffixDrafter).
 
-    @property
-    def factor(self) -> float:
-        return (self.accepted + self.prior_weight) / (self.predicted + self.prior_weight)
+    It replaced one factor per text (accepted / predicted over all classes, lowered or raised alike)
+    plus a copy reach that doubled after each copy accepted whole: replayed on recorded greedy
+    answers (scripts/measure/policy_replay.py, bench/measured/vm-20261126-policy-replay-text-record.md),
+    -k auto went from 1.175x to 1.197x of plain on the agentic replay's texts (worst request 0.92x ->
+    1.01x) and from 1.186x to 1.259x on held-out edit sessions (0.87x -> 1.02x); prose within 0.5 %.
+    W 4 / 8 / 16 gave 1.151 / 1.181 / 1.200x and 1.249 / 1.244 / 1.236x there: 8 is the middle."""
+    weight: float = 8.0
+    accepted: dict[int, float] = field(default_factory=dict)
+    judged: dict[int, int] = field(default_factory=dict)
 
-    def apply(self, confidence: Sequence[float], cap: float = 0.99) -> list[float]:
-        f = self.factor
-        return [min(cap, c * f) for c in confidence]
+    def apply(self, calibrated: Sequence[float], group: int) -> list[float]:
+        n = self.judged.get(group, 0)
+        if not n:
+            return list(calibrated)
+        a = self.accepted[group]
+        return [(a + self.weight * c) / (n + self.weight) for c in calibrated]
 
-    def idle(self, relax: float = 0.97) -> None:
-        """A step without a draft: the record fades toward "as predicted" (a text that stopped
-        drafting because its first drafts failed gets another try some 20-30 steps later, e.g.
-        when the answer turns from prose to quoting the prompt)."""
-        self.accepted *= relax
-        self.predicted *= relax
-
-    def observe(self, confidence: Sequence[float], n_sent: int, n_accepted: int, odds: Sequence[float] = ()) -> None:
-        """Drafts 1..n_accepted accepted, draft n_accepted+1 rejected; later ones never judged.
-        `odds`, where given, stand for the 1/0 outcomes (see PositionAcceptance.observe)."""
-        for i in range(min(n_sent, n_accepted + 1, len(confidence))):
-            hit = odds[i] if i < len(odds) else (1.0 if i < n_accepted else 0.0)
-            self.accepted = self.accepted * self.decay + hit
-            self.predicted = self.predicted * self.decay + confidence[i]
+    def observe(self, group: int, hit: float) -> None:
+        """One judged token of this text: 1/0, or the odds it was accepted with (under sampling)."""
+        self.accepted[group] = self.accepted.get(group, 0.0) + float(hit)
+        self.judged[group] = self.judged.get(group, 0) + 1

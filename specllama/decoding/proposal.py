@@ -67,9 +67,3 @@ def certain_lead(confidence: Sequence[float], limit: int) -> int:
     while n < min(limit, len(confidence)) and confidence[n] >= NEAR_CERTAIN_ODDS:
         n += 1
     return n
-
-
-def still_certain(proposal: Proposal) -> int:
-    """The near-certain lead left after a policy rescaled the confidence (a text whose drafts keep
-    failing loses its claim): the leading tokens, up to the drafter's claim, still at NEAR_CERTAIN_ODDS."""
-    return certain_lead(proposal.confidence or [], proposal.certain)

@@ -28,7 +28,7 @@ K_AUTO_MAX = 8  # the longest draft -k auto considers: acceptance that far out r
 # where it pays. A batch of 64 rows costs about what prefill does (~80-90 tok/s on 2 cores, against
 # one token per ~37 ms step), and llama-server's --spec-default drafts 48-64 tokens on the same turns.
 # 63, not 64: with the token it verifies after them that is 64 rows, a whole block of llama.cpp's
-# kernels; a 65th row cost 10 % more here (policy/free_drafts.CopyRun).
+# kernels; a 65th row cost 10 % more here (bench/measured/vm-20261125-verify-rows).
 K_COPY_MAX = 63
 PARALLEL_MAX = 64  # the most prompts --parallel may decode together
 # --parallel auto allocates this many cache sequences (--ctx tokens each: 16 x 4096 is 1.9 GB of

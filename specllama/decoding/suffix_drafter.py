@@ -21,10 +21,10 @@ a 1 MB corpus. `reset()` (the engine's "forget every cache", e.g. between benchm
 live texts and the history, never the corpus: no benchmark run drafts from another's output.
 
 Confidence: per token, count(continuation) / (count(context) + 1), calibrated against the
-acceptance observed so far (acceptance.Calibrator, per match-length class, shared by all texts;
-fed by every proposal, sent or not: one the policy did not send is judged against the tokens the
-text went on with, see _judge_shadow;
-a request's policy then scales it by how its own text's drafts fare, acceptance.TextFit). Before
+acceptance observed so far (acceptance.Calibrator, per match-length class, shared by all texts),
+then blended with this text's own record per class (acceptance.TextRecord, one per slot, restarted
+by each new prompt). Both learn from every proposal, sent or not: one the policy did not send is
+judged against the tokens the text went on with (_judge_shadow). Before
 any draft was judged, a match's length sets the calibrator's prior (COLD_FLOORS): a lone earlier
 occurrence of 16 tokens is a copy in progress, one of 2 tokens a guess.
 """
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from specllama.decoding.acceptance import Calibrator
+from specllama.decoding.acceptance import Calibrator, TextRecord
 from specllama.decoding.drafters import DrafterBase, DraftRequest, Proposal
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.proposal import PER_TOKEN, certain_lead
@@ -124,6 +124,7 @@ class SuffixDrafter(DrafterBase):
         self.corpus = SuffixIndex(token_budget=corpus_tokens)
         self.live: dict[int, SuffixIndex] = {}  # engine slot -> that sequence's text
         self.shadows: dict[int, _Shadow] = {}  # engine slot -> its last proposal, judged when its text moves on
+        self.texts: dict[int, TextRecord] = {}  # engine slot -> its text's own acceptance per match class
 
     # ---- the Drafter protocol ----------------------------------------------------------------
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
@@ -146,7 +147,8 @@ class SuffixDrafter(DrafterBase):
         if match.length < self.min_match or not match.tokens:
             return SuffixProposal([], source=self.name, match_length=match.length)
         raw = raw_confidence(match.counts, match.totals)
-        conf = self.calibrator.calibrate(raw, match_group(match.length))
+        group = match_group(match.length)
+        conf = self._text(r.seq).apply(self.calibrator.calibrate(raw, group), group)
         certain = certain_lead(conf, len(conf)) if match.length >= NEAR_CERTAIN_MATCH else 0
         # All that matched, up to the cap: under -k auto the policy cuts it where it pays.
         proposal = SuffixProposal(match.tokens, None, conf, self.name, certain, raw, match.length, where)
@@ -154,7 +156,8 @@ class SuffixDrafter(DrafterBase):
         return proposal
 
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:
-        self.shadows.pop(seq, None)  # a new text on this slot: the last one's proposal is not its
+        self.shadows.pop(seq, None)  # a new text on this slot: the last one's proposal is not its,
+        self.texts.pop(seq, None)  # nor the last one's record
         self._live(seq).sync_live(prompt)
 
     def rollback(self, seq: int, n_tokens: int) -> None:
@@ -172,7 +175,10 @@ class SuffixDrafter(DrafterBase):
         each judged token with the odds the target accepted it with."""
         sent = outcome.sent
         if sent.tokens and isinstance(sent, SuffixProposal):
-            self.calibrator.observe_odds(sent.raw_confidence, outcome.odds, match_group(sent.match_length))
+            group = match_group(sent.match_length)
+            self.calibrator.observe_odds(sent.raw_confidence, outcome.odds, group)
+            for odds in outcome.odds:
+                self._text(seq).observe(group, odds)
             shadow = self.shadows.get(seq)
             if shadow is not None:
                 # What the target judged is learnt above; the shadow goes on after it only when every
@@ -187,6 +193,7 @@ class SuffixDrafter(DrafterBase):
     def reset(self) -> None:
         self.live.clear()
         self.shadows.clear()
+        self.texts.clear()
         self.history.clear()
 
     # ---- beyond the protocol -----------------------------------------------------------------
@@ -224,8 +231,15 @@ class SuffixDrafter(DrafterBase):
         for i in range(shadow.judged, min(len(after), len(proposal.tokens))):
             hit = after[i] == proposal.tokens[i]
             self.calibrator.update(proposal.raw_confidence[i], hit, group)
+            self._text(seq).observe(group, hit)
             if not hit:
                 break
+
+    def _text(self, seq: int) -> TextRecord:
+        record = self.texts.get(seq)
+        if record is None:
+            record = self.texts[seq] = TextRecord()
+        return record
 
     def _live(self, seq: int) -> SuffixIndex:
         index = self.live.get(seq)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specllama.decoding.cost.model import Ratio, break_even_acceptance, causal_rows
-from specllama.decoding.policy.free_drafts import MIN_GAIN
+from specllama.decoding.policy.free_drafts import CERTAIN_FLOOR, MIN_GAIN
 from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
 from specllama.decoding.suffix_drafter import COLD_FLOORS, NEAR_CERTAIN_MATCH
 from specllama.runtime.draft_load import LOAD_ACCEPTANCE, LOAD_AT, MTP_LOAD_AT
@@ -59,11 +59,10 @@ def source_bets(ratio: Ratio, draft_cost: float | None = None, *, has_draft: boo
     bets = [
         SourceBet("suffix", 0.0, free,
                   f"text seen once before is accepted at least this often, by tokens matched: {floors}; "
-                  "each judged draft moves that toward what this run shows",
-                  f"the length where tokens per verify time peak, if that promises {MIN_GAIN:.2f}x plain; "
-                  f"a copy in progress ({NEAR_CERTAIN_MATCH}+ tokens matched) up to {K_AUTO_MAX} tokens, "
-                  f"doubled after each copy accepted whole, in whole blocks of rows (15, 31, to {K_COPY_MAX}), "
-                  "halved by a rejection"),
+                  "each proposal judged, sent or not, moves that toward what this run and this text show",
+                  f"the length where tokens per verify time peak, if that promises {MIN_GAIN:.2f}x plain, "
+                  f"up to {K_AUTO_MAX} tokens, {K_COPY_MAX} in a copy in progress ({NEAR_CERTAIN_MATCH}+ tokens "
+                  f"matched), whose first {CERTAIN_FLOOR} go whatever the costs say"),
         SourceBet("grammar", 0.0, free,
                   "100 %: a token the grammar forces is the only one the target may produce",
                   "every forced token, appended after the other drafts"),

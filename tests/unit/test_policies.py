@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from specllama.decoding.acceptance import Calibrator, PositionAcceptance, TextFit
+from specllama.decoding.acceptance import Calibrator, PositionAcceptance, TextRecord
 from specllama.decoding.cost.model import best_length
 from specllama.decoding.cost.online import Prior, StepCosts
 from specllama.decoding.drafters import DrafterBase, DraftRequest, Proposal
@@ -132,31 +132,53 @@ def test_a_fixed_k_sends_what_matched_and_auto_cuts_where_it_pays():
 
 
 def test_a_text_whose_drafts_fail_stops_drafting_and_a_new_text_starts_afresh():
-    """The calibrator is shared by all texts; each request's TextFit scales it by how its drafts fare."""
-    cal = Calibrator(groups=MATCH_GROUPS, prior_weight=1000.0)  # stuck at its prior: only the fit moves
+    """The calibrator is shared by all texts; each text's own record (acceptance.TextRecord, kept by
+    the drafter per slot) moves its odds by how its proposals fare, sent or not."""
+    cal = Calibrator(groups=MATCH_GROUPS, prior_weight=1000.0)  # stuck at its prior: only the text's record moves
     d = SuffixDrafter(calibrator=cal)
     cheap = lambda n: 1 + 0.2 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731
     policy = ConfidentAuto(d, kit(cheap, {"suffix": d}))
+    policy.start(0, ONCE)
     lengths = []
     for _ in range(8):
         p = draft(policy, ONCE)
         lengths.append(len(p.tokens))
-        policy.observe(judged(p, (0.0,) if p.tokens else ()))  # every draft rejected
-    assert lengths[0] > 0 and lengths[-1] == 0 and policy.fit.factor < 0.7
-    for _ in range(60):  # steps that sent nothing: the record fades, the text gets another try
-        p = draft(policy, ONCE)
         if p.tokens:
+            d.observe(0, judged(p, (0.0,)))  # every draft rejected
+        policy.observe(judged(p, (0.0,) if p.tokens else ()))
+    assert lengths[0] > 0 and lengths[-1] == 0 and sum(d.texts[0].accepted.values()) == 0.0
+    policy = ConfidentAuto(d, kit(cheap, {"suffix": d}))
+    policy.start(0, ONCE)  # the next request: its own record
+    assert draft(policy, ONCE).tokens
+
+
+def test_a_text_that_stopped_drafting_starts_again_when_its_proposals_prove_right():
+    """Unsent proposals are judged against what the text did next: a text whose early drafts failed
+    drafts again once the text is seen following its proposals, not after a fixed fade."""
+    cal = Calibrator(groups=MATCH_GROUPS, prior_weight=1000.0)
+    d = SuffixDrafter(calibrator=cal)
+    cheap = lambda n: 1 + 0.2 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731
+    policy = ConfidentAuto(d, kit(cheap, {"suffix": d}))
+    text = list(range(10, 40)) + list(range(10, 13))  # a quote of the text's start begins
+    policy.start(0, text)
+    for _ in range(4):
+        p = draft(policy, text)
+        if p.tokens:
+            d.observe(0, judged(p, (0.0,)))
+    assert not draft(policy, text).tokens
+    for n in range(13, 30):  # the text goes on quoting: each plain step commits the proposal's first token
+        text = text + [n]
+        if draft(policy, text).tokens:
             break
-        policy.observe(judged(p, ()))
-    assert p.tokens
-    assert ConfidentAuto(d, kit(cheap, {"suffix": d})).fit.factor == 1.0  # the next request: its own record
+    assert n < 25, n
 
 
-def test_text_fit_raises_confidence_on_texts_that_beat_the_prediction():
-    fit = TextFit()
-    for _ in range(10):
-        fit.observe([0.5, 0.5, 0.5], 3, 3)  # all accepted where 0.5 was predicted
-    assert fit.factor > 1.5 and fit.apply([0.5, 0.9]) == [pytest.approx(0.5 * fit.factor), 0.99]
+def test_text_record_moves_a_class_toward_what_this_text_shows():
+    record = TextRecord()
+    for _ in range(16):
+        record.observe(3, 1.0)
+    assert record.apply([0.9], 3) == [pytest.approx((16 + 8 * 0.9) / 24)]
+    assert record.apply([0.9], 1) == [0.9]  # another class: this text has not shown it yet
     assert best_length([0.3], lambda n: 1 + 0.25 * (n - 1)) == 1  # 1.3 / 1.25 = 1.04x
     assert best_length([0.3], lambda n: 1 + 0.25 * (n - 1), min_gain=1.05) == 0  # not enough
 
@@ -208,7 +230,6 @@ def test_auto_feeds_each_source_back_to_its_own_estimate():
     before = list(auto.acceptance.fast)
     auto.observe(judged(s, (1.0,) * len(s.tokens)))
     assert auto.acceptance.fast == before  # the model's view saw no judgement (a fresh record: no drift either)
-    assert auto.fit.factor > 1.0  # the suffix draft's did
 
 
 def test_a_realised_loss_benches_the_source_for_this_text():
@@ -227,7 +248,7 @@ def test_a_realised_loss_benches_the_source_for_this_text():
 def test_sampling_acceptance_is_learnt_from_the_verifiers_odds_not_coin_flips():
     # Under sampling a deterministic draft token is accepted with the target's p(x): an estimate fed
     # the odds sits at p after a few steps whatever the coins said; fed 1/0 it swings with them.
-    from specllama.decoding.acceptance import PositionAcceptance, TextFit
+    from specllama.decoding.acceptance import PositionAcceptance
     ratio = lambda n: 1.0 + 0.3 * (n - 1)  # noqa: E731
     by_odds, by_coins = PositionAcceptance(ratio, None, k_max=4), PositionAcceptance(ratio, None, k_max=4)
     for _ in range(40):  # every step: the first draft accepted (p = 0.9), the second rejected (p = 0.9)
@@ -235,12 +256,12 @@ def test_sampling_acceptance_is_learnt_from_the_verifiers_odds_not_coin_flips():
         by_coins.observe(4, 1)
     assert by_odds.fast[0] == pytest.approx(0.9, abs=0.01) and by_odds.fast[1] == pytest.approx(0.9, abs=0.01)
     assert by_coins.fast[1] < 0.1  # the coin flips' verdict: position 2 never passes
-    fit, coins = TextFit(), TextFit()
+    odds, coins = TextRecord(), TextRecord()
     for _ in range(30):
-        fit.observe([0.9, 0.9], 2, 0, odds=(0.45,))  # rejected, but the target gave it fair odds
-        coins.observe([0.9, 0.9], 2, 0)
-    # (accepted + w) / (predicted + w) over ~10 judgements, w = 2: (4.5 + 2) / (9 + 2) against (0 + 2) / (9 + 2)
-    assert fit.factor == pytest.approx(6.5 / 11, abs=0.02) and coins.factor == pytest.approx(2 / 11, abs=0.02)
+        odds.observe(1, 0.45)  # rejected, but the target gave it fair odds
+        coins.observe(1, 0.0)
+    # (accepted + w * calibrated) / (judged + w), w = 8: (13.5 + 7.2) / 38 against 7.2 / 38
+    assert odds.apply([0.9], 1) == [pytest.approx(20.7 / 38)] and coins.apply([0.9], 1) == [pytest.approx(7.2 / 38)]
 
 
 def test_auto_takes_a_near_certain_copy_even_when_the_costs_say_no_batch_pays():

@@ -4,18 +4,15 @@ engine runs on tests/support/fake_llm.py's FakeContext. (What its policies do wi
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
-from specllama.decoding.acceptance import Calibrator, PositionAcceptance, TextFit
+from specllama.decoding.acceptance import Calibrator, PositionAcceptance
 from specllama.decoding.cost.online import Prior, StepCosts
 from specllama.decoding.drafters import DraftRequest, ModelDrafter
 from specllama.decoding.engine import Engine, GenerationConfig, Request
 from specllama.decoding.events import DoneEvent, TokenEvent
-from specllama.decoding.policy.free_drafts import cut_free
-from specllama.decoding.proposal import still_certain
+from specllama.decoding.policy.free_drafts import CERTAIN_FLOOR, cut_free
 from specllama.decoding.request import drafter_name
 from specllama.decoding.sampling import SamplingParams
 from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter
@@ -102,20 +99,21 @@ def test_a_cold_drafter_trusts_a_long_lone_match_and_not_a_short_one():
 def test_a_long_copy_is_sent_whatever_the_costs_say_and_loses_the_claim_when_the_text_fails_it():
     """A 16+ token match is a copy in progress (Proposal.certain): even where the step costs say no
     batch pays (one noisy step can make them look so, and then no draft would ever correct them),
-    it is sent; a short match is not; a text whose drafts keep failing loses the claim (TextFit)."""
+    it is sent; a short match is not; a text whose drafts keep failing loses the claim (its own
+    record, acceptance.TextRecord)."""
     dear = lambda n: float(n) if 1 <= n <= 16 else None  # noqa: E731  T(n) = n * T(1): nothing pays
     body = list(range(100, 140))
     long_copy, short = body + body[:18], body + body[:9]
     proposal = SuffixDrafter().propose([ask(0, long_copy)])[0]
     assert proposal.certain == len(proposal.tokens) == 8
-    assert list(sent(proposal, dear).tokens) == body[18:26]
+    assert list(sent(proposal, dear).tokens) == body[18:18 + CERTAIN_FLOOR]  # the first ones, whatever the costs
     medium = SuffixDrafter().propose([ask(0, short)])[0]
     assert medium.certain == 0 and sent(medium, dear).tokens == ()
-    failing = TextFit()
+    failing = SuffixDrafter()
+    proposal = failing.propose([ask(0, long_copy)])[0]
     for _ in range(10):
-        failing.observe([0.9], 1, 0)  # rejected, step after step
-    proposal = SuffixDrafter().propose([ask(0, long_copy)])[0]
-    assert still_certain(replace(proposal, confidence=failing.apply(proposal.confidence))) == 0
+        failing.observe(0, judged(proposal.keep(1), (0.0,)))  # rejected, step after step
+    assert failing.propose([ask(0, long_copy)])[0].certain == 0
 
 
 def test_a_corpus_is_drafted_from_and_survives_reset(tmp_path):

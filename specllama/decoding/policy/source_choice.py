@@ -21,13 +21,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import AbstractSet, Mapping, Sequence
 
-from specllama.decoding.acceptance import PositionAcceptance, TextFit
+from specllama.decoding.acceptance import PositionAcceptance
 from specllama.decoding.cost.model import Ratio
 from specllama.decoding.drafters import Drafter, Proposal
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.policy.base import Ask, PolicyBase, PolicyKit
-from specllama.decoding.policy.free_drafts import CopyRun, cut_free, free_rate, fully_known, long_enough
-from specllama.decoding.proposal import still_certain
+from specllama.decoding.policy.free_drafts import cut_free, free_rate, fully_known, long_enough
 from specllama.decoding.realised import RealisedSpeed
 from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
 
@@ -72,9 +71,7 @@ class SourceChoice(PolicyBase):
         # Each decoding source's acceptance on this text; one without a record is never chosen.
         self.records = {name: kit.record(name) for name in self.decoding if name in kit.records}
         self.acceptance = self.records.get("model")
-        self.fit = TextFit()
         self.realised = RealisedSpeed()
-        self.copy_run = CopyRun()
         self._cap = 0
         self._slot = 0
 
@@ -97,9 +94,6 @@ class SourceChoice(PolicyBase):
             if proposal.confidence is None and record is not None:
                 proposal = replace(proposal, confidence=tuple(record.fast[:len(proposal.tokens)]))
             return proposal, None
-        if proposal.confidence is not None:
-            proposal = replace(proposal, confidence=self.fit.apply(proposal.confidence))
-            proposal = replace(proposal, certain=still_certain(proposal))
         proposal = long_enough(proposal)
         avoid = self.realised.avoid() | self.kit.engine.backoff.waiting(self.kit.costs.steps)
         choice, k = choose_source(proposal, self.records, self._cap, avoid, self.kit.costs.ratio)
@@ -111,16 +105,11 @@ class SourceChoice(PolicyBase):
 
     def cut(self, proposal: Proposal) -> tuple[Proposal, bool]:
         if proposal.tokens and proposal.source == self.suffix.name:
-            proposal = cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens, self.copy_run.reach)
+            proposal = cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens)
         return proposal, fully_known(proposal)
 
     def observe(self, outcome: StepOutcome) -> None:
         decoded_by = outcome.source if outcome.source in self.decoding else None
-        if outcome.drafted and decoded_by is None:
-            self.fit.observe(outcome.sent.confidence or [], outcome.drafted, outcome.n_accepted, outcome.odds)
-            self.copy_run.observe(outcome.sent, outcome.n_accepted)
-        else:
-            self.fit.idle()
         for name, record in self.records.items():
             # Positions a step did not reach drift back to the record: drafted 0 when it sat out.
             mine = name == decoded_by
