@@ -3,7 +3,7 @@
   throughput  aggregate tokens/s for 1, 4 and 16 concurrent clients, specllama serve (default
               drafter auto) against llama-cpp-python's own server on the same target file;
   latency     time to the first token of a short streamed request, idle and while 3 others stream;
-  agentic     bench/agent_sessions.json replayed as an agent sends it (each request re-sends the whole
+  agentic     bench/agent_sessions.json (or --sessions-file) replayed as an agent sends it (each request re-sends the whole
               conversation and asks for the whole file back): specllama's drafter auto against none
               (plain), and with --llama-server PATH llama.cpp's own server beside it, plain
               (`llama-server`) and with its default speculation (`llama-server-spec`: --spec-default,
@@ -315,8 +315,14 @@ async def replay(server: Server, sessions: dict, mode: str, max_tokens: int) -> 
             "texts": texts}
 
 
+def shown(path: Path) -> str:
+    """A path as the report names it: relative to the repository where it lies inside."""
+    path = path.resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
 def agentic(args, target: Path, logs: Path) -> list[dict]:
-    sessions = json.loads((REPO / "bench" / "agent_sessions.json").read_text())
+    sessions = json.loads(args.sessions_file.read_text())
     sessions["sessions"] = sessions["sessions"][:args.sessions]
     modes = args.modes.split(",") + (list(LLAMA_SERVER_MODES) if args.llama_server else [])
     runs = []
@@ -392,7 +398,7 @@ def report(runs: list[dict], args, target: Path) -> str:
                   f"(goal < 2x); slots {r.get('slots')}", ""]
     ag = [r for r in runs if r["part"] == "agentic"]
     if ag:
-        lines += [f"## Agentic replay (the first {args.sessions} sessions of bench/agent_sessions.json, one agent, "
+        lines += [f"## Agentic replay (the first {args.sessions} sessions of {shown(args.sessions_file)}, one agent, "
                   "sessions in turn; every server fresh"
                   + ("" if args.keep_costs else ", specllama with an empty cost cache") + ")", ""]
         if args.llama_server:
@@ -455,7 +461,10 @@ def main() -> int:
     p.add_argument("--latency-repeats", type=int, default=5)
     p.add_argument("--modes", default="auto,none",
                    help="agentic: drafters to compare, e.g. auto,none or suffix:k=4,none (none is the baseline)")
-    p.add_argument("--sessions", type=int, default=3, help="replay the first N sessions of bench/agent_sessions.json")
+    p.add_argument("--sessions", type=int, default=3, help="replay the first N sessions of the sessions file")
+    p.add_argument("--sessions-file", type=Path, default=REPO / "bench" / "agent_sessions.json",
+                   help="agentic: the edit sessions to replay (default bench/agent_sessions.json; "
+                        "bench/agent_sessions_heldout.json holds sessions no policy was tuned on)")
     p.add_argument("--target", default="qwen2.5-coder-1.5b", help="llama-cpp-python's model (the default pair's target)")
     p.add_argument("--out", help="write OUT.md (report) and OUT.json (every run)")
     p.add_argument("--llama-server", metavar="PATH", help="agentic: also llama.cpp's llama-server, plain and --spec-default")

@@ -171,8 +171,8 @@ class SuffixDrafter(DrafterBase):
             del self.shadows[seq]
 
     def observe(self, seq: int, outcome: StepOutcome) -> None:
-        """Feed the verification of what was sent (the policy may have cut it) to the calibrator:
-        each judged token with the odds the target accepted it with."""
+        """Feed the verification of what was sent (the policy may have cut it) to the calibrator
+        and the text's record: each judged token with the odds the target accepted it with."""
         sent = outcome.sent
         if sent.tokens and isinstance(sent, SuffixProposal):
             group = match_group(sent.match_length)
