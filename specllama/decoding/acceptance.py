@@ -198,8 +198,8 @@ class TextRecord:
     plus a copy reach that doubled after each copy accepted whole: replayed on recorded greedy
     answers (scripts/measure/policy_replay.py, bench/measured/vm-20261126-policy-replay-text-record.md),
     -k auto went from 1.175x to 1.197x of plain on the agentic replay's texts (worst request 0.92x ->
-    1.01x) and from 1.186x to 1.259x on held-out edit sessions (0.87x -> 1.02x); prose within 0.5 %.
-    W 4 / 8 / 16 gave 1.151 / 1.181 / 1.200x and 1.249 / 1.244 / 1.236x there: 8 is the middle."""
+    1.01x) and from 1.186x to 1.245x on held-out edit sessions (0.87x -> 1.02x); prose within 0.5 %.
+    W 4 / 8 / 16 gave 1.151 / 1.181 / 1.200x and 1.249 / 1.259 / 1.236x there: 8 is the middle."""
     weight: float = 8.0
     accepted: dict[int, float] = field(default_factory=dict)
     judged: dict[int, int] = field(default_factory=dict)

@@ -170,7 +170,9 @@ def test_a_text_that_stopped_drafting_starts_again_when_its_proposals_prove_righ
         text = text + [n]
         if draft(policy, text).tokens:
             break
-    assert n < 25, n
+    # Measured: it drafts again at the first step whose last proposal proved right (13); judging only
+    # sent drafts, at 17, when the match had grown into the next class, one this text had not failed.
+    assert n <= 14, n
 
 
 def test_text_record_moves_a_class_toward_what_this_text_shows():
@@ -256,12 +258,14 @@ def test_sampling_acceptance_is_learnt_from_the_verifiers_odds_not_coin_flips():
         by_coins.observe(4, 1)
     assert by_odds.fast[0] == pytest.approx(0.9, abs=0.01) and by_odds.fast[1] == pytest.approx(0.9, abs=0.01)
     assert by_coins.fast[1] < 0.1  # the coin flips' verdict: position 2 never passes
-    odds, coins = TextRecord(), TextRecord()
+    # The suffix drafter's text record is fed the same odds: (accepted + w * calibrated) / (judged + w), w = 8.
+    d = SuffixDrafter(calibrator=Calibrator(groups=MATCH_GROUPS, prior_weight=1e9))  # the calibrator held at its prior
+    p = d.propose([DraftRequest(0, ONCE, 8, GenerationConfig(k="auto"), np.random.default_rng(0))])[0]
+    calibrated = p.confidence[0]
     for _ in range(30):
-        odds.observe(1, 0.45)  # rejected, but the target gave it fair odds
-        coins.observe(1, 0.0)
-    # (accepted + w * calibrated) / (judged + w), w = 8: (13.5 + 7.2) / 38 against 7.2 / 38
-    assert odds.apply([0.9], 1) == [pytest.approx(20.7 / 38)] and coins.apply([0.9], 1) == [pytest.approx(7.2 / 38)]
+        d.observe(0, judged(p.keep(1), (0.45,)))  # rejected, but the target gave it fair odds
+    after = d.propose([DraftRequest(0, ONCE, 8, GenerationConfig(k="auto"), np.random.default_rng(0))])[0]
+    assert after.confidence[0] == pytest.approx((30 * 0.45 + 8 * calibrated) / 38)
 
 
 def test_auto_takes_a_near_certain_copy_even_when_the_costs_say_no_batch_pays():
