@@ -166,12 +166,6 @@ class Calibrator:
         for i in range(min(n_sent, n_accepted + 1, len(raw))):
             self.update(raw[i], i < n_accepted, group)
 
-    def observe_odds(self, raw: Sequence[float], odds: Sequence[float], group: int = 0) -> None:
-        """After a verification: the judged tokens (accepted ones and the first rejection) with the
-        odds the target accepted each with (verify.Verdict.odds)."""
-        for r, o in zip(raw, odds):
-            self.update(r, o, group)
-
     def report(self) -> list[CalibrationBin]:
         rows = []
         for g in range(self.groups):

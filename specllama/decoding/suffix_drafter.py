@@ -176,9 +176,8 @@ class SuffixDrafter(DrafterBase):
         sent = outcome.sent
         if sent.tokens and isinstance(sent, SuffixProposal):
             group = match_group(sent.match_length)
-            self.calibrator.observe_odds(sent.raw_confidence, outcome.odds, group)
-            for odds in outcome.odds:
-                self._text(seq).observe(group, odds)
+            for raw, odds in zip(sent.raw_confidence, outcome.odds):
+                self._learn(seq, raw, odds, group)
             shadow = self.shadows.get(seq)
             if shadow is not None:
                 # What the target judged is learnt above; the shadow goes on after it only when every
@@ -230,10 +229,15 @@ class SuffixDrafter(DrafterBase):
         after = committed[shadow.at:shadow.at + len(proposal.tokens)]
         for i in range(shadow.judged, min(len(after), len(proposal.tokens))):
             hit = after[i] == proposal.tokens[i]
-            self.calibrator.update(proposal.raw_confidence[i], hit, group)
-            self._text(seq).observe(group, hit)
+            self._learn(seq, proposal.raw_confidence[i], hit, group)
             if not hit:
                 break
+
+    def _learn(self, seq: int, raw: float, odds: float, group: int) -> None:
+        """One judged token of this slot's text (1/0, or the odds it was accepted with): the shared
+        calibration and the text's own record learn it alike."""
+        self.calibrator.update(raw, odds, group)
+        self._text(seq).observe(group, odds)
 
     def _text(self, seq: int) -> TextRecord:
         record = self.texts.get(seq)
