@@ -22,12 +22,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from specllama.decoding.acceptance import Calibrator  # noqa: E402
 from specllama.decoding.engine import DoneEvent, Request  # noqa: E402
 from specllama.decoding.request import GenerationConfig  # noqa: E402
+from specllama.decoding.suffix_drafter import group_label, suffix_calibrator  # noqa: E402
 from specllama.llama.machine import cpu_model  # noqa: E402
 from specllama.runtime import LoadOptions, open_runtime  # noqa: E402
-from specllama.runtime.stats import MATCH_CLASSES  # noqa: E402
 
 
 def prompts(files: list[str], agent_sessions: bool) -> list[tuple[str, list[dict]]]:
@@ -56,11 +55,11 @@ def main() -> None:
     args = ap.parse_args()
 
     runtime = open_runtime(LoadOptions(load_draft=False, threads=args.threads))
-    total = Calibrator(groups=len(MATCH_CLASSES))
+    total = suffix_calibrator()
     config = GenerationConfig(max_tokens=args.max_tokens, drafter="suffix", k=args.k)
     for name, messages in prompts(args.files, args.agent_sessions):
         runtime.reset()  # no earlier prompt's text to draft from
-        runtime.suffix.calibrator = Calibrator(groups=len(MATCH_CLASSES))
+        runtime.suffix.calibrator = suffix_calibrator()
         for _, event in runtime.run_many([Request(runtime.chat_tokens(messages), config)], parallel=1):
             if isinstance(event, DoneEvent):
                 s = event.summary
@@ -80,8 +79,8 @@ def main() -> None:
     for r in total.report():
         if r.count:
             acc = total.accepted[r.group][int(r.low * total.bins + 1e-9)]
-            print(f"| {MATCH_CLASSES[r.group]} | {r.low:.1f}-{r.high:.1f} | {r.count} | {acc} | {acc / r.count:.2f} |")
-            rows.append({"match": MATCH_CLASSES[r.group], "raw_low": r.low, "raw_high": r.high,
+            print(f"| {group_label(r.group)} | {r.low:.1f}-{r.high:.1f} | {r.count} | {acc} | {acc / r.count:.2f} |")
+            rows.append({"match": group_label(r.group), "raw_low": r.low, "raw_high": r.high,
                          "judged": r.count, "accepted": acc})
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": cpu_model(), "platform": platform.platform(),

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from specllama.decoding.acceptance import Calibrator
 from specllama.decoding.drafters import DraftRequest
 from specllama.decoding.planner import cut_free
 from specllama.decoding.request import GenerationConfig
-from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter
+from specllama.decoding.suffix_drafter import SuffixDrafter, suffix_calibrator
 
 # T(n)/T(1) as measured for the 1.5B target on the 2-core machine (llama-bench, 1.5B Q4_K_M: 1.61 at n = 3)
 TWO_CORE_RATIOS = [1.0, 1.3, 1.61, 1.9, 2.2, 2.5, 2.8, 3.1, 3.4]
@@ -120,7 +119,7 @@ def main(argv=None) -> int:
     drafter = SuffixDrafter()
     report("4k context, no corpus", *run(drafter, text, prompt_len, args.steps, args.k), drafter)
 
-    drafter = SuffixDrafter(calibrator=Calibrator(groups=MATCH_GROUPS))
+    drafter = SuffixDrafter(calibrator=suffix_calibrator())
     report("  ... calibrated, draft cut by the 2-core curve",
            *run(drafter, text, prompt_len, args.steps, args.k, cut=True), drafter)
 
@@ -145,7 +144,7 @@ def main(argv=None) -> int:
 
     # The same, with the draft cut to its best length by calibrated confidence and a 2-core curve.
     # The same text from the same point, so the rows compare like with like.
-    drafter = SuffixDrafter(calibrator=Calibrator(groups=MATCH_GROUPS))
+    drafter = SuffixDrafter(calibrator=suffix_calibrator())
     drafter.load_corpus(corpus_path, vocab.tokenize)
     report("  ... calibrated, draft cut by the 2-core curve",
            *run(drafter, text, prompt_len, args.steps, args.k, cut=True), drafter)

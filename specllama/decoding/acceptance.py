@@ -179,7 +179,8 @@ class Calibrator:
 
 @dataclass
 class TextRecord:
-    """This text's own acceptance per group (a match-length class), over what the calibrator predicts:
+    """This text's own acceptance per group (the suffix drafter's draft group: match-length class and
+    position in the draft), over what the calibrator predicts:
     the calibrator learns across texts (a code answer and a French essay share its bins), but at the
     same raw confidence acceptance differs a lot between texts (measured on bench/prompts.jsonl: 0.20
     on an explanation, 0.81 on a summary) and between the classes of one text (an edit's first turn
@@ -193,17 +194,16 @@ class TextRecord:
     answers (scripts/measure/policy_replay.py, bench/measured/vm-20261126-policy-replay-text-record.md),
     -k auto went from 1.175x to 1.197x of plain on the agentic replay's texts (worst request 0.92x ->
     1.01x) and from 1.186x to 1.245x on held-out edit sessions (0.87x -> 1.02x); prose within 0.5 %.
-    W 4 / 8 / 16 gave 1.151 / 1.181 / 1.200x and 1.249 / 1.259 / 1.236x there: 8 is the middle."""
+    W 4 / 8 / 16 gave 1.151 / 1.181 / 1.200x and 1.249 / 1.259 / 1.236x there: 8 is the middle. With
+    groups by draft position too (2026-11-26, the replay on the measured verify costs): W 4 / 8 / 16
+    1.313 / 1.354 / 1.305x and 1.347 / 1.346 / 1.327x."""
     weight: float = 8.0
     accepted: dict[int, float] = field(default_factory=dict)
     judged: dict[int, int] = field(default_factory=dict)
 
-    def apply(self, calibrated: Sequence[float], group: int) -> list[float]:
+    def predict(self, calibrated: float, group: int) -> float:
         n = self.judged.get(group, 0)
-        if not n:
-            return list(calibrated)
-        a = self.accepted[group]
-        return [(a + self.weight * c) / (n + self.weight) for c in calibrated]
+        return (self.accepted[group] + self.weight * calibrated) / (n + self.weight) if n else calibrated
 
     def observe(self, group: int, hit: float) -> None:
         """One judged token of this text: 1/0, or the odds it was accepted with (under sampling)."""

@@ -21,12 +21,13 @@ a 1 MB corpus. `reset()` (the engine's "forget every cache", e.g. between benchm
 live texts and the history, never the corpus: no benchmark run drafts from another's output.
 
 Confidence: per token, count(continuation) / (count(context) + 1), calibrated against the
-acceptance observed so far (acceptance.Calibrator, per match-length class, shared by all texts),
-then blended with this text's own record per class (acceptance.TextRecord, one per slot, restarted
-by each new prompt). Both learn from every proposal, sent or not: one the policy did not send is
-judged against the tokens the text went on with (_judge_shadow). Before
-any draft was judged, a match's length sets the calibrator's prior (COLD_FLOORS): a lone earlier
-occurrence of 16 tokens is a copy in progress, one of 2 tokens a guess.
+acceptance observed so far (acceptance.Calibrator, shared by all texts), then blended with this
+text's own record (acceptance.TextRecord, one per slot, restarted by each new prompt), both per
+draft group: the match's length class and the token's position in the draft (draft_group). Both
+learn from every proposal, sent or not: each is followed as the text goes on, until it breaks or
+is used up (_judge_shadows). Before any draft was judged, a match's length sets the calibrator's
+prior (COLD_FLOORS): a lone earlier occurrence of 16 tokens is a copy in progress, one of 2 tokens
+a guess.
 """
 
 from __future__ import annotations
@@ -45,6 +46,21 @@ from specllama.errors import SpecllamaError
 
 CORPUS_CHUNK_CHARS = 1 << 16  # the corpus is tokenized and indexed in pieces of about this size
 MATCH_GROUPS = 4  # calibration classes by match length: 1-2, 3-7, 8-15, 16+
+MATCH_STARTS = (1, 3, 8, 16)  # each class's shortest match
+MATCH_LABELS = ("1-2", "3-7", "8-15", "16+")
+# ... and by the token's position in the draft: 0, 1, 2-3, 4-7, 8-15, 16-31, 32+. Why: what is
+# estimated is P(token j accepted | the tokens before it accepted), and in a copy that falls with j
+# far less than one odds per match class says. Judged on the agentic replay's texts (every proposal
+# followed to its end, bench/measured/vm-20261126-greedy-answers): a draft's first token was right
+# 0.86 of the time, each later one 0.97 given those before; one odds per class priced a 16-row
+# draft after a 3-7 token match at 0.77x of plain where such drafts ran at 1.06-1.35x, so after
+# every edit -k auto waited for the match to grow. Replayed: auto 1.299x -> 1.354x of plain on the
+# agentic texts, 1.321x -> 1.346x on held-out edit sessions, prose within +-0.5 %; finer match
+# classes or fewer position classes did worse (bench/measured/vm-20261126-policy-replay-positions.md).
+POSITION_EDGES = (0, 1, 3, 7, 15, 31)
+POSITION_CLASSES = len(POSITION_EDGES) + 1
+POSITION_LABELS = ("1st", "2nd", "3-4th", "5-8th", "9-16th", "17-32nd", "33rd+")
+DRAFT_GROUPS = MATCH_GROUPS * POSITION_CLASSES
 # What a match's length says before this run has judged any draft: the calibrator's prior per
 # match-length class is at least this. A lone earlier occurrence (raw 0.5) was otherwise taken at
 # its word, 0.55, whatever its length, and at 0.55 no draft promises planner.MIN_GAIN: a cold
@@ -67,6 +83,9 @@ MIN_MATCH = 2
 # greedy, vm-20261123-suffix-calibration.md); a fresh `serve` drafted nothing from a re-sent file
 # while its cost estimate was a prior (issue 29).
 NEAR_CERTAIN_MATCH = 16
+# Proposals followed at once per slot (each judged as the text goes on): bounds the per-step work
+# (a copy proposes the same text every step, each held until it breaks or is used up, <= 63 tokens).
+MAX_FOLLOWED = 16
 
 
 class DraftCorpusError(SpecllamaError):
@@ -105,6 +124,37 @@ def match_group(length: int) -> int:
     return 0 if length <= 2 else 1 if length <= 7 else 2 if length <= 15 else 3
 
 
+def position_class(j: int) -> int:
+    return next((i for i, edge in enumerate(POSITION_EDGES) if j <= edge), len(POSITION_EDGES))
+
+
+def draft_group(match_length: int, j: int) -> int:
+    """The calibration group of a draft's token j: its match class and its position."""
+    return match_group(match_length) * POSITION_CLASSES + position_class(j)
+
+
+def draft_groups(match_length: int, n: int) -> list[int]:
+    return [draft_group(match_length, j) for j in range(n)]
+
+
+def group_label(group: int) -> str:
+    m, j = divmod(group, POSITION_CLASSES)
+    return f"match {MATCH_LABELS[min(m, MATCH_GROUPS - 1)]}, {POSITION_LABELS[j]} token"
+
+
+def draft_floors() -> tuple[float, ...]:
+    """The calibrator's floor per draft group: the cold floor of the match class the match has
+    reached at that position if the tokens before were right (a 2-token match's 5th token is a
+    7-token match's next one)."""
+    first = (0,) + tuple(edge + 1 for edge in POSITION_EDGES)
+    return tuple(COLD_FLOORS[match_group(start + first[j])] for start in MATCH_STARTS for j in range(POSITION_CLASSES))
+
+
+def suffix_calibrator(**kwargs) -> Calibrator:
+    """The suffix drafter's calibrator: one per draft group, with the cold floors."""
+    return Calibrator(groups=DRAFT_GROUPS, floors=draft_floors(), **kwargs)
+
+
 def raw_confidence(counts: Sequence[int], totals: Sequence[int]) -> list[float]:
     """count(continuation) / (count(context) + 1): a lone occurrence says 0.5, nine out of nine 0.9,
     so the support shows in the number, not only the agreement."""
@@ -118,13 +168,13 @@ class SuffixDrafter(DrafterBase):
 
     def __init__(self, *, calibrator: Calibrator | None = None, min_match: int = MIN_MATCH,
                  history_tokens: int = HISTORY_TOKENS, corpus_tokens: int = CORPUS_TOKENS):
-        self.calibrator = calibrator or Calibrator(groups=MATCH_GROUPS, floors=COLD_FLOORS)
+        self.calibrator = calibrator or suffix_calibrator()
         self.min_match = min_match  # shorter matches draft nothing
         self.history = SuffixIndex(token_budget=history_tokens)
         self.corpus = SuffixIndex(token_budget=corpus_tokens)
         self.live: dict[int, SuffixIndex] = {}  # engine slot -> that sequence's text
-        self.shadows: dict[int, _Shadow] = {}  # engine slot -> its last proposal, judged when its text moves on
-        self.texts: dict[int, TextRecord] = {}  # engine slot -> its text's own acceptance per match class
+        self.shadows: dict[int, list[_Shadow]] = {}  # engine slot -> its proposals followed as its text moves on
+        self.texts: dict[int, TextRecord] = {}  # engine slot -> its text's own acceptance per draft group
 
     # ---- the Drafter protocol ----------------------------------------------------------------
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
@@ -133,7 +183,7 @@ class SuffixDrafter(DrafterBase):
     def _propose_one(self, r: DraftRequest) -> SuffixProposal:
         if r.k <= 0 or len(r.committed) == 0:
             return SuffixProposal([], source=self.name)
-        self._judge_shadow(r.seq, r.committed)
+        self._judge_shadows(r.seq, r.committed)
         live = self._live(r.seq)
         live.sync_live(r.committed)
         context = live.live_tokens
@@ -147,16 +197,18 @@ class SuffixDrafter(DrafterBase):
         if match.length < self.min_match or not match.tokens:
             return SuffixProposal([], source=self.name, match_length=match.length)
         raw = raw_confidence(match.counts, match.totals)
-        group = match_group(match.length)
-        conf = self._text(r.seq).apply(self.calibrator.calibrate(raw, group), group)
+        text = self._text(r.seq)
+        conf = [text.predict(self.calibrator.predict(c, g), g) for c, g in zip(raw, draft_groups(match.length, len(raw)))]
         certain = certain_lead(conf, len(conf)) if match.length >= NEAR_CERTAIN_MATCH else 0
         # All that matched, up to the cap: under -k auto the policy cuts it where it pays.
         proposal = SuffixProposal(match.tokens, None, conf, self.name, certain, raw, match.length, where)
-        self.shadows[r.seq] = _Shadow(proposal, len(r.committed))
+        followed = self.shadows.setdefault(r.seq, [])
+        del followed[:max(0, len(followed) + 1 - MAX_FOLLOWED)]  # the oldest go first
+        followed.append(_Shadow(proposal, len(r.committed)))
         return proposal
 
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:
-        self.shadows.pop(seq, None)  # a new text on this slot: the last one's proposal is not its,
+        self.shadows.pop(seq, None)  # a new text on this slot: the last one's proposals are not its,
         self.texts.pop(seq, None)  # nor the last one's record
         self._live(seq).sync_live(prompt)
 
@@ -166,23 +218,24 @@ class SuffixDrafter(DrafterBase):
         live = self.live.get(seq)
         if live is not None and n_tokens < len(live.live_tokens):
             live.truncate_live(n_tokens)
-        shadow = self.shadows.get(seq)
-        if shadow is not None and n_tokens < shadow.at:  # the text it was proposed for is gone
-            del self.shadows[seq]
+        if seq in self.shadows:  # a proposal whose text (or the part it was judged on) is gone goes too
+            self.shadows[seq] = [s for s in self.shadows[seq] if s.at + s.judged <= n_tokens]
 
     def observe(self, seq: int, outcome: StepOutcome) -> None:
         """Feed the verification of what was sent (the policy may have cut it) to the calibrator
         and the text's record: each judged token with the odds the target accepted it with."""
         sent = outcome.sent
         if sent.tokens and isinstance(sent, SuffixProposal):
-            group = match_group(sent.match_length)
-            for raw, odds in zip(sent.raw_confidence, outcome.odds):
+            for raw, odds, group in zip(sent.raw_confidence, outcome.odds, draft_groups(sent.match_length, len(sent.tokens))):
                 self._learn(seq, raw, odds, group)
-            shadow = self.shadows.get(seq)
-            if shadow is not None:
-                # What the target judged is learnt above; the shadow goes on after it only when every
-                # sent token passed (past a rejection, the proposal's later tokens say nothing).
-                shadow.judged = len(sent.tokens) if outcome.n_accepted == len(sent.tokens) else None
+            followed = self.shadows.get(seq)
+            if followed and followed[-1].proposal.tokens[:len(sent.tokens)] == sent.tokens:
+                # What the target judged is learnt above; the proposal is followed on after it only
+                # when every sent token passed (past a rejection, its later tokens say nothing).
+                if outcome.n_accepted == len(sent.tokens):
+                    followed[-1].judged = len(sent.tokens)
+                else:
+                    followed.pop()
 
     def finish(self, seq: int, committed: Sequence[int]) -> None:
         """The sequence's text joins the history; its slot's live index is kept (the next prompt
@@ -211,8 +264,10 @@ class SuffixDrafter(DrafterBase):
             self.corpus.add_document(tokens, "corpus")
         return total
 
-    def _judge_shadow(self, seq: int, committed: Sequence[int]) -> None:
-        """Calibrate on the slot's last proposal against what the text did next, sent or not.
+    def _judge_shadows(self, seq: int, committed: Sequence[int]) -> None:
+        """Calibrate on the slot's proposals against what the text did next, sent or not: each
+        proposal is followed token by token as the text commits them, until one differs or it is
+        used up, so a copy the policy did not send still teaches the later positions' groups.
 
         Why: the calibrator otherwise learns only from drafts the policy sent, and the policy sends
         only what the calibrator already trusts, so a class it starts out doubting is never tried
@@ -222,16 +277,19 @@ class SuffixDrafter(DrafterBase):
         every step waited for the match to reach 16. The target's committed token is its greedy
         choice, exactly what verification accepts; under sampling it equals a deterministic draft
         token with probability p(token), the odds the verifier would accept that token with."""
-        shadow = self.shadows.pop(seq, None)
-        if shadow is None or shadow.judged is None or len(committed) <= shadow.at:
-            return
-        proposal, group = shadow.proposal, match_group(shadow.proposal.match_length)
-        after = committed[shadow.at:shadow.at + len(proposal.tokens)]
-        for i in range(shadow.judged, min(len(after), len(proposal.tokens))):
-            hit = after[i] == proposal.tokens[i]
-            self._learn(seq, proposal.raw_confidence[i], hit, group)
-            if not hit:
-                break
+        followed = []
+        for shadow in self.shadows.get(seq, ()):
+            proposal, at = shadow.proposal, shadow.at
+            for i in range(shadow.judged, min(len(proposal.tokens), len(committed) - at)):
+                hit = committed[at + i] == proposal.tokens[i]
+                self._learn(seq, proposal.raw_confidence[i], hit, draft_group(proposal.match_length, i))
+                if not hit:
+                    break
+                shadow.judged = i + 1
+            else:
+                if shadow.judged < len(proposal.tokens):  # neither wrong nor used up: followed on
+                    followed.append(shadow)
+        self.shadows[seq] = followed
 
     def _learn(self, seq: int, raw: float, odds: float, group: int) -> None:
         """One judged token of this slot's text (1/0, or the odds it was accepted with): the shared
@@ -255,10 +313,10 @@ class SuffixDrafter(DrafterBase):
 
 @dataclass
 class _Shadow:
-    """A slot's last proposal, kept to be judged against the tokens committed after it."""
+    """A slot's proposal, followed: judged against the tokens committed after it."""
     proposal: SuffixProposal
     at: int  # the committed length it was proposed at
-    judged: int | None = 0  # leading tokens verification already judged; None: one was rejected
+    judged: int = 0  # leading tokens judged right so far (by verification or the text)
 
 
 def _pieces(text: str, size: int):

@@ -15,9 +15,9 @@ from __future__ import annotations
 from specllama.decoding.cost.online import StepCosts
 from specllama.decoding.events import Summary
 from specllama.decoding.request import GenerationConfig
+from specllama.decoding.suffix_drafter import group_label
 
 CUT_AFTER = ("auto", "suffix")  # drafters whose drafts the planner cuts after drafting (confident)
-MATCH_CLASSES = ("match 1-2", "match 3-7", "match 8-15", "match 16+")  # suffix_drafter.match_group
 SEP = " · "
 
 
@@ -150,7 +150,7 @@ def calibration_text(bins: list) -> str:
     rows = [r for r in bins if r.count]
     if not rows:
         return "suffix calibration: no proposals judged yet"
-    parts = [f"{MATCH_CLASSES[r.group] if r.group < len(MATCH_CLASSES) else r.group} "
+    parts = [f"{group_label(r.group)} "
              f"raw {r.low:.1f}-{r.high:.1f}: predicted {r.predicted:.2f} / observed {r.observed:.2f} (n={r.count})"
              for r in rows]
     return "suffix calibration (predicted / observed acceptance of proposed tokens, sent or not):\n  " + "\n  ".join(parts)

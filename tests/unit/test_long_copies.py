@@ -90,21 +90,25 @@ def a_copy_in_progress(drafter: SuffixDrafter, body: list[int], at: int) -> Prop
 
 def test_a_copy_goes_as_far_as_its_texts_record_says_it_holds():
     """What once doubled a copy's reach after each copy accepted whole: the text's own record per
-    match class (acceptance.TextRecord). On the 2-core costs a fresh 16+ token match at the class's
-    0.9 is sent only up to the certain floor; once this text's long matches have held (copies
-    accepted whole), the cost model sends most of what matched; once they break, little again."""
+    match class and draft position (acceptance.TextRecord). On the 2-core costs a fresh 16+ token
+    match at the class's 0.9 is sent only up to the certain floor; once this text's long matches
+    have held (copies accepted whole, and followed on as the text went on), the cost model sends
+    most of what matched; once they break, little again."""
     body = list(range(100, 300))
     drafter = SuffixDrafter()
     fresh = a_copy_in_progress(drafter, body, 20)
     assert fresh.certain == len(fresh.tokens) == K_COPY_MAX
     assert sent(fresh, two_cores) <= K_AUTO_MAX
-    for _ in range(3):  # three whole copies of 15 accepted: 45 judged tokens, all right
-        drafter.observe(0, StepOutcome(15, fresh.keep(15), 15, (1.0,) * 15, 0.3, 0.033, True))
-    held = a_copy_in_progress(drafter, body, 40)
+    at = 20
+    for _ in range(3):  # three copies of 15 accepted whole, the target's own token after each
+        proposal = a_copy_in_progress(drafter, body, at)
+        drafter.observe(0, StepOutcome(15, proposal.keep(15), 15, (1.0,) * 15, 0.3, 0.033, True))
+        at += 16
+    held = a_copy_in_progress(drafter, body, at)
     assert sent(held, two_cores) >= 31
     for _ in range(6):  # then copies that break after 2 tokens: the text edits every few lines
         drafter.observe(0, StepOutcome(8, held.keep(8), 2, (1.0, 1.0, 0.0), 0.3, 0.033, True))
-    broken = a_copy_in_progress(drafter, body, 60)
+    broken = a_copy_in_progress(drafter, body, at)
     assert sent(broken, two_cores) <= K_AUTO_MAX
     drafter.prefill(0, [1, *body, 2])  # the next request: a text of its own
     assert sent(a_copy_in_progress(drafter, body, 20), two_cores) <= K_AUTO_MAX

@@ -179,8 +179,8 @@ def test_text_record_moves_a_class_toward_what_this_text_shows():
     record = TextRecord()
     for _ in range(16):
         record.observe(3, 1.0)
-    assert record.apply([0.9], 3) == [pytest.approx((16 + 8 * 0.9) / 24)]
-    assert record.apply([0.9], 1) == [0.9]  # another class: this text has not shown it yet
+    assert record.predict(0.9, 3) == pytest.approx((16 + 8 * 0.9) / 24)
+    assert record.predict(0.9, 1) == 0.9  # another group: this text has not shown it yet
     assert best_length([0.3], lambda n: 1 + 0.25 * (n - 1)) == 1  # 1.3 / 1.25 = 1.04x
     assert best_length([0.3], lambda n: 1 + 0.25 * (n - 1), min_gain=1.05) == 0  # not enough
 

@@ -310,7 +310,9 @@ def test_stats_show_tokens_per_source_and_the_calibration():
     assert "4/6 drafts accepted (model 2/2, suffix 2/4)" in text_out.splitlines()[0]
     assert text_out.splitlines()[1].startswith("load 1.5 s · prompt 0 tokens")
     assert "k auto (mean drafted 1.50 a step)" in text_out  # not the cap the engine offered
-    assert "suffix calibration" in text_out and "observed 0.67 (n=3)" in text_out
+    # one judged token per draft group: the 1st and 2nd right, the 3rd wrong (a 4-token match)
+    assert "suffix calibration" in text_out and "match 3-7, 2nd token raw 0.5-0.6" in text_out
+    assert "match 3-7, 3-4th token raw 0.5-0.6: predicted 0.60 / observed 0.00 (n=1)" in text_out
 
 
 def test_a_batch_drafts_later_prompts_from_earlier_answers():
