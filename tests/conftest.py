@@ -19,6 +19,10 @@ os.environ.setdefault("SPECLLAMA_THREAD_WAIT", "sleep")
 # `serve`'s prompt cache (runtime/prompt_cache.py) writes its entries to a scratch folder, never the
 # user's cache; set here, not in a fixture, since module-scoped servers start before any fixture's patch.
 os.environ.setdefault("SPECLLAMA_PROMPT_CACHE", tempfile.mkdtemp(prefix="specllama-tests-prompt-cache-"))
+# The same for learnt decode costs: own_cost_cache below gives each test its own folder, but a
+# module-scoped server starts before it and wrote its tiny models' costs into the user's cache
+# (400-odd files in ~/.cache/specllama/costs after a few runs of the suite).
+os.environ.setdefault("SPECLLAMA_COSTS", tempfile.mkdtemp(prefix="specllama-tests-costs-"))
 
 import pytest
 

@@ -128,13 +128,17 @@ def position_class(j: int) -> int:
     return next((i for i, edge in enumerate(POSITION_EDGES) if j <= edge), len(POSITION_EDGES))
 
 
+_POSITION_CLASS = tuple(position_class(j) for j in range(128))  # read every proposal, for each of its tokens
+
+
 def draft_group(match_length: int, j: int) -> int:
     """The calibration group of a draft's token j: its match class and its position."""
-    return match_group(match_length) * POSITION_CLASSES + position_class(j)
+    return match_group(match_length) * POSITION_CLASSES + (_POSITION_CLASS[j] if j < 128 else POSITION_CLASSES - 1)
 
 
 def draft_groups(match_length: int, n: int) -> list[int]:
-    return [draft_group(match_length, j) for j in range(n)]
+    base = match_group(match_length) * POSITION_CLASSES
+    return [base + (_POSITION_CLASS[j] if j < 128 else POSITION_CLASSES - 1) for j in range(n)]
 
 
 def group_label(group: int) -> str:
@@ -197,8 +201,7 @@ class SuffixDrafter(DrafterBase):
         if match.length < self.min_match or not match.tokens:
             return SuffixProposal([], source=self.name, match_length=match.length)
         raw = raw_confidence(match.counts, match.totals)
-        text = self._text(r.seq)
-        conf = [text.predict(self.calibrator.predict(c, g), g) for c, g in zip(raw, draft_groups(match.length, len(raw)))]
+        conf = self._odds(r.seq, raw, draft_groups(match.length, len(raw)))
         certain = certain_lead(conf, len(conf)) if match.length >= NEAR_CERTAIN_MATCH else 0
         # All that matched, up to the cap: under -k auto the policy cuts it where it pays.
         proposal = SuffixProposal(match.tokens, None, conf, self.name, certain, raw, match.length, where)
@@ -290,6 +293,18 @@ class SuffixDrafter(DrafterBase):
                 if shadow.judged < len(proposal.tokens):  # neither wrong nor used up: followed on
                     followed.append(shadow)
         self.shadows[seq] = followed
+
+    def _odds(self, seq: int, raw: Sequence[float], groups: Sequence[int]) -> list[float]:
+        """Each token's odds: its raw confidence calibrated in its group, blended with this text's
+        record there (a proposal repeats few (raw, group) pairs: each is worked out once)."""
+        text, known = self._text(seq), {}
+        out = []
+        for c, g in zip(raw, groups):
+            odds = known.get((c, g))
+            if odds is None:
+                odds = known[(c, g)] = text.predict(self.calibrator.predict(c, g), g)
+            out.append(odds)
+        return out
 
     def _learn(self, seq: int, raw: float, odds: float, group: int) -> None:
         """One judged token of this slot's text (1/0, or the odds it was accepted with): the shared

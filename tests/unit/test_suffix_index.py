@@ -31,8 +31,9 @@ def brute_longest(docs, ctx, max_match):
     return best, Counter(follow)
 
 
-def brute_path(docs, ctx, max_match, k):
-    """Most frequent path after the longest match, ties to the newest occurrence."""
+def brute_path(docs, ctx, max_match, k, support=None):
+    """Most frequent path after the longest match, ties to the newest occurrence; `support` (a list)
+    gets (occurrences that took each token, occurrences still on the path before it)."""
     length, _ = brute_longest(docs, ctx, max_match)
     if length == 0:
         return []
@@ -51,6 +52,8 @@ def brute_path(docs, ctx, max_match, k):
             first.setdefault(t, rank)
         token = min(counts, key=lambda t: (-counts[t], first[t]))
         path.append(token)
+        if support is not None:
+            support.append((counts[token], len(occ)))
         occ = [(di, p) for di, p in occ if p + j < len(docs[di]) and docs[di][p + j] == token]
     return path
 
@@ -146,9 +149,10 @@ def test_path_follows_most_frequent_continuation_like_brute_force():
         live = random_doc(rng, 3, rng.randint(1, 60))
         idx.sync_live(live)
         k = rng.randint(1, 10)
-        match = idx.query(live, k)
-        assert match.tokens == brute_path(docs + [live], live, idx.max_match, k)
-        assert all(0 < c <= t for c, t in zip(match.counts, match.totals))
+        k = rng.choice([k, 63])  # long paths too: several occurrences agreeing for a stretch
+        match, support = idx.query(live, k), []
+        assert match.tokens == brute_path(docs + [live], live, idx.max_match, k, support)
+        assert list(zip(match.counts, match.totals)) == support
 
 
 def test_no_match_across_document_boundaries():
