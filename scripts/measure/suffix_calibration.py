@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How often does a suffix draft hold, by match length and raw confidence? The evidence behind the
-calibrator's cold prior (acceptance.Calibrator, suffix_drafter.COLD_PRIOR).
+calibrator's cold prior (acceptance.Calibrator, suffix_groups.COLD_FLOORS).
 
 The real target answers each prompt greedily with the suffix drafter at a fixed K (every match of
 MIN_MATCH tokens or more is sent, whatever its confidence), so every kind of draft is judged; the
@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 
 from specllama.decoding.engine import DoneEvent, Request  # noqa: E402
 from specllama.decoding.request import GenerationConfig  # noqa: E402
-from specllama.decoding.suffix_drafter import group_label, suffix_calibrator  # noqa: E402
+from specllama.decoding.suffix_groups import group_label, suffix_calibrator  # noqa: E402
 from specllama.llama.machine import cpu_model  # noqa: E402
 from specllama.runtime import LoadOptions, open_runtime  # noqa: E402
 

@@ -22,7 +22,8 @@ import numpy as np
 from specllama.decoding.drafters import DraftRequest
 from specllama.decoding.planner import cut_free
 from specllama.decoding.request import GenerationConfig
-from specllama.decoding.suffix_drafter import SuffixDrafter, suffix_calibrator
+from specllama.decoding.suffix_drafter import SuffixDrafter
+from specllama.decoding.suffix_groups import suffix_calibrator
 
 # T(n)/T(1) as measured for the 1.5B target on the 2-core machine (llama-bench, 1.5B Q4_K_M: 1.61 at n = 3)
 TWO_CORE_RATIOS = [1.0, 1.3, 1.61, 1.9, 2.2, 2.5, 2.8, 3.1, 3.4]

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from specllama.decoding.cost.model import Ratio, break_even_acceptance, causal_rows
 from specllama.decoding.policy.free_drafts import CERTAIN_FLOOR, MIN_GAIN
 from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
-from specllama.decoding.suffix_drafter import COLD_FLOORS, NEAR_CERTAIN_MATCH
+from specllama.decoding.suffix_drafter import NEAR_CERTAIN_MATCH
+from specllama.decoding.suffix_groups import COLD_FLOORS
 from specllama.runtime.draft_load import LOAD_ACCEPTANCE, LOAD_AT, MTP_LOAD_AT
 
 LENGTHS = (1, 2, 4, 8, 15, 31, 63)  # draft lengths shown: the short guesses and the long copies (whole blocks of rows)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from specllama.decoding.cost.online import StepCosts
 from specllama.decoding.events import Summary
 from specllama.decoding.request import GenerationConfig
-from specllama.decoding.suffix_drafter import group_label
+from specllama.decoding.suffix_groups import group_label
 
 CUT_AFTER = ("auto", "suffix")  # drafters whose drafts the planner cuts after drafting (confident)
 SEP = " · "

@@ -20,7 +20,8 @@ from specllama.decoding.policy.fixed import FixedLength, FixedSuffixThenModel
 from specllama.decoding.policy.model_auto import ModelAuto
 from specllama.decoding.policy.plain import Plain
 from specllama.decoding.policy.source_choice import SourceChoice
-from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter
+from specllama.decoding.suffix_drafter import SuffixDrafter
+from specllama.decoding.suffix_groups import DRAFT_GROUPS
 from specllama.decoding.verifiers import VERIFIERS
 from specllama.errors import SpecllamaError
 from tests.support.fake_llm import FakeContext, counting_rule, judged
@@ -134,7 +135,7 @@ def test_a_fixed_k_sends_what_matched_and_auto_cuts_where_it_pays():
 def test_a_text_whose_drafts_fail_stops_drafting_and_a_new_text_starts_afresh():
     """The calibrator is shared by all texts; each text's own record (acceptance.TextRecord, kept by
     the drafter per slot) moves its odds by how its proposals fare, sent or not."""
-    cal = Calibrator(groups=MATCH_GROUPS, prior_weight=1000.0)  # stuck at its prior: only the text's record moves
+    cal = Calibrator(groups=DRAFT_GROUPS, prior_weight=1000.0)  # stuck at its prior: only the text's record moves
     d = SuffixDrafter(calibrator=cal)
     cheap = lambda n: 1 + 0.2 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731
     policy = ConfidentAuto(d, kit(cheap, {"suffix": d}))
@@ -155,7 +156,7 @@ def test_a_text_whose_drafts_fail_stops_drafting_and_a_new_text_starts_afresh():
 def test_a_text_that_stopped_drafting_starts_again_when_its_proposals_prove_right():
     """Unsent proposals are judged against what the text did next: a text whose early drafts failed
     drafts again once the text is seen following its proposals, not after a fixed fade."""
-    cal = Calibrator(groups=MATCH_GROUPS, prior_weight=1000.0)
+    cal = Calibrator(groups=DRAFT_GROUPS, prior_weight=1000.0)
     d = SuffixDrafter(calibrator=cal)
     cheap = lambda n: 1 + 0.2 * (n - 1) if 1 <= n <= 16 else None  # noqa: E731
     policy = ConfidentAuto(d, kit(cheap, {"suffix": d}))
@@ -259,7 +260,7 @@ def test_sampling_acceptance_is_learnt_from_the_verifiers_odds_not_coin_flips():
     assert by_odds.fast[0] == pytest.approx(0.9, abs=0.01) and by_odds.fast[1] == pytest.approx(0.9, abs=0.01)
     assert by_coins.fast[1] < 0.1  # the coin flips' verdict: position 2 never passes
     # The suffix drafter's text record is fed the same odds: (accepted + w * calibrated) / (judged + w), w = 8.
-    d = SuffixDrafter(calibrator=Calibrator(groups=MATCH_GROUPS, prior_weight=1e9))  # the calibrator held at its prior
+    d = SuffixDrafter(calibrator=Calibrator(groups=DRAFT_GROUPS, prior_weight=1e9))  # the calibrator held at its prior
     p = d.propose([DraftRequest(0, ONCE, 8, GenerationConfig(k="auto"), np.random.default_rng(0))])[0]
     calibrated = p.confidence[0]
     for _ in range(30):

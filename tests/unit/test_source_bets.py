@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specllama.decoding.cost.model import expected_tokens_uniform
-from specllama.decoding.suffix_drafter import COLD_FLOORS
+from specllama.decoding.suffix_groups import COLD_FLOORS
 from specllama.runtime.source_bets import NEVER, UNKNOWN, bet_lines, source_bets
 
 

@@ -15,7 +15,8 @@ from specllama.decoding.events import DoneEvent, TokenEvent
 from specllama.decoding.policy.free_drafts import CERTAIN_FLOOR, cut_free
 from specllama.decoding.request import drafter_name
 from specllama.decoding.sampling import SamplingParams
-from specllama.decoding.suffix_drafter import MATCH_GROUPS, SuffixDrafter
+from specllama.decoding.suffix_drafter import SuffixDrafter
+from specllama.decoding.suffix_groups import DRAFT_GROUPS
 from tests.support.fake_llm import VOCAB, FakeClock, FakeContext, counting_rule, judged, noisy_rule
 
 FLAT = lambda n: 1.0 if 1 <= n <= 16 else None  # noqa: E731  verifying is free: any likely draft pays
@@ -69,7 +70,7 @@ def test_history_is_bounded_and_drops_the_oldest_first():
 
 
 def test_observe_feeds_the_calibrator_and_raises_the_draft_length():
-    cal = Calibrator(groups=MATCH_GROUPS, prior_weight=1.0)
+    cal = Calibrator(groups=DRAFT_GROUPS, prior_weight=1.0)
     d = SuffixDrafter(calibrator=cal)
     text = list(range(10, 30)) + list(range(10, 14))  # one earlier occurrence: raw confidence 0.5
     assert sent(d.propose([ask(0, text)])[0], STEEP).tokens == ()  # at 0.5 nothing pays at 0.8 a token
@@ -92,7 +93,7 @@ def test_a_cold_drafter_trusts_a_long_lone_match_and_not_a_short_one():
     short = body + body[:2]
     assert sent(SuffixDrafter().propose([ask(0, long_copy)])[0], half).tokens[:2] == tuple(body[18:20])
     assert sent(SuffixDrafter().propose([ask(0, short)])[0], half).tokens == ()
-    unfloored = SuffixDrafter(calibrator=Calibrator(groups=MATCH_GROUPS))
+    unfloored = SuffixDrafter(calibrator=Calibrator(groups=DRAFT_GROUPS))
     assert sent(unfloored.propose([ask(0, long_copy)])[0], half).tokens == ()  # what the floors change
 
 

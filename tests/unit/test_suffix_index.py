@@ -8,7 +8,8 @@ import pytest
 
 from specllama.decoding.drafters import DraftRequest
 from specllama.decoding.request import GenerationConfig
-from specllama.decoding.suffix_drafter import SuffixDrafter, draft_group, raw_confidence, suffix_calibrator
+from specllama.decoding.suffix_drafter import SuffixDrafter, raw_confidence
+from specllama.decoding.suffix_groups import draft_group, suffix_calibrator
 from specllama.decoding.suffix_index import MAX_BYTES_PER_POSITION, SuffixIndex
 from tests.support import fake_llm
 

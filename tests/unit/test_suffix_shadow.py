@@ -14,7 +14,8 @@ from specllama.decoding.cost.online import Prior, StepCosts
 from specllama.decoding.drafters import DraftRequest
 from specllama.decoding.engine import Engine, GenerationConfig, StepEvent
 from specllama.decoding.outcome import StepOutcome
-from specllama.decoding.suffix_drafter import POSITION_CLASSES, SuffixDrafter, draft_group
+from specllama.decoding.suffix_drafter import SuffixDrafter
+from specllama.decoding.suffix_groups import POSITION_CLASSES, draft_group
 from tests.support import fake_llm
 
 FILE = list(range(10, 60))  # 50 distinct tokens: every match is a single earlier occurrence

@@ -1,0 +1,76 @@
+"""How the suffix drafter's odds are grouped: each draft token is calibrated (acceptance.Calibrator,
+shared by all texts) and recorded per text (acceptance.TextRecord) in its draft group, the class of
+the match's length times the token's position in the draft, and each group starts from a cold floor
+before any draft was judged. Kept apart from suffix_drafter.py, which finds the matches and follows
+its proposals, because the reports (`--stats`, `costs`) name the groups too."""
+
+from __future__ import annotations
+
+from specllama.decoding.acceptance import Calibrator
+
+MATCH_GROUPS = 4  # calibration classes by match length: 1-2, 3-7, 8-15, 16+
+MATCH_STARTS = (1, 3, 8, 16)  # each class's shortest match
+MATCH_LABELS = ("1-2", "3-7", "8-15", "16+")
+# ... and by the token's position in the draft: 0, 1, 2-3, 4-7, 8-15, 16-31, 32+. Why: what is
+# estimated is P(token j accepted | the tokens before it accepted), and in a copy that falls with j
+# far less than one odds per match class says. Judged on the agentic replay's texts (every proposal
+# followed to its end, bench/measured/vm-20261126-greedy-answers): a draft's first token was right
+# 0.86 of the time, each later one 0.97 given those before; one odds per class priced a 16-row
+# draft after a 3-7 token match at 0.77x of plain where such drafts ran at 1.06-1.35x, so after
+# every edit -k auto waited for the match to grow. Replayed: auto 1.299x -> 1.354x of plain on the
+# agentic texts, 1.321x -> 1.346x on held-out edit sessions, prose within +-0.5 %; finer match
+# classes or fewer position classes did worse (bench/measured/vm-20261126-policy-replay-positions.md).
+POSITION_EDGES = (0, 1, 3, 7, 15, 31)
+POSITION_CLASSES = len(POSITION_EDGES) + 1
+POSITION_LABELS = ("1st", "2nd", "3-4th", "5-8th", "9-16th", "17-32nd", "33rd+")
+DRAFT_GROUPS = MATCH_GROUPS * POSITION_CLASSES
+# What a match's length says before this run has judged any draft: the calibrator's prior per
+# match-length class is at least this. A lone earlier occurrence (raw 0.5) was otherwise taken at
+# its word, 0.55, whatever its length, and at 0.55 no draft promises planner.MIN_GAIN: a cold
+# drafter never drafted text seen once, e.g. an agent's re-sent file (serve's agentic replay:
+# auto 0.96x where a fixed K = 4 drafted 553 of 827 steps and ran at 1.10x). Measured with fixed
+# K = 8 on 23 prompts none of bench/prompts.jsonl (bench/measured/vm-20261123-suffix-calibration.md),
+# lone occurrences were accepted 0.82 (3-7 tokens matched, n=100), 0.95 (8-15, n=74) and 0.95
+# (16+, n=110); 1-2 tokens 0.69, but mostly from near-identical prompts, so that class keeps its
+# midpoint. The floors sit below what was observed: four judged drafts move a bin halfway to what
+# this run sees (Calibrator.prior_weight).
+COLD_FLOORS = (0.0, 0.75, 0.85, 0.9)
+
+
+def match_group(length: int) -> int:
+    return 0 if length <= 2 else 1 if length <= 7 else 2 if length <= 15 else 3
+
+
+def position_class(j: int) -> int:
+    return next((i for i, edge in enumerate(POSITION_EDGES) if j <= edge), len(POSITION_EDGES))
+
+
+_POSITION_CLASS = tuple(position_class(j) for j in range(128))  # read every proposal, for each of its tokens
+
+
+def draft_group(match_length: int, j: int) -> int:
+    """The calibration group of a draft's token j: its match class and its position."""
+    return match_group(match_length) * POSITION_CLASSES + (_POSITION_CLASS[j] if j < 128 else POSITION_CLASSES - 1)
+
+
+def draft_groups(match_length: int, n: int) -> list[int]:
+    base = match_group(match_length) * POSITION_CLASSES
+    return [base + (_POSITION_CLASS[j] if j < 128 else POSITION_CLASSES - 1) for j in range(n)]
+
+
+def group_label(group: int) -> str:
+    m, j = divmod(group, POSITION_CLASSES)
+    return f"match {MATCH_LABELS[min(m, MATCH_GROUPS - 1)]}, {POSITION_LABELS[j]} token"
+
+
+def draft_floors() -> tuple[float, ...]:
+    """The calibrator's floor per draft group: the cold floor of the match class the match has
+    reached at that position if the tokens before were right (a 2-token match's 5th token is a
+    7-token match's next one)."""
+    first = (0,) + tuple(edge + 1 for edge in POSITION_EDGES)
+    return tuple(COLD_FLOORS[match_group(start + first[j])] for start in MATCH_STARTS for j in range(POSITION_CLASSES))
+
+
+def suffix_calibrator(**kwargs) -> Calibrator:
+    """The suffix drafter's calibrator: one per draft group, with the cold floors."""
+    return Calibrator(groups=DRAFT_GROUPS, floors=draft_floors(), **kwargs)
