@@ -239,10 +239,10 @@ class Engine:
             for start in range(0, len(rest), chunk):
                 if start and request.cancel.cancelled:
                     break
-                t_chunk = time.perf_counter()
+                t_chunk = self.clock()
                 piece = rest[start:start + chunk]
                 target.decode(piece, logits="none", seq=index)
-                self.costs.record_prefill(len(piece), time.perf_counter() - t_chunk)
+                self.costs.record_prefill(len(piece), self.clock() - t_chunk)
             if not request.cancel.cancelled:
                 # A recurrent cache's way back to this prompt, for the next turn of a conversation
                 # that changes this one's tail (nothing for an attention cache).

@@ -17,9 +17,10 @@ MATCH_LABELS = ("1-2", "3-7", "8-15", "16+")
 # followed to its end, bench/measured/vm-20261126-greedy-answers): a draft's first token was right
 # 0.86 of the time, each later one 0.97 given those before; one odds per class priced a 16-row
 # draft after a 3-7 token match at 0.77x of plain where such drafts ran at 1.06-1.35x, so after
-# every edit -k auto waited for the match to grow. Replayed: auto 1.299x -> 1.354x of plain on the
-# agentic texts, 1.321x -> 1.346x on held-out edit sessions, prose within +-0.5 %; finer match
-# classes or fewer position classes did worse (bench/measured/vm-20261126-policy-replay-positions.md).
+# every edit -k auto waited for the match to grow. Replayed with the costs known: auto 1.299x ->
+# 1.354x of plain on the agentic texts, 1.321x -> 1.346x on held-out edit sessions, prose within
+# +-0.5 %; from an empty cost cache even (1.292x -> 1.294x); finer match classes or fewer position
+# classes did worse (bench/measured/vm-20261126-policy-replay-positions.md).
 POSITION_EDGES = (0, 1, 3, 7, 15, 31)
 POSITION_CLASSES = len(POSITION_EDGES) + 1
 POSITION_LABELS = ("1st", "2nd", "3-4th", "5-8th", "9-16th", "17-32nd", "33rd+")

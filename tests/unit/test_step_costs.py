@@ -148,3 +148,20 @@ def test_an_mtp_heads_draft_cost_is_learnt_and_shown_apart_from_the_draft_models
     lines = step_cost_lines(costs)
     assert any(line.startswith("draft decode 6.0 ms") for line in lines)
     assert any(line.startswith("mtp decode 2.0 ms a draft position (c = 0.20") for line in lines)
+
+
+def test_a_prompts_chunks_are_timed_on_the_engines_clock():
+    """Prompt chunks are timed on the clock the steps are (a fake backend's in tests and in
+    scripts/measure/policy_replay.py): on the wall clock a fake prompt looked free, and with it the
+    cost model's bound on big batches (one more row: a prompt row), so the replay from an empty cost
+    cache priced 64-row drafts at almost nothing."""
+    import statistics
+
+    from specllama.decoding.engine import Engine, GenerationConfig
+    from tests.support import fake_llm
+
+    clock = fake_llm.FakeClock()
+    target = fake_llm.FakeContext(fake_llm.counting_rule(), clock=clock, cost=lambda rows: 0.01 * rows)
+    engine = Engine(target, {}, {}, StepCosts(), clock=clock)
+    list(engine.generate(list(range(2, 102)), GenerationConfig(drafter="none", max_tokens=3)))
+    assert statistics.median(engine.costs.prefill) == pytest.approx(0.01)

@@ -56,13 +56,17 @@ FEW_SAMPLES = 4
 STALE_STEPS = 64
 MIN_SLOPE = 0.02  # nor nothing
 RECENT_PLAIN = 8  # plain steps a batch's sample is compared with: the machine's speed at that moment
-# Beyond the largest row count timed, a row never costs more than a prompt's row does, times this:
-# a verified row also computes its logits (151,936 of them for Qwen), which a prefill row skips.
-# Measured here with spinning threads: a 64-row verify batch 16.7 ms a row, a 958-token prefill
-# 11.4-12.0 ms a row. Without this bound the slope of T(8)..T(9) (0.7 a row: small batches are
-# dear on 2 cores) priced a 64-token draft at T(65)/T(1) ~ 46 against ~25 measured, and a
-# near-certain copy never drafted past a few tokens.
-VERIFY_ROW_FACTOR = 1.4
+# Beyond the largest row count timed, a row never costs more than a prompt's row does, times this
+# (a verified row also computes its logits, which a prefill row skips). Without this bound the
+# slope of T(8)..T(9) (0.7 a row: small batches are dear on 2 cores) priced a 64-token draft at
+# T(65)/T(1) ~ 46 against ~25 measured, and a near-certain copy never drafted past a few tokens.
+# It was 1.4, from a 64-row batch's average of 16.7 ms a row against a prefill's 11.4-12.0; but the
+# bound is on one more row, and one more verify row costs what a prompt row does: 10.4 ms from 16
+# to 64 rows, 11.1 from 4 to 64 (bench/measured/vm-20261125-verify-rows). At 1.4 a fresh engine
+# priced 64 rows at ~33 plain steps against 22 and drafted long copies in pieces: replayed from an
+# empty cost cache (scripts/measure/policy_replay.py --fresh-costs), the agentic texts ran at
+# 1.245x of plain at 1.4 and 1.294x at 1.0, prose within 1 % (vm-20261126-policy-replay-positions).
+VERIFY_ROW_FACTOR = 1.0
 PREFILL_MIN_ROWS = 32  # shorter prompt chunks say little about a big batch's cost per row
 
 
