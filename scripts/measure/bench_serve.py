@@ -53,6 +53,8 @@ import openai
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from report_files import repo_path  # noqa: E402
+
 from specllama.llama.machine import cpu_model  # noqa: E402
 from specllama.models import store  # noqa: E402
 from specllama.models.registry import load_registry  # noqa: E402
@@ -315,12 +317,6 @@ async def replay(server: Server, sessions: dict, mode: str, max_tokens: int) -> 
             "texts": texts}
 
 
-def shown(path: Path) -> str:
-    """A path as the report names it: relative to the repository where it lies inside."""
-    path = path.resolve()
-    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
-
-
 def agentic(args, target: Path, logs: Path) -> list[dict]:
     sessions = json.loads(args.sessions_file.read_text())
     sessions["sessions"] = sessions["sessions"][:args.sessions]
@@ -398,7 +394,7 @@ def report(runs: list[dict], args, target: Path) -> str:
                   f"(goal < 2x); slots {r.get('slots')}", ""]
     ag = [r for r in runs if r["part"] == "agentic"]
     if ag:
-        lines += [f"## Agentic replay (the first {args.sessions} sessions of {shown(args.sessions_file)}, one agent, "
+        lines += [f"## Agentic replay (the first {args.sessions} sessions of {repo_path(args.sessions_file)}, one agent, "
                   "sessions in turn; every server fresh"
                   + ("" if args.keep_costs else ", specllama with an empty cost cache") + ")", ""]
         if args.llama_server:

@@ -33,6 +33,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from report_files import repo_path  # noqa: E402
+
 from specllama.decoding.cost.online import Prior, StepCosts  # noqa: E402
 from specllama.decoding.engine import Engine, GenerationConfig, StepEvent  # noqa: E402
 from specllama.decoding.policy.registry import register  # noqa: E402
@@ -45,7 +47,7 @@ from tests.support import fake_llm  # noqa: E402
 # Its blocks matter: 16 rows cost less than 15, 64 less than 63. Until 2026-11-26 this replay used the curve
 # `specllama bench` had learnt up to 16 rows (T(16)/T(1) 9.85, where the bare decode takes 7.85) and scaled
 # the rest from there; it gave auto 1.197x of plain on the agentic texts where the real serve replay
-# measured 1.32x, and this curve gives 1.295x.
+# measured 1.32x, and this curve gives 1.299x.
 ROWS_MS = {1: 35.0, 2: 60.4, 3: 87.1, 4: 104.5, 6: 147.7, 8: 229.4, 9: 248.2, 12: 289.9, 15: 339.0, 16: 274.6,
            17: 319.6, 24: 403.3, 31: 515.3, 32: 483.0, 33: 495.3, 48: 645.9, 63: 935.8, 64: 772.4, 65: 846.6}
 T1 = ROWS_MS[1] / 1000
@@ -197,7 +199,7 @@ def record(prompts: str, n: int, out: Path, sessions_file: Path = SESSIONS) -> N
                 print(f"  {item.id}: {len(prompt)} + {len(ids)} tokens", flush=True)
         target = runtime.describe().target.file
     if prompts == "agentic":
-        prompts = f"agentic ({sessions_file.relative_to(REPO) if sessions_file.is_relative_to(REPO) else sessions_file})"
+        prompts = f"agentic ({repo_path(sessions_file)})"
     out.write_text(json.dumps({"prompts": prompts, "target": target, "max_tokens": n, "items": items,
                                "one_engine": prompts.startswith("agentic")}) + "\n")
 

@@ -8,6 +8,14 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+def repo_path(path: Path) -> str:
+    """A path as a report names it: relative to the repository where it lies inside."""
+    path = path.resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
 
 def write_report(out: str, title: str, script: str, argv: list[str] | None, head: str, lines: list[str],
                  data: dict, tail: str = "") -> None:

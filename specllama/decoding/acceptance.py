@@ -151,9 +151,6 @@ class Calibrator:
         g, b = self._group(group), self._bin(raw)
         return (self.accepted[g][b] + self.prior_weight * self.prior(b, g)) / (self.judged[g][b] + self.prior_weight)
 
-    def calibrate(self, raw: Sequence[float], group: int = 0) -> list[float]:
-        return [self.predict(c, group) for c in raw]
-
     def update(self, raw: float, accepted: float, group: int = 0) -> None:
         """One judged token: accepted 1 or 0, or the odds it was accepted with (under sampling)."""
         g, b = self._group(group), self._bin(raw)

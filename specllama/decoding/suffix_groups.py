@@ -42,21 +42,23 @@ def match_group(length: int) -> int:
     return 0 if length <= 2 else 1 if length <= 7 else 2 if length <= 15 else 3
 
 
+# Each position's class, read for every token of every proposal: looked up, not searched for.
+_POSITION_CLASS = tuple(next((i for i, edge in enumerate(POSITION_EDGES) if j <= edge), len(POSITION_EDGES))
+                        for j in range(POSITION_EDGES[-1] + 2))
+
+
 def position_class(j: int) -> int:
-    return next((i for i, edge in enumerate(POSITION_EDGES) if j <= edge), len(POSITION_EDGES))
-
-
-_POSITION_CLASS = tuple(position_class(j) for j in range(128))  # read every proposal, for each of its tokens
+    return _POSITION_CLASS[min(j, len(_POSITION_CLASS) - 1)]
 
 
 def draft_group(match_length: int, j: int) -> int:
     """The calibration group of a draft's token j: its match class and its position."""
-    return match_group(match_length) * POSITION_CLASSES + (_POSITION_CLASS[j] if j < 128 else POSITION_CLASSES - 1)
+    return match_group(match_length) * POSITION_CLASSES + position_class(j)
 
 
 def draft_groups(match_length: int, n: int) -> list[int]:
     base = match_group(match_length) * POSITION_CLASSES
-    return [base + (_POSITION_CLASS[j] if j < 128 else POSITION_CLASSES - 1) for j in range(n)]
+    return [base + position_class(j) for j in range(n)]
 
 
 def group_label(group: int) -> str:
