@@ -18,10 +18,11 @@ A step reads as its phases, the way gpt-fast's `speculative_decode` does, over a
             drafter calibrates; the request's policy updates its acceptance and realised speed;
             then the token events and a step event per sequence are yielded.
 A finished request frees its slot and the next waiting prompt is admitted at once (continuous
-batching). A prompt's prefill is its own decode between steps, not rows riding in a step's batch:
-its cache then holds exactly what a lone run's holds (exact mode's promise that the text does not
-depend on N), and on a CPU a prefill batch of hundreds of tokens is compute-bound anyway, so the
-few rows a step would add to it are saved once per prompt, not once per step.
+batching). A prompt's prefill is its own decodes, a chunk between steps (prefill.py), not rows
+riding in a step's batch: its cache then holds exactly what a lone run's holds (exact mode's promise
+that the text does not depend on N), and on a CPU a prefill batch of hundreds of tokens is
+compute-bound anyway, so the few rows a step would add to it are saved once per prompt, not once per
+step; the requests already generating go on between its chunks.
 
 `generate` (chat, run, bench) is the case of one request and one slot; plain decoding is K = 0.
 Every request carries its own cancel handle (cancel.py): stopping one never touches another.
@@ -47,6 +48,7 @@ from specllama.decoding.grammar import GrammarFault, guide_drafts, guide_for
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.planner import Planner
 from specllama.decoding.policy import Ask, DraftPolicy, EngineRecord, PolicyKit, policy_for
+from specllama.decoding.prefill import PREFILL_CHUNK, Prefill
 from specllama.decoding.prepared import LateRecord, Prepared
 from specllama.decoding.request import AUTO, GenerationConfig, Request
 from specllama.decoding.request_queue import CLOSED, RequestQueue
@@ -189,6 +191,18 @@ class Engine:
                 if pending:
                     continue
                 return
+            budget = PREFILL_CHUNK  # prompt tokens decoded before the next step (prefill.py)
+            for waiting in [s for s in active if s.prefill is not None and not s.request.cancel.cancelled]:
+                if budget <= 0:
+                    break
+                try:
+                    budget -= self._prefill(waiting)
+                except Exception as e:  # this prompt's decode failed: its request alone ends
+                    active.remove(waiting)
+                    free.append(waiting.index)  # cleared; its drafters never started on it
+                    if not isolate:
+                        raise
+                    yield waiting.tag, FailedEvent(fault_message(e))
             try:
                 yield from self._step(active)
             except Exception as e:
@@ -216,7 +230,8 @@ class Engine:
 
     def _admit(self, request: Prepared, free: list[int]) -> Slot:
         """Give the request the free slot whose cache shares the longest prefix with its prompt
-        (a chat's earlier turns, a batch's common system prompt) and prefill the rest."""
+        (a chat's earlier turns, a batch's common system prompt); the rest of the prompt is
+        decoded a chunk per loop, between steps (prefill.py)."""
         target, config, prompt, policy = self.target, request.config, list(request.prompt), request.policy
         common = {s: target.common_prefix(prompt, s) for s in free}
         # Ties go to the slot holding least: what another slot holds may be the next prompt's prefix.
@@ -230,36 +245,48 @@ class Engine:
             # What follows the shared prefix goes; at least the prompt's last token is decoded again
             # (its logits start the first step).
             target.rollback(min(shared, len(prompt) - 1), index)
-            summary.reused_tokens = target.past(index)
-            summary.reused_from = cached if summary.reused_tokens else ""
-            # In chunks of n_batch (where llama.cpp splits it anyway, so the cache is the same): a
-            # request cancelled meanwhile (a server's client that left during a long prompt) stops
-            # after the current chunk; its next step ends it as "cancelled".
-            rest, chunk = prompt[target.past(index):-1], target.n_batch
-            for start in range(0, len(rest), chunk):
-                if start and request.cancel.cancelled:
-                    break
-                t_chunk = self.clock()
-                piece = rest[start:start + chunk]
-                target.decode(piece, logits="none", seq=index)
-                self.costs.record_prefill(len(piece), self.clock() - t_chunk)
-            if not request.cancel.cancelled:
-                # A recurrent cache's way back to this prompt, for the next turn of a conversation
-                # that changes this one's tail (nothing for an attention cache).
-                target.checkpoint(index)
-                # The policy lets its drafters digest the prompt now, or leaves it to their first
-                # proposal (a draft model under -k auto that may not draft at all).
-                policy.start(index, prompt)
-                if self.prompt_cache is not None:
-                    self.prompt_cache.prefilled(index)
         except BaseException:
             target.clear(index)
             raise
+        summary.reused_tokens = target.past(index)
+        summary.reused_from = cached if summary.reused_tokens else ""
+        summary.t_prompt = time.perf_counter() - t0  # its chunks add theirs (_prefill)
         free.remove(index)
-        summary.t_prompt = time.perf_counter() - t0
+        # Even a prompt cached whole goes through _prefill (nothing to decode): the slot's start
+        # (checkpoint, drafters, prompt cache) and its failures are handled in one place.
         return Slot(index, request, policy, VERIFIERS[config.verify], prompt,
                     np.random.default_rng(config.sampling.seed), summary, StreamDecoder(target.model),
-                    StopMatcher(config.stop), time.perf_counter(), guide=request.guide)
+                    StopMatcher(config.stop), t0, guide=request.guide,
+                    prefill=Prefill(prompt[target.past(index):-1]))
+
+    def _prefill(self, slot: Slot) -> int:
+        """The next chunk of the slot's prompt (returns its tokens); once it is all in, the slot
+        joins the steps. A failure clears the slot's cache (half a prompt is no prefix to reuse)
+        and is raised."""
+        try:
+            start = time.perf_counter()
+            decoded = slot.prefill.advance(self.target, slot.index, self.costs, self.clock)
+            slot.summary.t_prompt += time.perf_counter() - start
+            if slot.prefill.finished:
+                self._prefilled(slot)
+            return decoded
+        except BaseException:
+            self.target.clear(slot.index)
+            raise
+
+    def _prefilled(self, slot: Slot) -> None:
+        """The whole prompt is in: the slot starts generating at the next step."""
+        index, prompt = slot.index, slot.committed
+        # A recurrent cache's way back to this prompt, for the next turn of a conversation
+        # that changes this one's tail (nothing for an attention cache).
+        self.target.checkpoint(index)
+        # The policy lets its drafters digest the prompt now, or leaves it to their first
+        # proposal (a draft model under -k auto that may not draft at all).
+        slot.policy.start(index, prompt)
+        if self.prompt_cache is not None:
+            self.prompt_cache.prefilled(index)
+        slot.t_start = time.perf_counter()
+        slot.prefill = None
 
     def _release(self, slot: Slot, free: list[int], clean: bool) -> None:
         for drafter in slot.policy.drafters:
@@ -290,7 +317,7 @@ class Engine:
                 slot.finish = "cancelled"
             elif target.n_ctx - target.past(slot.index) - 1 < 0:  # no cache slot left for [last]
                 slot.finish = "context"
-        running = [s for s in active if not s.finish]
+        running = [s for s in active if not s.finish and s.prefill is None]
         if not running:
             return
         t_start = clock()

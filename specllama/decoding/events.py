@@ -89,8 +89,10 @@ class Summary(AcceptanceRates):
     finish_reason: str = ""  # stop (end of generation), stop_string, length, context, cancelled
     stop_string: str = ""  # under finish stop_string: which of the request's stop strings matched
     drafter: str = "none"  # the drafter the request named
+    # seconds of the prompt's own work (its cache restored, its chunks decoded): between its chunks
+    # the other requests' steps run, which are theirs (decoding/prefill.py)
     t_prompt: float = 0.0
-    t_generate: float = 0.0
+    t_generate: float = 0.0  # from the first step it took part in to its end
     steps: int = 0
     k_total: int = 0  # sum of the K asked for each step (differs from the request's k under -k auto)
     drafted: int = 0

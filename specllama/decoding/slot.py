@@ -23,6 +23,7 @@ from specllama.decoding.drafters import Proposal
 from specllama.decoding.events import DoneEvent, Origin, Summary, TokenEvent, TokenLogprobs
 from specllama.decoding.grammar import Guide
 from specllama.decoding.policy import DraftPolicy
+from specllama.decoding.prefill import Prefill
 from specllama.decoding.request import GenerationConfig, Request
 from specllama.decoding.stop import StopMatcher
 from specllama.decoding.verifiers import Verifier
@@ -45,11 +46,12 @@ class Slot:
     summary: Summary
     decoder: StreamDecoder
     stops: StopMatcher
-    t_start: float
+    t_start: float  # when it began generating (after its prompt): its tokens/s run from here
     pieces: list[str] = field(default_factory=list)
     finish: str = ""
     guide: Guide | None = None  # the request's grammar (grammar.py), when it has a constraint
     fault: str = ""  # why this request failed mid-generation (finish FAILED): its client's error message
+    prefill: Prefill | None = None  # the prompt still being decoded (prefill.py); None once it steps
 
     @property
     def tag(self) -> Hashable:

@@ -315,7 +315,7 @@ class Runtime:
 
     def interrupt(self) -> None:
         """Everything is stopping (a server's SIGTERM), from any thread: a long prompt's prefill
-        ends after its current chunk of n_batch tokens, with an error, instead of running on."""
+        ends after its current chunk (decoding/prefill.py: 256 tokens), with an error, instead of running on."""
         for ctx in (self.target_ctx, self.draft_ctx):
             if ctx is not None:
                 ctx.interrupted = True
