@@ -311,14 +311,18 @@ def load_learned(key: dict, draft_path: Path | None = None) -> dict | None:
 
 def save_learned(key: dict, snapshot: dict | None, draft_path: Path | None = None, head_ratio: float | None = None) -> None:
     """Keep a run's snapshot for the next run; the costs of other draft files stay, and the MTP
-    head's unless this run timed it (`head_ratio`)."""
+    head's unless this run timed it (`head_ratio`), and so do the batch sizes this run did not time:
+    a run that drafted little (`--no-draft`, short answers) wrote only T(1), and the next `auto`
+    lost what earlier runs had learnt of big batches and started over (found measuring the agentic
+    replay with the costs kept: its plain arm ran between two auto ones)."""
     if snapshot is None:
         return
     old = _read_learned(key) or {}
     drafts = dict(old.get("draft_ratios", {}))
     if draft_path is not None and snapshot.get("draft_ratio") is not None:
         drafts[_draft_id(draft_path)] = snapshot["draft_ratio"]
-    learned = {"t1_s": snapshot["t1_s"], "ratios": snapshot["ratios"], "draft_ratios": drafts}
+    ratios = {**old.get("ratios", {}), **snapshot["ratios"]}
+    learned = {"t1_s": snapshot["t1_s"], "ratios": ratios, "draft_ratios": drafts}
     head = head_ratio if head_ratio is not None else old.get("mtp_ratio")
     if head is not None:
         learned["mtp_ratio"] = head

@@ -98,6 +98,11 @@ def test_what_a_run_learnt_is_the_next_runs_prior(tmp_path, monkeypatch):
     assert prior.ratio(4) == pytest.approx(2.8) and prior.ratio(3) == pytest.approx((1.6 + 2.8) / 2)
     nxt = StepCosts(prior)
     assert nxt.ratio(4) == pytest.approx(2.8)  # trusted before this run times a batch
+    # A later run that timed only plain steps (--no-draft) keeps what this one learnt of batches.
+    plain = fed(StepCosts(prior), lambda rows: 0.05, [1] * 4)
+    cost_cache.save_learned(key, plain.snapshot(), None)
+    again = cost_cache.load_learned(key, None)
+    assert again["t1_s"] == pytest.approx(0.05) and float(again["ratios"]["4"]) == pytest.approx(2.8)
     # A learnt entry that is not what save_learned writes is ignored, never trusted.
     for bad in ('{"key": 1}', "not json", '{"key": {"target": "t", "learned": 1}, "learned": {"t1_s": -1}}'):
         cost_cache.entry_path(key).write_text(bad)
