@@ -9,7 +9,8 @@ The app composes collaborators, each given what it needs when it is built: the s
 (live_settings.py, which the side panel subscribes to) and what the settings keys and screen do
 to them (settings_controls.py), the model switcher (model_swap.py), the
 recorder of the history (recorder.py), the conversation view; reopening a saved conversation is
-planned by a pure function (reopen.py) and applied here. Its keys are keys.py's.
+planned by a pure function (reopen.py) and applied by history_actions.py, the copy keys are
+copy_actions.py's (both mixed into ChatApp). Its keys are keys.py's.
 """
 
 from __future__ import annotations
@@ -28,17 +29,17 @@ from specllama.errors import ContextOverflowError, SpecllamaError
 from specllama.runtime.stats import headline, short_headline
 from specllama.tui import user_defaults
 from specllama.tui.cadence import spare_core
-from specllama.tui.clipboard import copy_text
 from specllama.tui.conversation import Conversation
+from specllama.tui.copy_actions import CopyActions
 from specllama.tui.explain import why_no_drafts
-from specllama.tui.history import History, HistoryUnavailable
+from specllama.tui.history import History
+from specllama.tui.history_actions import HistoryActions
 from specllama.tui.keys import CHAT_KEYS, FOOTER_HINTS
 from specllama.tui.live_settings import LiveSettings
 from specllama.tui.loading import LoadProgress, LoadStatus, RuntimeFactory, RuntimeFailed, RuntimeReady, load_runtime
 from specllama.tui.model_swap import ModelSwitcher, RuntimeBuilder, SwapFailed, SwapProgress, SwapReady, SwapStatus, real_runtime
 from specllama.tui.recorder import ConversationRecorder
-from specllama.tui.reopen import plan_reopen
-from specllama.tui.screens import HelpScreen, HistoryScreen
+from specllama.tui.screens import HelpScreen
 from specllama.tui.settings import ChatSettings
 from specllama.tui.settings_controls import SettingsControls
 from specllama.tui.streaming import LiveStats
@@ -56,7 +57,7 @@ FINISH_NOTES = {"cancelled": "stopped", "length": "max tokens reached", "context
                 "stop_string": "stop string"}
 
 
-class ChatApp(App[None]):
+class ChatApp(CopyActions, HistoryActions, App[None]):
     # Layout only (each widget's look lives beside it). Kept inline rather than in app.tcss so a
     # wheel needs no package data and subclasses elsewhere (scripts/) find it.
     CSS = """
@@ -397,37 +398,6 @@ class ChatApp(App[None]):
         if not quiet:
             self.notify("new conversation")
 
-    def action_copy_answer(self) -> None:
-        answer = self.conversation.last_answer
-        if not answer:
-            self.notify("no answer to copy yet", severity="warning")
-            return
-        how = copy_text(answer, self.copy_to_clipboard)
-        self.notify(f"last answer ({len(answer)} characters) {how}")
-
-    def action_copy_code(self) -> None:
-        answers = [m for m in self.view.messages if m.role == "assistant" and m.text]
-        blocks = answers[-1].code_blocks() if answers else []
-        if not blocks:
-            self.notify("the last answer has no code block", severity="warning")
-            return
-        self._copy(blocks[-1], "code block")
-
-    def action_select_messages(self) -> None:
-        if not self.view.select_last():
-            self.notify("no message to select yet", severity="warning")
-
-    def on_conversation_view_leave(self, message: ConversationView.Leave) -> None:
-        self.prompt.focus()
-
-    def on_chat_message_copy_requested(self, message: ChatMessage.CopyRequested) -> None:
-        self._copy(message.text, message.what)
-
-    def _copy(self, text: str, what: str) -> None:
-        how = copy_text(text, self.copy_to_clipboard)
-        lines = text.rstrip("\n").count("\n") + 1
-        self.notify(f"{what} ({lines} line{'s' * (lines != 1)}) {how}")
-
     def action_toggle_panel(self) -> None:
         self._panel_wanted = not self.panel.display
         self.panel.display = self._panel_wanted
@@ -483,71 +453,6 @@ class ChatApp(App[None]):
 
     def action_step_p_min(self, steps: int) -> None:
         self.controls.apply(self.settings.step_p_min(steps))
-
-    # --- saved conversations -------------------------------------------------------------------
-
-    def _history_off(self, reason: str) -> None:
-        self.notify(reason, title="no chat history", severity="warning", timeout=15)
-
-    def _history_settings(self) -> dict:
-        values = self.settings.as_dict() | {"system": self.conversation.system}
-        # The models as the registry names them (the conversations table keeps their display names),
-        # so reopening can load them again; a reopened conversation without it just says who held it.
-        refs = self.models.loaded_refs()
-        if refs is not None:
-            values["models"] = {"target": refs[0], "draft": refs[1]}
-        return values
-
-    def action_history(self) -> None:
-        if self.history is None:
-            self.notify("no chat history this session" if self.recorder.path else "history is off", severity="warning")
-            return
-        if not isinstance(self.screen, HistoryScreen):
-            self.push_screen(HistoryScreen(self.history), self.reopen)
-
-    def action_models(self) -> None:
-        self.models.open_picker()
-
-    async def reopen(self, conversation_id: int | None, pinned: frozenset[str] = frozenset()) -> None:
-        """A saved conversation on screen again, with its settings and (in the background) its models."""
-        if conversation_id is None or self.history is None:
-            return
-        try:
-            info = self.history.conversation(conversation_id)
-            stored = self.history.messages(conversation_id)
-        except (HistoryUnavailable, KeyError) as e:
-            self.notify(f"could not reopen: {e}", severity="error")
-            return
-        self.action_new_conversation(quiet=True)
-        plan = plan_reopen(info, stored, self.settings, self.models.loaded_refs(),
-                           self.runtime.target_name if self.runtime is not None else None, pinned)
-        self.conversation.system = plan.system
-        note = plan.note
-        if plan.models is not None:
-            coming, said = await self.models.restore(*plan.models)
-            note = f"; {said}"
-            if coming:
-                self.live_settings.wait_for_drafter(plan.settings.drafter)  # restored with its models, not before
-                if self.runtime is not None and plan.settings.drafter not in self.runtime.drafters:
-                    note += f" (the {plan.settings.drafter} drafter comes with them)"
-        self.live_settings.set(plan.settings)
-        if not self.busy:
-            self.controls.fit_drafter()
-        widgets = []
-        for m in plan.messages:
-            self.conversation.messages.append({"role": m.role, "content": m.content})
-            widget = ChatMessage(m.role, m.content, show_origins=self.show_origins and m.role == "assistant",
-                                 segments=m.segments)
-            if not m.complete:
-                widget.set_status("unfinished (the chat ended while it streamed)")
-            widgets.append(widget)
-            if m.role == "user":
-                self.prompt.remember(m.content)
-        self.prompt.value = plan.unanswered
-        await self.view.mount_all(widgets)
-        self.prompt.focus()
-        self.recorder.start(conversation_id, last_turn=plan.last_turn)
-        self.notify(f"reopened “{plan.title}”{note}", timeout=10 if note else 5)
 
     # --- shutting down -------------------------------------------------------------------------
 
