@@ -14,11 +14,11 @@ import argparse
 import statistics
 import time
 
+from report_files import measured_model
+
 from specllama.llama.backend import default_threads
 from specllama.llama.context import DecodeContext, DecodePart
 from specllama.llama.model import GGUFModel
-from specllama.models.registry import load_registry
-from specllama.models.resolve import resolve
 
 
 def tokens_per_s(model: GGUFModel, n: int, unified: bool, prompt: int, steps: int, threads: int) -> float:
@@ -46,8 +46,7 @@ def main() -> None:
     ap.add_argument("--model", help="a GGUF path or registry name (default: the default pair's target)")
     ap.add_argument("--threads", type=int, default=default_threads())
     args = ap.parse_args()
-    registry = load_registry()
-    path = resolve(args.model or registry.pair(None).target, registry, None)
+    path = measured_model(args.model)
     model = GGUFModel(path)
     results: dict[tuple[int, bool], list[float]] = {}
     for _ in range(args.rounds):

@@ -25,13 +25,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from report_files import measured_model  # noqa: E402
+
 from specllama.llama.backend import default_threads  # noqa: E402
 from specllama.llama.context import DecodeContext, DecodePart  # noqa: E402
 from specllama.llama.kv_memory import kv_bytes_per_sequence  # noqa: E402
 from specllama.llama.machine import cpu_model  # noqa: E402
 from specllama.llama.model import GGUFModel  # noqa: E402
-from specllama.models.registry import load_registry  # noqa: E402
-from specllama.models.resolve import resolve  # noqa: E402
 
 SHAPES = ([1, 1, 1], [1, 1, 5], [5, 5, 5], [5])
 
@@ -76,8 +76,7 @@ def main() -> None:
     ap.add_argument("-t", "--threads", type=int, default=default_threads())
     ap.add_argument("--out", required=True, help="bench/measured/NAME (writes NAME.json and NAME.md)")
     args = ap.parse_args()
-    registry = load_registry()
-    path = resolve(args.model or registry.pair(None).target, registry, None)
+    path = measured_model(args.model)
     model = GGUFModel(path)
     runs = []
     for r in range(args.rounds):

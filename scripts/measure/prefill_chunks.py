@@ -27,14 +27,12 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts" / "measure"))
 
-from report_files import write_report  # noqa: E402
+from report_files import measured_model, write_report  # noqa: E402
 
 from specllama.llama.backend import default_threads  # noqa: E402
 from specllama.llama.context import DecodeContext  # noqa: E402
 from specllama.llama.machine import cpu_model  # noqa: E402
 from specllama.llama.model import GGUFModel  # noqa: E402
-from specllama.models.registry import load_registry  # noqa: E402
-from specllama.models.resolve import resolve  # noqa: E402
 
 MEASURED = 512  # prompt tokens timed per chunk size
 
@@ -97,8 +95,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write OUT.md and OUT.json")
     args = ap.parse_args(argv)
 
-    registry = load_registry()
-    path = resolve(args.model or registry.pair(None).target, registry, None)
+    path = measured_model(args.model)
     threads = args.threads or default_threads()
     fills, chunks = ints(args.fills), ints(args.chunks)
     ctx = DecodeContext(GGUFModel(path), n_ctx=max(max(fills) + MEASURED, args.bits_prompt + 4) + 16, n_threads=threads)

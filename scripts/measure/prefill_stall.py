@@ -31,11 +31,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts" / "measure"))
 
 from bench_serve import Server, free_port  # noqa: E402
-from report_files import write_report  # noqa: E402
+from report_files import measured_model, write_report  # noqa: E402
 
 from specllama.llama.machine import cpu_model  # noqa: E402
-from specllama.models.registry import load_registry  # noqa: E402
-from specllama.models.resolve import resolve  # noqa: E402
 
 SHORT = "Write a Python function that checks whether a string is a palindrome, with a docstring and three examples."
 
@@ -90,8 +88,7 @@ def main(argv=None) -> int:
     ap.add_argument("--llama-server", help="llama.cpp's llama-server binary, to run beside specllama serve")
     ap.add_argument("--out", help="write OUT.md and OUT.json")
     args = ap.parse_args(argv)
-    registry = load_registry()
-    target = resolve(registry.pair(None).target, registry, None)
+    target = measured_model()
     source = "".join(f.read_text() for f in sorted((REPO / "specllama").rglob("*.py")))
     logs = Path(tempfile.mkdtemp(prefix="prefill-stall-"))
     arms = ["specllama"] + (["llama-server"] if args.llama_server else [])

@@ -1,5 +1,6 @@
 """OUT.md and OUT.json of a measurement: its title and time, the exact command, what it measured
-(machine, threads, models: `head`), its table, and every run for the JSON."""
+(machine, threads, models: `head`), its table, and every run for the JSON; and the names a report
+gives: a file relative to the repository, the model a measurement loads."""
 
 from __future__ import annotations
 
@@ -15,6 +16,16 @@ def repo_path(path: Path) -> str:
     """A path as a report names it: relative to the repository where it lies inside."""
     path = path.resolve()
     return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def measured_model(ref: str | None = None) -> Path:
+    """The GGUF a measurement loads: `ref` (a path or registry name, as a script's --model takes),
+    else the default pair's target, resolved as the CLI resolves a model."""
+    from specllama.models.registry import load_registry
+    from specllama.models.resolve import resolve
+
+    registry = load_registry()
+    return resolve(ref or registry.pair(None).target, registry, None)
 
 
 def write_report(out: str, title: str, script: str, argv: list[str] | None, head: str, lines: list[str],

@@ -27,15 +27,13 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts" / "measure"))
 
-from report_files import write_report  # noqa: E402
+from report_files import measured_model, write_report  # noqa: E402
 
 from specllama.llama.attention import CHOICES  # noqa: E402
 from specllama.llama.backend import default_threads  # noqa: E402
 from specllama.llama.context import DecodeContext  # noqa: E402
 from specllama.llama.machine import cpu_model  # noqa: E402
 from specllama.llama.model import GGUFModel  # noqa: E402
-from specllama.models.registry import load_registry  # noqa: E402
-from specllama.models.resolve import resolve  # noqa: E402
 
 ROWS = [1, 2, 3, 4, 6, 8, 9, 12, 15, 16, 17, 24, 31, 32, 33, 48, 63, 64, 65]
 
@@ -61,8 +59,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write OUT.md and OUT.json")
     args = ap.parse_args(argv)
 
-    registry = load_registry()
-    path = resolve(args.model or registry.pair(None).target, registry, None)
+    path = measured_model(args.model)
     threads = args.threads or default_threads()
     model = GGUFModel(path)
     sizes = sorted({1, *(int(n) for n in args.rows.split(","))}) if args.rows else ROWS  # ratios are to T(1)
