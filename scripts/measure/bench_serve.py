@@ -76,7 +76,9 @@ class Server:
                  scratch: Path | None = None):
         self.name, self.port, self.scratch = name, port, scratch
         self.url = f"http://127.0.0.1:{port}"
-        env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        # REPO first, the caller's path kept (a machine whose llama_cpp lives on PYTHONPATH, as on the device)
+        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": path, **(env or {})}
         with log.open("ab") as f:
             f.write(f"\n=== {' '.join(cmd)}\n".encode())
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log.open("ab"))
@@ -368,7 +370,7 @@ def thread_wait_label() -> str:
 def report(runs: list[dict], args, target: Path) -> str:
     lines = [f"# specllama serve benchmark ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
              f"Machine: {cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}; "
-             f"threads {args.threads}; thread wait: {thread_wait_label()}; greedy.",
+             f"threads {args.threads}; thread wait: {thread_wait_label()}; greedy." + (f" {args.note}" if args.note else ""),
              f"Target: {target.name}; specllama serve --parallel {args.parallel} --ctx {args.ctx} "
              f"{' '.join(args.specllama_args)} (default pair: the draft model is loaded only where it can pay)", ""]
     tp = [r for r in runs if r["part"] == "throughput"]
@@ -464,6 +466,7 @@ def main() -> int:
     p.add_argument("--target", default="qwen2.5-coder-1.5b", help="llama-cpp-python's model (the default pair's target)")
     p.add_argument("--out", help="write OUT.md (report) and OUT.json (every run)")
     p.add_argument("--llama-server", metavar="PATH", help="agentic: also llama.cpp's llama-server, plain and --spec-default")
+    p.add_argument("--note", default="", help="a line for the report: the device, e.g. 'H100, all layers on the GPU'")
     p.add_argument("--keep-costs", action="store_true", help="specllama serve uses the normal cost cache, not an empty one")
     p.add_argument("specllama_args", nargs="*", help="more options for specllama serve (after --)")
     args = p.parse_args()

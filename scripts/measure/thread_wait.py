@@ -55,6 +55,8 @@ def arm_env(arm: str) -> dict:
         return {"OMP_WAIT_POLICY": "PASSIVE"}
     if arm == "active":
         return {"OMP_WAIT_POLICY": "ACTIVE"}
+    if arm == "default":  # none given: specllama's own choice (SPECLLAMA_THREAD_WAIT's default, auto)
+        return {}
     if arm.startswith("spin:"):
         return {"GOMP_SPINCOUNT": str(int(arm[5:]))}
     raise SystemExit(f"unknown arm {arm!r}")
@@ -62,7 +64,9 @@ def arm_env(arm: str) -> dict:
 
 def clean_env(changes: dict) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in OPENMP_VARS}
-    return {**env, "PYTHONPATH": str(REPO), **changes}
+    # REPO first, the caller's path kept (a machine whose llama_cpp lives on PYTHONPATH, as on the device)
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    return {**env, "PYTHONPATH": path, **changes}
 
 
 def specllama_run(target: Path, prompt: str, args, env_changes: dict) -> float:
@@ -106,12 +110,14 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--arms", default="sleep,spin:1000,spin:30000,spin:300000",
-                   help="comma-separated: sleep, spin:N, active (default: %(default)s)")
+                   help="comma-separated: sleep, spin:N, active, default (default: %(default)s)")
+    p.add_argument("--target", metavar="GGUF", help="the target file (default: the default pair's target)")
+    p.add_argument("--note", default="", help="a line for the report: the device, e.g. 'H100, all layers on the GPU'")
     p.add_argument("--busy", type=int, default=0, metavar="N", help="N busy processes beside the runs")
     p.add_argument("--llama-server", metavar="PATH", help="also llama.cpp's llama-server (same sources)")
     p.add_argument("--out", metavar="PATH", help="write PATH.json and PATH.md")
     args = p.parse_args()
-    target = store.ensure(load_registry().model("qwen2.5-coder-1.5b"))
+    target = Path(args.target) if args.target else store.ensure(load_registry().model("qwen2.5-coder-1.5b"))
     arms = args.arms.split(",") + (["llama-server"] if args.llama_server else [])
     runs: dict[str, list[float]] = {arm: [] for arm in arms}
     port = 18000 + os.getpid() % 1000
@@ -142,7 +148,7 @@ def report(args, target: Path, runs: dict) -> None:
     lines = [f"# Plain decoding by thread wait level ({time.strftime('%Y-%m-%d %H:%M')})", "",
              f"{cpu_model()}, {os.cpu_count()} cores, -t {args.threads}; target {target.name}; greedy, "
              f"--no-draft, -n {args.max_tokens}; {args.rounds} rounds x {len(PROMPTS)} held-out prompts, interleaved; "
-             f"{args.busy} busy process(es) beside.",
+             f"{args.busy} busy process(es) beside." + (f" {args.note}" if args.note else ""),
              "", "| arm | median tok/s | min | max | vs llama-server |", "|---|---|---|---|---|"]
     for arm, values in runs.items():
         med = statistics.median(values)
@@ -154,6 +160,7 @@ def report(args, target: Path, runs: dict) -> None:
         Path(args.out + ".md").write_text(report)
         Path(args.out + ".json").write_text(json.dumps({"runs": runs, "threads": args.threads, "target": target.name,
                                                         "max_tokens": args.max_tokens, "prompts": PROMPTS, "busy": args.busy,
+                                                        "note": args.note,
                                                         "cpu": cpu_model()}, indent=1))
 
 
