@@ -82,10 +82,27 @@ def config_for(mode: str, n: int) -> GenerationConfig:
     return GenerationConfig(drafter=mode, k="auto", max_tokens=n)
 
 
+def use_curve(bench_json: Path) -> str:
+    """Another machine's costs: the curve a `specllama bench --json` run learnt there (T(1) and T(n)/T(1) up to
+    16 rows; beyond, the last step's slope), e.g. the lent GPU's, where T(2)/T(1) is 1.57 and not 1.7."""
+    curve = json.loads(bench_json.read_text())["cost_curve"]
+    global T1, PREFILL_S
+    T1 = curve["t1_s"]
+    PREFILL_S = 0.0  # the prompt's time is the same in every arm; bench's tokens/s leave it out, so does this
+    ROWS_MS.clear()
+    ROWS_MS.update({n: T1 * 1000 * r for n, r in enumerate(curve["ratios"], start=1)})
+    return f"the curve learnt in {bench_json}"
+
+
 def ratio(n: int) -> float:
-    """T(n)/T(1) on ROWS_MS, straight lines between the sizes timed (n <= 65)."""
+    """T(n)/T(1) on ROWS_MS, straight lines between the sizes timed; past the largest, its last slope."""
     if n in ROWS_MS:
         return ROWS_MS[n] / ROWS_MS[1]
+    top = max(ROWS_MS)
+    if n > top:
+        below = max(p for p in ROWS_MS if p < top)
+        slope = (ROWS_MS[top] - ROWS_MS[below]) / (top - below)
+        return (ROWS_MS[top] + slope * (n - top)) / ROWS_MS[1]
     lo = max(p for p in ROWS_MS if p < n)
     hi = min(p for p in ROWS_MS if p > n)
     return (ROWS_MS[lo] + (ROWS_MS[hi] - ROWS_MS[lo]) * (n - lo) / (hi - lo)) / ROWS_MS[1]
@@ -134,6 +151,23 @@ def session_items(target, sessions: dict, texts: list[str]) -> dict:
     return {"items": agent_items(sessions, target.chat_tokens, reply), "one_engine": True}
 
 
+class TimedSuffixDrafter(SuffixDrafter):
+    """The suffix drafter whose every proposal costs PROPOSE_S of virtual time: what asking it costs
+    in Python per step, which the real engine pays whether or not a draft is sent (~0.1 ms on this
+    machine, scripts/measure/step_python.py; ~0.3 ms a step on the lent GPU machine, 11 % of its 2 ms
+    steps: bench/measured/lent-20261126-gpu-heldout-t0)."""
+
+    clock = None
+
+    def propose(self, requests):
+        if self.clock is not None:
+            self.clock.now += PROPOSE_S * len(requests)
+        return super().propose(requests)
+
+
+PROPOSE_S = 0.0
+
+
 def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False) -> list[dict]:
     """Each recorded prompt in each mode, on one engine a mode; `fresh`: the engine knows nothing of the costs
     at first (an empty cost cache: it learns them from its own steps), else it knows ROWS_MS from the start."""
@@ -152,7 +186,9 @@ def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False) -> list[d
                 target_ctx = fake_llm.FakeContext(lambda held: _next(held, truth, size), n_ctx=8192, clock=clock,
                                                   cost=cost)
                 costs = StepCosts() if fresh else StepCosts(Prior(ratio, T1, learned=True))
-                engine = Engine(target_ctx, {"suffix": SuffixDrafter()}, {}, costs, clock=clock)
+                suffix = TimedSuffixDrafter()
+                suffix.clock = clock
+                engine = Engine(target_ctx, {"suffix": suffix}, {}, costs, clock=clock)
             if not recorded.get("one_engine"):
                 engine.reset()
             truth.clear()
@@ -228,7 +264,14 @@ def main() -> int:
                    help="start each mode's engine with no cost prior (an empty cost cache), not the measured curve")
     p.add_argument("--modes", default="none,auto", help="none, auto, suffix, oracle (auto's bound: the suffix drafts "
                    "cut with hindsight)")
+    p.add_argument("--curve", type=Path, metavar="BENCH_JSON",
+                   help="the costs of another machine: a `specllama bench --json` file's learnt curve (default: ROWS_MS)")
+    p.add_argument("--propose-ms", type=float, default=0.0,
+                   help="virtual milliseconds each suffix proposal costs (the Python a step pays to ask; default 0)")
     args = p.parse_args()
+    global PROPOSE_S
+    PROPOSE_S = args.propose_ms / 1000
+    curve = use_curve(args.curve) if args.curve else "the bare decodes timed on this machine"
     if args.record:
         record(args.record, args.n, args.replay, args.sessions)
         return 0
@@ -248,7 +291,8 @@ def main() -> int:
         source = f"{args.replay} round {run['round']} (the `none` arm's texts)"
     base = {r["request"]: r["seconds"] for r in rows if r["mode"] == "none"}
     known = "learnt from its own steps (fresh costs)" if args.fresh_costs else "known from the start"
-    print(f"T(1) {T1 * 1000:.1f} ms; T(n)/T(1) of the bare decodes timed on this machine, {known}; replayed: {source}")
+    print(f"T(1) {T1 * 1000:.1f} ms; T(n)/T(1) of {curve}, {known}; a suffix proposal costs {args.propose_ms} ms; "
+          f"replayed: {source}")
     print("| mode | request | seconds | vs none | tokens | drafted | accepted |\n|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['mode']} | {r['request']} | {r['seconds']:.2f} | "

@@ -378,7 +378,8 @@ class Engine:
             proposal = proposals[slot.index]
             emitted.append(slot.emit_guarded(proposal, verdict, target.model, logits[slot.index]))
         outcomes = [StepOutcome(ask.k, proposals[s.index], v.n_accepted, v.odds, t_step, t1, alone,
-                                tuple(e.id for e in events), "".join(e.text for e in events), t_rollback.get(s.index, 0.0))
+                                tuple(e.id for e in events), "".join(e.text for e in events), t_rollback.get(s.index, 0.0),
+                                t_draft)
                     for s, ask, v, events in zip(running, asks, verdicts, emitted)]
         self._learn(running, outcomes)
         t_python = t_step - t_draft - t_decode

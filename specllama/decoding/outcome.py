@@ -30,6 +30,9 @@ class StepOutcome:
     # Seconds this request's commit spent dropping its rejected drafts from the target's cache
     # (a restore and a replay decode on a recurrent model: llama/rollback.py), part of `seconds`.
     t_rollback: float = 0.0
+    # Seconds the step spent asking drafters for proposals (part of `seconds`; every request's in a
+    # batch): what asking cost, paid whether or not a draft was sent.
+    t_draft: float = 0.0
 
     @property
     def drafted(self) -> int:
@@ -39,6 +42,11 @@ class StepOutcome:
     def source(self) -> str:
         """The drafter whose tokens were verified; "" for a step without a draft."""
         return self.sent.source if self.sent.tokens else ""
+
+    @property
+    def asked_source(self) -> str:
+        """The drafter whose proposal this step ended with, sent or cut to nothing ("": none asked)."""
+        return self.sent.source
 
     @property
     def emitted(self) -> int:

@@ -10,6 +10,14 @@ with 1, plain decoding's rate: one token per plain step. A source whose record f
 1 - MARGIN after MIN_STEPS steps is benched for `pause` steps (doubling each time it is benched
 again, up to MAX_PAUSE), so a wrong estimate cannot keep a losing choice for more than a few steps,
 and a source that was only unlucky is tried again later.
+
+Asking costs too: a free drafter's proposal (the suffix drafter's lookup, ~0.1 ms of Python) is paid
+on every step it is asked, also when nothing is sent. On 2 CPU cores that is 0.3 % of a 36 ms step;
+on a GPU whose step takes 2 ms it was 11 % (bench/measured/lent-20261126-gpu-heldout-t0: `auto`
+0.93x of plain on held-out prompts, worst 0.77x, with the drafts alone promising 1.14x). So each
+source also keeps a longer record over every step that asked it (DECAY_ASKED), where a step that
+sent nothing gained its one token at 1 + (asking seconds / T(1)) plain steps; a source that does not
+pay for its asking is benched like one whose drafts lose, and while benched it is not asked.
 """
 
 from __future__ import annotations
@@ -20,6 +28,13 @@ DECAY = 0.8  # ~5 steps of memory: a text's character shows within a few steps
 MIN_STEPS = 4  # evidence before a verdict
 MARGIN = 0.03  # within 3 % of plain decoding is measurement noise on a shared machine
 FIRST_PAUSE, MAX_PAUSE = 16, 256
+DECAY_ASKED = 0.95  # ~20 steps: asking's cost shows only over many steps (most send nothing)
+MIN_ASKED = 24  # steps asked before that verdict
+# ... and only where asking is a real part of the cost. Below this share (2 CPU cores: 0.3 %, 16
+# Xeon threads: ~1 %) the record over all steps adds nothing but a second, slower verdict on the
+# drafts themselves, which the draft record already gives: replayed on recorded answers without the
+# share, a failed copy in it benched the suffix drafter for the next copy (copies 1.13x -> 1.08x).
+ASK_SHARE = 0.03
 
 
 @dataclass
@@ -28,6 +43,7 @@ class _Record:
     cost: float = 0.0  # in plain steps
     steps: int = 0
     pause: int = FIRST_PAUSE
+    asking: float = 0.0  # of `cost`, what asking for the drafts cost (the record over every step asked)
 
     @property
     def gain(self) -> float:
@@ -37,11 +53,15 @@ class _Record:
 @dataclass
 class RealisedSpeed:
     records: dict[str, _Record] = field(default_factory=dict)
+    asked: dict[str, _Record] = field(default_factory=dict)  # every step that asked the source
     benched: dict[str, int] = field(default_factory=dict)  # source -> steps left on the bench
+    # Benched because asking did not pay: not even asked until back (a source benched for its drafts
+    # is still asked, so that its calibration goes on learning from the proposals it would have sent).
+    unasked: set[str] = field(default_factory=set)
 
-    def observe(self, source: str, tokens: int, seconds: float, t1: float | None) -> None:
+    def observe(self, source: str, tokens: int, seconds: float, t1: float | None, t_ask: float = 0.0) -> None:
         """A step that verified `source`'s draft emitted `tokens` in `seconds` (drafting
-        included); t1 is plain decoding's step time now."""
+        included, of which asking for the draft took `t_ask`); t1 is plain decoding's step time now."""
         if not source or not t1 or seconds <= 0:
             return
         r = self.records.setdefault(source, _Record())
@@ -49,8 +69,30 @@ class RealisedSpeed:
         r.cost = r.cost * DECAY + seconds / t1
         r.steps += 1
         if r.steps >= MIN_STEPS and r.gain < 1.0 - MARGIN:
-            self.benched[source] = r.pause
-            self.records[source] = _Record(pause=min(MAX_PAUSE, r.pause * 2))  # evidence starts afresh
+            self._bench(source, r)
+            return
+        self._asked(source, tokens, seconds / t1, t_ask / t1)
+
+    def observe_unsent(self, source: str, t_ask: float, t1: float | None) -> None:
+        """A step asked `source` and sent nothing: its one token cost a plain step plus the asking."""
+        if source and t1 and t_ask >= 0:
+            self._asked(source, 1, 1.0 + t_ask / t1, t_ask / t1)
+
+    def _asked(self, source: str, tokens: int, cost: float, asking: float) -> None:
+        r = self.asked.setdefault(source, _Record())
+        r.tokens = r.tokens * DECAY_ASKED + tokens
+        r.cost = r.cost * DECAY_ASKED + cost
+        r.asking = r.asking * DECAY_ASKED + asking
+        r.steps += 1
+        if r.steps >= MIN_ASKED and r.gain < 1.0 - MARGIN and r.asking > ASK_SHARE * r.cost:
+            self._bench(source, self.records.setdefault(source, _Record()))
+            self.unasked.add(source)
+
+    def _bench(self, source: str, r: _Record) -> None:
+        self.unasked.discard(source)
+        self.benched[source] = r.pause
+        self.records[source] = _Record(pause=min(MAX_PAUSE, r.pause * 2))  # evidence starts afresh
+        self.asked.pop(source, None)
 
     def tick(self) -> None:
         """One step went by."""
@@ -58,7 +100,12 @@ class RealisedSpeed:
             self.benched[source] -= 1
             if self.benched[source] <= 0:
                 del self.benched[source]
+                self.unasked.discard(source)
 
     def avoid(self) -> frozenset[str]:
         """Sources benched now."""
         return frozenset(self.benched)
+
+    def not_asked(self) -> frozenset[str]:
+        """Sources benched now for what asking them costs: not to be asked at all."""
+        return frozenset(self.unasked)

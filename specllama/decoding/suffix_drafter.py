@@ -127,10 +127,11 @@ class SuffixDrafter(DrafterBase):
         live.sync_live(r.committed)
         context = live.live_tokens
         match, where = Match(0, 0), ""
+        key = live.live_key(max(live.max_match, self.history.max_match, self.corpus.max_match))
         for name, index in (("live", live), ("history", self.history), ("corpus", self.corpus)):
             if index.stored_positions == 0:
                 continue
-            found = index.query(context, r.k)
+            found = index.query(context, r.k, key)
             if found.length > match.length and found.tokens:
                 match, where = found, name
         if match.length < self.min_match or not match.tokens:

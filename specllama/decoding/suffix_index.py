@@ -49,6 +49,7 @@ BASE_INV = pow(BASE, -1, 1 << 64)
 OFFSET = 0x2545F4914F6CDD1D  # keeps token 0 from hashing like nothing
 MAX_BYTES_PER_POSITION = 2 * (8 + 8 + 4 * 6 + 2 * 4 * 6)  # capacity < 2x positions
 COMPACT_MIN = 1 << 14  # below this much dead space compaction is not worth a rebuild
+SCALAR_APPEND = 8  # appends this short are hashed and linked in Python integers (see _append_scalar)
 U64 = np.uint64
 
 
@@ -73,6 +74,26 @@ class Match:
     def ratios(self) -> list[float]:
         """count(continuation) / count(context) at each step."""
         return [c / t for c, t in zip(self.counts, self.totals)]
+
+
+@dataclass(frozen=True)
+class ContextKey:
+    """What a lookup needs of its context, worked out once for every index asked (the live text's,
+    the history's, the corpus's): the hash of its last n tokens for each n in LEVELS, and its last
+    max_match tokens newest first."""
+    hashes: dict[int, int]
+    ctx_rev: np.ndarray
+
+    @staticmethod
+    def of(context: Sequence[int], max_match: int) -> "ContextKey":
+        tail = [int(t) for t in context[-max(max(LEVELS), max_match):]][::-1]  # newest first
+        hashes, h, power = {}, 0, 1
+        for i, t in enumerate(tail[:max(LEVELS)], 1):
+            h = (h + (t + OFFSET) * power) & MASK64
+            power = (power * BASE) & MASK64
+            if i in LEVELS:
+                hashes[i] = h
+        return ContextKey(hashes, np.asarray(tail[:max_match], dtype=np.int64))
 
 
 class SuffixIndex:
@@ -210,9 +231,31 @@ class SuffixIndex:
         self._ensure_capacity(b)
         self._tok[a:b] = tokens
         self._n = b
+        if b - a <= SCALAR_APPEND:
+            self._append_scalar(a, b, link)
+            return
         self._hash_range(a, b)
         if link:
             self._link_range(a, b)
+
+    def _append_scalar(self, a: int, b: int, link: bool) -> None:
+        """_hash_range and _link_range for a few tokens, in Python integers: what a generation step
+        appends (one token, or an accepted draft's few). The vectorised path's ~40 numpy calls on
+        arrays of one element cost ~60 us a step, about 3 % of a 2 ms GPU step (issue 42's device run)."""
+        prefix, tok, pow_, mask = self._prefix, self._tok, self._pow, (1 << self._table_bits) - 1
+        h = int(prefix[a])
+        for p in range(a + 1, b + 1):
+            h = (h * BASE + int(tok[p - 1]) + OFFSET) & MASK64  # P[p] = B P[p-1] + (t + OFF), as _hash_range
+            prefix[p] = h
+            if not link:
+                continue
+            for li, level in enumerate(LEVELS):
+                if p < level:
+                    break
+                bucket = ((h - int(prefix[p - level]) * int(pow_[level])) & MASK64) & mask
+                head = self._heads[li]
+                self._prev[li][p] = head[bucket]
+                head[bucket] = p
 
     # ---- documents ---------------------------------------------------------------------------
     def append(self, tokens: Sequence[int]) -> None:
@@ -305,21 +348,29 @@ class SuffixIndex:
         self._rebuild(tok, capacity)
 
     # ---- query -------------------------------------------------------------------------------
-    def longest_match(self, context: Sequence[int]) -> tuple[int, np.ndarray]:
+    def live_key(self, max_match: int) -> ContextKey:
+        """ContextKey.of(live_tokens, max_match), read off the tables: the prefix hashes already
+        give every window's hash, so nothing is hashed again (a step's lookups, ~20 us less)."""
+        n, m = self._n, len(self._live)
+        hashes = {}
+        for level in LEVELS:
+            if level > m:
+                break
+            hashes[level] = (int(self._prefix[n]) - int(self._prefix[n - level]) * int(self._pow[level])) & MASK64
+        return ContextKey(hashes, self._tok[n - min(m, max(max(LEVELS), max_match)):n][::-1].copy())
+
+    def longest_match(self, context: Sequence[int], key: ContextKey | None = None) -> tuple[int, np.ndarray]:
         """(L, positions): the longest L <= max_match such that context[-L:] occurred earlier with
-        a continuation, and the positions p right after each such occurrence, newest first."""
+        a continuation, and the positions p right after each such occurrence, newest first. `key`:
+        the context's ContextKey when the caller asks several indexes about the same context."""
         m = len(context)
         if m == 0 or self._n == 0:
             return 0, np.empty(0, dtype=np.int64)
+        if key is None or len(key.ctx_rev) < min(self.max_match, m):
+            key = ContextKey.of(context, self.max_match)
         depth = min(self.max_match, m)
-        tail = [int(t) for t in context[-max(LEVELS):]][::-1]  # newest first
-        hashes, h, power = {}, 0, 1
-        for i, t in enumerate(tail, 1):
-            h = (h + (t + OFFSET) * power) & MASK64
-            power = (power * BASE) & MASK64
-            hashes[i] = h
+        hashes, ctx_rev = key.hashes, key.ctx_rev[:depth]
         mask = (1 << self._table_bits) - 1
-        ctx_rev = np.asarray([int(t) for t in context[-depth:]][::-1], dtype=np.int64)
         cap = self.max_candidates
         for li in range(len(LEVELS) - 1, -1, -1):
             level = LEVELS[li]
@@ -360,11 +411,11 @@ class SuffixIndex:
         full = eq.all(axis=1)
         return np.where(full, depth, np.argmin(eq, axis=1))
 
-    def query(self, context: Sequence[int], max_tokens: int) -> Match:
+    def query(self, context: Sequence[int], max_tokens: int, key: ContextKey | None = None) -> Match:
         """The longest match of the context's suffix, then the most frequent path after it: at each
         step the continuation most occurrences agree on (ties: the newest), keeping only the
         occurrences that took it."""
-        length, ps = self.longest_match(context)
+        length, ps = self.longest_match(context, key)
         match = Match(length, len(ps))
         tok, n = self._tok, self._n
         j = 0

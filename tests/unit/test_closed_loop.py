@@ -147,6 +147,41 @@ def test_the_realised_check_benches_a_source_whose_estimates_are_wrong():
     assert clock.now <= plain * 1.15
 
 
+class DearToAsk(SuffixDrafter):
+    """The suffix drafter with a price on asking, on a text it finds nothing in: each proposal costs
+    `ask_s` of virtual time, as its Python lookup costs real time (~0.3 ms of a 2 ms step on the
+    lent GPU, ~0.1 of 36 on 2 cores), and brings no draft."""
+
+    def __init__(self, clock: FakeClock, ask_s: float):
+        super().__init__()
+        self.clock, self.ask_s, self.asked = clock, ask_s, 0
+
+    def propose(self, requests):
+        from specllama.decoding.drafters import Proposal
+        self.asked += len(requests)
+        self.clock.now += self.ask_s * len(requests)
+        return [Proposal((), source=self.name) for _ in requests]  # found nothing worth a draft
+
+
+@pytest.mark.parametrize("t1, ask_s, asked_every_step", [(0.002, 0.0003, False), (0.036, 0.0001, True)])
+def test_a_drafter_that_costs_more_to_ask_than_it_gives_is_not_asked(t1, ask_s, asked_every_step):
+    """Every step asks and sends nothing. Where asking is 15 % of a step (a GPU) the realised check
+    stops asking, for longer and longer; where it is 0.3 % (2 CPU cores) asking goes on: there it is
+    the drafts' own record that decides."""
+    clock = FakeClock()
+    drafter = DearToAsk(clock, ask_s)
+    engine = Engine(FakeContext(counting_rule(), clock=clock, cost=lambda rows: t1 * (1 + 0.5 * (rows - 1))),
+                    {"suffix": drafter}, costs=StepCosts(Prior(lambda n: 1.0 + 0.5 * (n - 1), t1)), clock=clock)
+    events = list(engine.generate(PROMPT, GenerationConfig(drafter="auto", k="auto", max_tokens=TOKENS)))
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    assert not any(s.drafted for s in steps)
+    if asked_every_step:
+        assert drafter.asked >= len(steps) - 1  # every step but the first (its token comes with the prompt)
+    else:
+        assert drafter.asked <= len(steps) // 2
+        assert clock.now <= (t1 + ask_s) * len(steps) - (len(steps) // 2) * ask_s
+
+
 def test_a_draft_models_catch_up_is_not_counted_as_a_draft_positions_cost():
     """After sitting out steps under auto the draft model first decodes what it missed; that
     decode of many tokens would make a draft token look dear, so only one-token positions count."""

@@ -10,7 +10,7 @@ from specllama.decoding.drafters import DraftRequest
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.suffix_drafter import SuffixDrafter, raw_confidence
 from specllama.decoding.suffix_groups import draft_group, suffix_calibrator
-from specllama.decoding.suffix_index import MAX_BYTES_PER_POSITION, SuffixIndex
+from specllama.decoding.suffix_index import MAX_BYTES_PER_POSITION, SCALAR_APPEND, ContextKey, SuffixIndex
 from tests.support import fake_llm
 
 
@@ -308,3 +308,41 @@ def test_load_corpus_and_missing_file(tmp_path):
     assert list(p.tokens) == [words["gamma"], words["delta"]]
     with pytest.raises(DraftCorpusError, match="cannot read draft corpus"):
         d.load_corpus(tmp_path / "missing.txt", tokenize)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_token_by_token_appends_build_the_tables_a_bulk_append_does(seed):
+    """A generation appends a token or a few a step (SuffixIndex._append_scalar, Python integers);
+    a prompt arrives whole (numpy): both must leave the same hashes and chains, else a match found
+    after one kind of append would be missed after the other."""
+    rng = random.Random(200 + seed)
+    tokens = random_doc(rng, rng.choice([3, 50]), 300)
+    bulk, steps = SuffixIndex(max_candidates=None), SuffixIndex(max_candidates=None)
+    bulk.add_document(tokens[:40], "job")
+    steps.add_document(tokens[:40], "job")
+    bulk.sync_live(tokens[40:])
+    at = 40
+    while at < len(tokens):
+        n = rng.choice([1, 1, 2, 3, SCALAR_APPEND])
+        steps.sync_live(tokens[40:at + n])
+        at += n
+    assert steps.live_tokens == bulk.live_tokens
+    n = bulk.stored_positions
+    assert steps.stored_positions == n
+    assert (steps._prefix[:n + 1] == bulk._prefix[:n + 1]).all()
+    for mine, theirs in zip(steps._prev, bulk._prev):
+        assert (mine[:n + 1] == theirs[:n + 1]).all()
+    for mine, theirs in zip(steps._heads, bulk._heads):
+        assert (mine == theirs).all()
+
+
+@pytest.mark.parametrize("length", [1, 3, 17, 40, 100])
+def test_the_live_texts_key_read_off_the_tables_equals_hashing_it(length):
+    rng = random.Random(length)
+    idx = SuffixIndex(max_candidates=None)
+    idx.add_document(random_doc(rng, 20, 50), "job")
+    live = random_doc(rng, 20, length, repeats=False)
+    idx.sync_live(live)
+    read, hashed = idx.live_key(64), ContextKey.of(live, 64)
+    assert read.hashes == hashed.hashes
+    assert read.ctx_rev.tolist() == hashed.ctx_rev.tolist()

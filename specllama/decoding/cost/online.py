@@ -288,7 +288,9 @@ class StepCosts:
     def _between_observed(self, rows: int, t1: float) -> float:
         """Interpolate between the observed row counts around `rows`; beyond the largest, go on
         with the slope of the largest two (clamped), or the generic one."""
-        points = [(1, 1.0)] + sorted((n, self._observed_ratio(n, t1)) for n in self.target if n not in (1, rows))
+        if "points" not in self._memo:  # every row count's own ratio, read for every `rows` priced this step
+            self._memo["points"] = sorted((n, self._observed_ratio(n, t1)) for n in self.target if n != 1)
+        points = [(1, 1.0)] + [p for p in self._memo["points"] if p[0] != rows]
         inside = between(points, rows)
         if inside is not None:
             return inside

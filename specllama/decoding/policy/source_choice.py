@@ -25,7 +25,7 @@ from specllama.decoding.acceptance import PositionAcceptance
 from specllama.decoding.cost.model import Ratio
 from specllama.decoding.drafters import Drafter, Proposal
 from specllama.decoding.outcome import StepOutcome
-from specllama.decoding.policy.base import Ask, PolicyBase, PolicyKit
+from specllama.decoding.policy.base import NO_DRAFT, Ask, PolicyBase, PolicyKit
 from specllama.decoding.policy.free_drafts import cut_free, free_rate, fully_known, long_enough
 from specllama.decoding.realised import RealisedSpeed
 from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
@@ -86,7 +86,14 @@ class SourceChoice(PolicyBase):
 
     def ask(self, room: int, alone: bool) -> Ask:
         self._cap = min(room, K_AUTO_MAX)  # a decoding source's longest draft
+        if self.suffix.name in self.realised.not_asked():  # asking it does not pay: not even asked
+            choice, k = choose_source(Proposal(()), self.records, self._cap, self._avoid(), self.kit.costs.ratio)
+            return Ask(self.decoding[choice], k) if choice in self.decoding else NO_DRAFT
         return Ask(self.suffix, min(room, K_COPY_MAX))
+
+    def _avoid(self) -> frozenset[str]:
+        """Sources not to use now: benched by the realised check, or backing off (source_backoff.py)."""
+        return self.realised.avoid() | self.kit.engine.backoff.waiting(self.kit.costs.steps)
 
     def review(self, proposal: Proposal) -> tuple[Proposal, Ask | None]:
         if proposal.source != self.suffix.name:  # a decoding source's draft: this text's odds as its confidence
@@ -95,7 +102,7 @@ class SourceChoice(PolicyBase):
                 proposal = replace(proposal, confidence=tuple(record.fast[:len(proposal.tokens)]))
             return proposal, None
         proposal = long_enough(proposal)
-        avoid = self.realised.avoid() | self.kit.engine.backoff.waiting(self.kit.costs.steps)
+        avoid = self._avoid()
         choice, k = choose_source(proposal, self.records, self._cap, avoid, self.kit.costs.ratio)
         if choice in self.decoding:
             return proposal, Ask(self.decoding[choice], k)
@@ -117,7 +124,10 @@ class SourceChoice(PolicyBase):
                            outcome.odds if mine else ())
         self.realised.tick()
         if outcome.alone:
-            self.realised.observe(outcome.source, outcome.emitted, outcome.seconds, outcome.t1)
+            if outcome.drafted:
+                self.realised.observe(outcome.source, outcome.emitted, outcome.seconds, outcome.t1, outcome.t_draft)
+            else:
+                self.realised.observe_unsent(outcome.asked_source, outcome.t_draft, outcome.t1)
             if decoded_by is not None:
                 self.kit.engine.backoff.tried(decoded_by, outcome.drafted, outcome.emitted, outcome.seconds)
         costs = self.kit.costs
@@ -131,7 +141,7 @@ class SourceChoice(PolicyBase):
         """A source that must follow every target decode (an MTP head) does so only while it may be
         chosen: not benched or waiting, and some draft length pays on its record and the costs.
         Else each step would pay for feeding a head that drafts nothing (it catches up when chosen)."""
-        avoid = self.realised.avoid() | self.kit.engine.backoff.waiting(self.kit.costs.steps)
+        avoid = self._avoid()
         for name, drafter in self.decoding.items():
             follow = getattr(drafter, "follow", None)
             if follow is not None:
