@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Issue 42's three figures on the lent device (16 Xeon cores, one H100), in one call after
+# Issue 42's three figures on the lent device (16 Xeon cores, one H100 or H200), in one call after
 # ../shared/device's recipe (boot, pieces, assemble): plain decoding against llama-server, `auto`
 # against plain on held-out prompts (greedy and --temp 0.7, fresh cost caches), and the agentic
 # replay beside llama-server plain and --spec-default; first with every layer on the GPU, then on
 # the 16 CPU threads alone (CUDA_VISIBLE_DEVICES= hides the GPU from both programs, so nothing is
 # offloaded behind -ngl 0's back). Results go to $OUT/results.tgz after every step (a step cut off
 # by the call's limit loses only itself) and the log to $OUT/log.txt.
-#   bash scripts/measure/device_figures.sh [gpu|cpu|all]
+#   bash scripts/measure/device_figures.sh [gpu|cpu|all]      (ONLY_REPLAY=1: the replays alone)
+# The first sitting (2026-11-26, bench/measured/lent-20261126-*) also needed, beyond prepare.sh's
+# wheels: shtab starlette uvicorn openai pydantic pydantic-core annotated-types typing-inspection
+# jiter distro sniffio httpx2 httpcore2 truststore (EXTRA_WHEELS); and every call after the first
+# must carry .device/kit/env.sh again (ignored paths a call does not carry are removed there).
 set -u
 . .device/kit/env.sh
 unset OMP_WAIT_POLICY  # env.sh's PASSIVE: the figures are at full speed (specllama's default; libgomp's for llama-server)
@@ -19,9 +23,9 @@ step() {  # step SECONDS NAME COMMAND...: a step's own limit, its time in the lo
 }
 figures() {  # figures LABEL NOTE REPEAT ROUNDS
   local L=$1 note=$2 rep=$3 rounds=$4
-  step 120 "$L plain vs llama-server" python3 $M/thread_wait.py --arms default --llama-server "$B/llama-server" \
+  [ -n "${ONLY_REPLAY:-}" ] || step 120 "$L plain vs llama-server" python3 $M/thread_wait.py --arms default --llama-server "$B/llama-server" \
     --target "$T" --threads 16 --rounds "$rounds" --note "$note" --out "$R/$L-plain"
-  for temp in 0 0.7; do
+  [ -n "${ONLY_REPLAY:-}" ] || for temp in 0 0.7; do
     step 150 "$L held-out temp $temp" env SPECLLAMA_COSTS="$(mktemp -d)" python3 -m specllama bench \
       --prompts bench/prompts_heldout.jsonl --configs "none;auto:k=auto" -n 96 --repeat "$rep" --temp $temp --seed 7 \
       -m "$T" -md "$D" -t 16 --json "$R/$L-heldout-t$temp.json" --markdown "$R/$L-heldout-t$temp.md"
@@ -30,9 +34,10 @@ figures() {  # figures LABEL NOTE REPEAT ROUNDS
     --llama-server "$B/llama-server" --target "$T" --note "$note" --out "$R/$L-replay" -- -m "$T" -md "$D"
 }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; lscpu | grep -E 'Model name'
+GPU="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), every layer on the GPU (CUDA build of the vendored llama.cpp)"
 case ${1:-all} in
-  gpu) figures gpu "H100, every layer on the GPU (CUDA build of the vendored llama.cpp)" 2 2 ;;
+  gpu) figures gpu "$GPU" 2 2 ;;
   cpu) export CUDA_VISIBLE_DEVICES=; figures cpu "16 CPU threads, the GPU hidden (CUDA_VISIBLE_DEVICES=)" 1 1 ;;
-  all) figures gpu "H100, every layer on the GPU (CUDA build of the vendored llama.cpp)" 2 2
+  all) figures gpu "$GPU" 2 2
        export CUDA_VISIBLE_DEVICES=; figures cpu "16 CPU threads, the GPU hidden (CUDA_VISIBLE_DEVICES=)" 1 1 ;;
 esac
