@@ -32,6 +32,7 @@ extrapolated from the largest two.
 from __future__ import annotations
 
 import statistics
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
@@ -150,8 +151,10 @@ class StepCosts:
     def prefill_row_ratio(self) -> float | None:
         """What one more row of a big verify batch costs, in plain steps; None before a prompt
         chunk of PREFILL_MIN_ROWS or more was timed, or T(1) is known."""
-        t1 = self.t1()
-        return VERIFY_ROW_FACTOR * statistics.median(self.prefill) / t1 if self.prefill and t1 else None
+        if "prefill_row" not in self._memo:
+            t1 = self.t1()
+            self._memo["prefill_row"] = VERIFY_ROW_FACTOR * statistics.median(self.prefill) / t1 if self.prefill and t1 else None
+        return self._memo["prefill_row"]
 
     def record_draft(self, decodes: int, seconds: float, source: str = "model") -> None:
         """The draft model (or another decoding `source`) spent `seconds` on `decodes` decodes
@@ -221,7 +224,7 @@ class StepCosts:
         """T(rows)/T(1) from everything but that row count's own samples."""
         if self.prior.learned:
             return prior  # what earlier runs' steps cost here
-        if not any(n > 1 and n != rows for n in self.target):
+        if len(self.target) - (1 in self.target) - (rows in self.target and rows > 1) <= 0:
             # No other batch timed yet: the more optimistic of the prior and the generic shape, so
             # a startup curve claiming batches are dear (measured on a busy machine, or a bare
             # benchmark) cannot stop every draft, and so every chance to learn better. Once
@@ -288,15 +291,23 @@ class StepCosts:
     def _between_observed(self, rows: int, t1: float) -> float:
         """Interpolate between the observed row counts around `rows`; beyond the largest, go on
         with the slope of the largest two (clamped), or the generic one."""
-        if "points" not in self._memo:  # every row count's own ratio, read for every `rows` priced this step
-            self._memo["points"] = sorted((n, self._observed_ratio(n, t1)) for n in self.target if n != 1)
-        points = [(1, 1.0)] + [p for p in self._memo["points"] if p[0] != rows]
-        inside = between(points, rows)
-        if inside is not None:
-            return inside
-        # The slope of the largest two points; a virtual point at 0 rows gives the generic slope
-        # when T(1) is the only one.
-        (na, ra), (n0, r0) = ([(0, 1.0 - GENERIC_SLOPE)] + points)[-2:]
+        # Every row count's own ratio, T(1)'s included, found once for all the `rows` priced until the
+        # next sample (a 64-token copy prices 64 lengths a step; rebuilding this per length was ~40 %
+        # of asking the suffix drafter on the agentic texts: bench/measured/vm-20261126-asking-cost).
+        if "points" not in self._memo:
+            observed = sorted((n, self._observed_ratio(n, t1)) for n in self.target if n != 1)
+            self._memo["points"] = [(0, 1.0 - GENERIC_SLOPE), (1, 1.0)] + observed
+            self._memo["rows"] = [n for n, _ in self._memo["points"]]
+        points, ns = self._memo["points"], self._memo["rows"]
+        i = bisect_left(ns, rows)  # points[:i] lie below `rows`; points[i] is `rows` itself or above
+        j = i + 1 if i < len(ns) and ns[i] == rows else i  # its own samples left out
+        if j < len(points):  # `rows` lies between two observed counts (T(1) included): the line between
+            (n0, r0), (n1, r1) = points[i - 1], points[j]
+            return r0 + (r1 - r0) * (rows - n0) / (n1 - n0)
+        # Beyond the largest: the slope of the largest two points; the virtual point at 0 rows gives
+        # the generic slope when T(1) is the only one.
+        below = points[:i]
+        (na, ra), (n0, r0) = below[-2:]
         slope = min(MAX_SLOPE, max(MIN_SLOPE, (r0 - ra) / (n0 - na)))
         row = self.prefill_row_ratio()
         return r0 + (min(slope, row) if row is not None else slope) * (rows - n0)
