@@ -68,6 +68,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# OpenMP's wait variables as specllama set them in this process (importing it applies its thread
+# wait level, specllama/llama/thread_wait.py), with the mark saying so. Until 2026-11-26 every server
+# here inherited them, llama-server too: it ran with our short spin (GOMP_SPINCOUNT=1000), not the
+# libgomp default its users get (300000). Each server now starts from the environment as it was before
+# specllama touched it: specllama serve chooses its own level again, llama-server runs as shipped.
+OPENMP_SET_BY_US = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "SPECLLAMA_THREAD_WAIT_APPLIED")
+
+
+def base_env() -> dict:
+    """The environment without what specllama's import set (a user's own OpenMP variables stay)."""
+    if "SPECLLAMA_THREAD_WAIT_APPLIED" not in os.environ:
+        return dict(os.environ)
+    return {k: v for k, v in os.environ.items() if k not in OPENMP_SET_BY_US}
+
+
 class Server:
     """A server subprocess on 127.0.0.1, ready once GET /v1/models answers (llama-server answers 503
     while it loads). `env` adds to the environment; `scratch` is a directory removed when it stops."""
@@ -78,7 +93,7 @@ class Server:
         self.url = f"http://127.0.0.1:{port}"
         # REPO first, the caller's path kept (a machine whose llama_cpp lives on PYTHONPATH, as on the device)
         path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-        env = {**os.environ, "PYTHONPATH": path, **(env or {})}
+        env = {**base_env(), "PYTHONPATH": path, **(env or {})}
         with log.open("ab") as f:
             f.write(f"\n=== {' '.join(cmd)}\n".encode())
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log.open("ab"))
@@ -363,7 +378,8 @@ def per_request(ag: list[dict], mode: str, base: str) -> list[tuple[str, float]]
 
 def thread_wait_label() -> str:
     """How specllama's servers' threads waited: the environment they inherit, else its default."""
-    given = [f"{v}={os.environ[v]}" for v in ("SPECLLAMA_THREAD_WAIT", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if v in os.environ]
+    env = base_env()
+    given = [f"{v}={env[v]}" for v in ("SPECLLAMA_THREAD_WAIT", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if v in env]
     return ", ".join(given) or "specllama's default (spin); llama-server: libgomp's default"
 
 

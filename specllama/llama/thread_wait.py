@@ -40,10 +40,17 @@ LEVELS = ("auto", "spin", "sleep")
 DEFAULT_LEVEL = "auto"
 ENV = "SPECLLAMA_THREAD_WAIT"
 # GOMP_SPINCOUNT counts PAUSE instructions (~60 ns each on this AMD EPYC; libgomp's own default is
-# 300,000, OMP_WAIT_POLICY=ACTIVE 30 billion). Measured here (bench/measured/vm-20261125-thread-wait,
+# 300,000, OMP_WAIT_POLICY=ACTIVE 30 billion). First measured here (bench/measured/vm-20261125-thread-wait,
 # -busy): 1,000 and 30,000 decode alike on idle cores (23.2 tok/s), and beside one other busy
-# process 1,000 kept 10.5 tok/s where 30,000 fell to 1-3: the shorter spin gives a core back sooner.
-SPIN_COUNT = 1_000
+# process 1,000 kept 10.5 tok/s where 30,000 fell to 1-3; so 1,000 it was. Measured again with
+# llama-server beside it at its own default (bench/measured/vm-20261126-thread-wait-long-spin, 3 rounds
+# x 3 prompts interleaved): 1,000 made 28.1 tok/s (0.957x of llama-server), 300,000 29.6 (1.008x);
+# llama-server itself made 30.7 with 1,000 against 32.5 with its default. A short spin lets the
+# threads fall asleep in the gap between two decodes (a token's Python), and waking them costs ~5 %.
+# libgomp's own count it is, what llama.cpp's tools run with. A busy machine is `auto`'s to handle:
+# it sleeps when the cores are busy at the start and decodes with fewer threads when they get busy
+# later (thread_share.py), so no two of our threads wait for each other on a shared core.
+SPIN_COUNT = 300_000
 _USER_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 # Set beside the variables this module wrote, so a child process (a server a test starts, a batch
 # worker) can tell its parent's level from the user's own variables and choose its own.
