@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from specllama.decoding.outcome import StepOutcome
+
 DECAY = 0.8  # ~5 steps of memory: a text's character shows within a few steps
 MIN_STEPS = 4  # evidence before a verdict
 MARGIN = 0.03  # within 3 % of plain decoding is measurement noise on a shared machine
@@ -72,6 +74,14 @@ class RealisedSpeed:
             self._bench(source, r)
             return
         self._asked(source, tokens, seconds / t1, t_ask / t1)
+
+    def observe_step(self, outcome: StepOutcome) -> None:
+        """A lone request's step as a free drafter's policy sees it: its draft judged with what asking
+        cost, or, when nothing was sent, what asking the source cost alone."""
+        if outcome.drafted:
+            self.observe(outcome.source, outcome.emitted, outcome.seconds, outcome.t1, outcome.t_draft)
+        else:
+            self.observe_unsent(outcome.asked_source, outcome.t_draft, outcome.t1)
 
     def observe_unsent(self, source: str, t_ask: float, t1: float | None) -> None:
         """A step asked `source` and sent nothing: its one token cost a plain step plus the asking."""

@@ -42,7 +42,4 @@ class ConfidentAuto(PolicyBase):
     def observe(self, outcome: StepOutcome) -> None:
         self.realised.tick()
         if outcome.alone:
-            if outcome.drafted:
-                self.realised.observe(outcome.source, outcome.emitted, outcome.seconds, outcome.t1, outcome.t_draft)
-            else:
-                self.realised.observe_unsent(outcome.asked_source, outcome.t_draft, outcome.t1)
+            self.realised.observe_step(outcome)

@@ -124,10 +124,7 @@ class SourceChoice(PolicyBase):
                            outcome.odds if mine else ())
         self.realised.tick()
         if outcome.alone:
-            if outcome.drafted:
-                self.realised.observe(outcome.source, outcome.emitted, outcome.seconds, outcome.t1, outcome.t_draft)
-            else:
-                self.realised.observe_unsent(outcome.asked_source, outcome.t_draft, outcome.t1)
+            self.realised.observe_step(outcome)
             if decoded_by is not None:
                 self.kit.engine.backoff.tried(decoded_by, outcome.drafted, outcome.emitted, outcome.seconds)
         costs = self.kit.costs
