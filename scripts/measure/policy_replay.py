@@ -19,6 +19,8 @@ and the drafters' history between runs and keeps the costs and the suffix drafte
     python scripts/measure/policy_replay.py --record agentic greedy-agentic.json
     python scripts/measure/policy_replay.py --record agentic --sessions bench/agent_sessions_heldout.json greedy-held.json
     python scripts/measure/policy_replay.py greedy-heldout.json
+    python scripts/measure/policy_replay.py greedy-agentic.json --fresh-costs \
+        --verify-rows bench/measured/vm-20261126-verify-rows-dense.json
 """
 
 from __future__ import annotations
@@ -92,6 +94,16 @@ def use_curve(bench_json: Path) -> str:
     ROWS_MS.clear()
     ROWS_MS.update({n: T1 * 1000 * r for n, r in enumerate(curve["ratios"], start=1)})
     return f"the curve learnt in {bench_json}"
+
+
+def use_rows(verify_rows_json: Path) -> str:
+    """A verify_rows.py timing (every row count it timed, e.g. every n to 65) as the fake target's costs."""
+    global T1
+    timed = json.loads(verify_rows_json.read_text())["rows"]
+    ROWS_MS.clear()
+    ROWS_MS.update({r["rows"]: r["ms"] for r in timed})
+    T1 = ROWS_MS[1] / 1000
+    return f"the verify batches timed in {verify_rows_json}"
 
 
 def ratio(n: int) -> float:
@@ -185,7 +197,7 @@ def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False) -> list[d
                 clock, truth = fake_llm.FakeClock(), {}
                 target_ctx = fake_llm.FakeContext(lambda held: _next(held, truth, size), n_ctx=8192, clock=clock,
                                                   cost=cost)
-                costs = StepCosts() if fresh else StepCosts(Prior(ratio, T1, learned=True))
+                costs = StepCosts() if fresh else StepCosts(Prior(ratio, T1, learned=True, known=frozenset(ROWS_MS)))
                 suffix = TimedSuffixDrafter()
                 suffix.clock = clock
                 engine = Engine(target_ctx, {"suffix": suffix}, {}, costs, clock=clock)
@@ -266,12 +278,15 @@ def main() -> int:
                    "cut with hindsight)")
     p.add_argument("--curve", type=Path, metavar="BENCH_JSON",
                    help="the costs of another machine: a `specllama bench --json` file's learnt curve (default: ROWS_MS)")
+    p.add_argument("--verify-rows", type=Path, metavar="JSON",
+                   help="the costs timed by scripts/measure/verify_rows.py (--out's JSON; default: ROWS_MS)")
     p.add_argument("--propose-ms", type=float, default=0.0,
                    help="virtual milliseconds each suffix proposal costs (the Python a step pays to ask; default 0)")
     args = p.parse_args()
     global PROPOSE_S
     PROPOSE_S = args.propose_ms / 1000
-    curve = use_curve(args.curve) if args.curve else "the bare decodes timed on this machine"
+    curve = (use_curve(args.curve) if args.curve else use_rows(args.verify_rows) if args.verify_rows
+             else "the bare decodes timed on this machine")
     if args.record:
         record(args.record, args.n, args.replay, args.sessions)
         return 0

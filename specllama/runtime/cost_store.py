@@ -58,7 +58,7 @@ def starting_prior(curve: CostCurve | None, learned: dict | None, draft_size_rat
     else the startup curve's shape (`specllama costs`), else a generic shape; the draft's cost from
     the same, else its file size against the target's (decoding reads every weight once per token:
     the 0.5B/1.5B pair's sizes say 0.44, measured 0.44-0.69)."""
-    base = Prior(curve.ratio, curve.t1_s, curve.draft_ratio) if curve else Prior()
+    base = Prior(curve.ratio, curve.t1_s, curve.draft_ratio, known=frozenset(range(1, curve.max_n + 1))) if curve else Prior()
     prior = prior_from_snapshot(learned, base) if learned else base
     if prior.draft_ratio is None and draft_size_ratio is not None:
         prior.draft_ratio = draft_size_ratio

@@ -112,3 +112,16 @@ def test_a_copy_goes_as_far_as_its_texts_record_says_it_holds():
     assert sent(broken, two_cores) <= K_AUTO_MAX
     drafter.prefill(0, [1, *body, 2])  # the next request: a text of its own
     assert sent(a_copy_in_progress(drafter, body, 20), two_cores) <= K_AUTO_MAX
+
+
+def test_past_one_block_a_copy_is_sent_in_whole_blocks():
+    """Between two blocks of rows a verify batch costs about the small batches' line, not the line
+    between the blocks that unseen counts are interpolated on (cost/model.BLOCK_ROWS): a copy
+    longer than a block is sized to end one, where its rows cost least."""
+    from specllama.decoding.cost.model import BLOCK_ROWS
+
+    for available in (20, 40, K_COPY_MAX):
+        n = sent(copy(available, 0.995, available), slope(0.05))
+        assert n + 1 <= BLOCK_ROWS or (n + 1) % BLOCK_ROWS == 0, (available, n)
+    assert sent(copy(40, 0.995, 40), slope(0.05)) == 2 * BLOCK_ROWS - 1  # as far as whole blocks reach
+    assert sent(copy(12, 0.995, 12), slope(0.05)) == 12  # within one block, any length

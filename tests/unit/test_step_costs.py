@@ -170,3 +170,37 @@ def test_a_prompts_chunks_are_timed_on_the_engines_clock():
     engine = Engine(target, {}, {}, StepCosts(), clock=clock)
     list(engine.generate(list(range(2, 102)), GenerationConfig(drafter="none", max_tokens=3)))
     assert statistics.median(engine.costs.prefill) == pytest.approx(0.01)
+
+
+def dips_at_blocks(rows: int) -> float:
+    """T(n) in seconds with llama.cpp's CPU shape (bench/measured/vm-20261126-verify-rows-dense): a
+    line through the small batches, and whole blocks of 16 rows well below it."""
+    line = 0.04 * (1 + 0.5 * (rows - 1))
+    return {16: 0.04 * 7.7, 32: 0.04 * 14.7, 64: 0.04 * 20.7}.get(rows, line)
+
+
+def test_a_block_never_timed_is_tried_once_the_block_below_it_was():
+    """Counts between timed ones are interpolated; a block count between two non-block counts would
+    be priced on their line (11 and 20 rows timed: 16 at ~8.5 plain steps) and never sent, so never
+    found to cost 7.7. Untimed, it is priced as prompt rows would cost, one block beyond what is
+    known at a time, and once timed at what it cost."""
+    costs = fed(StepCosts(), dips_at_blocks, [1, 11, 20] * 3)
+    line = costs._between_observed(16, costs.t1())
+    assert line == pytest.approx(1 + 0.5 * 15) and costs.ratio(16) < line - 2  # tried, not priced on the line
+    assert costs.ratio(32) > costs.ratio(33) - 1  # the next block waits for this one
+    fed(costs, dips_at_blocks, [16, 16])
+    assert costs.ratio(16) == pytest.approx(7.7)  # what it cost
+    assert costs.ratio(32) < costs._between_observed(32, costs.t1()) - 2  # now the next block is tried
+    for prompt_rows in (64, 64):
+        costs.record_prefill(prompt_rows, prompt_rows * 0.01)  # a prompt row: a quarter of a plain step
+    assert costs.ratio(32) == pytest.approx(1 + 0.25 * 31)
+    # What a prior measured is not tried again: a startup curve to 16 rows, or an earlier run's counts.
+    known = fed(StepCosts(Prior(lambda n: 1 + 0.5 * (n - 1), 0.04, known=frozenset(range(1, 17)))),
+                dips_at_blocks, [1, 11, 20] * 3)
+    assert known.ratio(16) == pytest.approx(8.5)
+
+
+def test_a_runs_timed_counts_are_known_to_the_next_run():
+    costs = fed(StepCosts(), dips_at_blocks, [1, 4, 16] * 2)
+    prior = prior_from_snapshot(costs.snapshot())
+    assert prior.known == frozenset({1, 4, 16}) and StepCosts(prior).ratio(16) == pytest.approx(7.7)

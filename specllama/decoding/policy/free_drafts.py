@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from specllama.decoding.cost.model import Ratio, Rows, best_length, causal_rows, expected_tokens, rate
+from specllama.decoding.cost.model import Ratio, Rows, best_length, causal_rows, expected_tokens, rate, whole_blocks
 from specllama.decoding.drafters import Proposal
 from specllama.decoding.request import K_AUTO_MAX
 
@@ -29,8 +29,9 @@ CERTAIN_FLOOR = 4
 
 def free_length(confidence: Sequence[float], ratio: Ratio, rows: Rows = causal_rows) -> int:
     """How much of a free draft to send: the length where expected tokens per unit of verify time
-    peak, if that promises MIN_GAIN; else 0."""
-    return best_length(confidence, ratio, min_gain=MIN_GAIN, rows=rows)
+    peak, if that promises MIN_GAIN; else 0. Past one block of rows, only whole blocks
+    (cost/model.whole_blocks)."""
+    return best_length(confidence, whole_blocks(ratio), min_gain=MIN_GAIN, rows=rows)
 
 
 def long_enough(proposal: Proposal) -> Proposal:
