@@ -238,8 +238,9 @@ class StepCosts:
         first cost what a prompt row does: cheap enough that the first confident draft that long is
         sent and times it, one block further than what is known, so a try risks one block. Why: the
         blocks are where long drafts are cheapest (cost/model.BLOCK_ROWS), and a fresh engine that
-        had timed, say, 11 and 20 rows priced 16 on the line between them (10.8 plain steps against
-        7.7) and never sent the 15-token drafts that would have shown it. Replayed from an empty cost
+        had timed 11 and 20 rows (the replay simulator's) priced 16 on the line between them (10.8
+        plain steps against 7.7) and never sent the 15-token drafts that would have shown it; a
+        fresh serve on the agentic replay never timed 16 rows either. Replayed from an empty cost
         cache on recorded answers, with the costs timed at every row count, auto went from 1.262x to
         1.299x of plain on the agentic texts with this alone, 1.309x with whole_blocks too (1.253x,
         1.306x, 1.348x on held-out edit sessions; bench/measured/vm-20261126-policy-replay-blocks16.md)."""
