@@ -45,8 +45,16 @@ from specllama.llama.context import DecodeContext
 from specllama.runtime.prompt_cache_disk import DiskCache
 from specllama.runtime.prompt_cache_file import Part
 
-MIN_TOKENS = 256  # a prefix shorter than this is prefilled in a few seconds: not worth an entry
-DISK_NEW_SHARE = 8  # written to disk when the folder lacks at least 1/8 of it (and min_tokens): not every turn
+# The fewest tokens an entry must give a prompt to be restored (and a slot must hold to be kept in
+# memory). Restoring is a copy of the sequence's cells (~5 MB for 200 tokens of the 1.5B), where
+# each prompt token costs ~10 ms of prefill on 2 CPU cores: an agent's 200-token first turn, sent
+# again after other conversations took the slot, was prefilled again in ~2 s (here, 0.82-0.91x of
+# llama-server plain on such requests), while llama-server's own RAM cache restored it (1 token
+# evaluated). Until 2026-11-26 this was 256.
+MIN_TOKENS = 32
+DISK_MIN_TOKENS = 256  # ... and to be written to disk: a write competes with decoding for the cores,
+# and the folder is for a restart, where what matters is a long prefix (an agent's system text)
+DISK_NEW_SHARE = 8  # written to disk when the folder lacks at least 1/8 of it (and DISK_MIN_TOKENS): not every turn
 MEMORY_SHARE = 0.25  # --cache-ram's default: this share of the memory free at start ...
 RAM_DEFAULT_MAX = 8 << 30  # ... at most llama-server's default (--cache-ram 8192 MiB)
 DISK_SHARE = 0.10  # --cache-disk's default: this share of the free disk ...
@@ -163,12 +171,13 @@ def model_identity(path: Path) -> dict:
 class PromptCache:
     def __init__(self, target: DecodeContext, draft: DecodeContext | None, *, ram_bytes: int,
                  disk_bytes: int = 0, folder: Path | None = None, min_tokens: int = MIN_TOKENS,
-                 log: Callable[[str], None] = _stderr):
+                 disk_min_tokens: int = DISK_MIN_TOKENS, log: Callable[[str], None] = _stderr):
         import llama_cpp
 
         self.target, self.draft = Holder(target), (Holder(draft) if draft is not None else None)
         self.ram_bytes = ram_bytes
         self.min_tokens = max(1, min_tokens)
+        self.disk_min_tokens = max(1, disk_min_tokens)
         self.log = log
         self.entries: OrderedDict[str, Entry] = OrderedDict()  # least recently used first
         self.stats = Stats()
@@ -212,7 +221,7 @@ class PromptCache:
             return
         try:
             held = np.asarray(self.target.ctx.held[seq], dtype=np.int32)
-            if len(held) >= self.min_tokens and len(held) - self._covered(held, disk=True) >= self._disk_new(held):
+            if len(held) >= self.disk_min_tokens and len(held) - self._covered(held, disk=True) >= self._disk_new(held):
                 self._keep(seq, held)
         except Exception as e:
             self.log(f"prompt cache: {type(e).__name__}: {e}; not kept")
@@ -294,7 +303,7 @@ class PromptCache:
         return max(((self.target.usable(t, tokens, len(tokens)), key) for key, t in candidates), default=(0, ""))
 
     def _disk_new(self, tokens: np.ndarray) -> int:
-        return max(self.min_tokens, len(tokens) // DISK_NEW_SHARE)
+        return max(self.disk_min_tokens, len(tokens) // DISK_NEW_SHARE)
 
     def _keep(self, seq: int, held: np.ndarray) -> None:
         """Copy slot `seq` into memory and to disk where they lack it."""

@@ -195,3 +195,19 @@ def test_a_folder_that_cannot_be_made_leaves_the_cache_in_memory(long_model, tmp
     with runtime(long_model, disk=64 << 20, folder=tmp_path / "file" / "cache", said=said) as rt:
         assert rt.prompt_cache.disk is None and rt.prompt_cache.enabled
     assert len(said) == 1 and "kept in memory only" in said[0]
+
+
+def test_a_short_first_turn_comes_back_from_memory_and_stays_off_disk(long_model, tmp_path):
+    """An agent's first turn of ~200 tokens, sent again after another conversation took the slot, is
+    restored at the cache's own defaults (llama-server's RAM cache restores it; at the old 256-token
+    minimum it was prefilled again, ~2 s on 2 cores); it is not written to disk, whose entries are
+    for long prefixes after a restart (a write competes with decoding for the cores)."""
+    first_turn = tokens(21, 200)
+    with open_runtime(LoadOptions(target=str(long_model), load_draft=False, n_ctx=2048, parallel=1, threads=1)) as rt:
+        rt.use_prompt_cache(64 << 20, 64 << 20, tmp_path, log=lambda text: None)
+        run(rt, [first_turn, OTHER + tokens(5, 10)])  # another conversation takes the one slot
+        [(ids, summary)] = run(rt, [first_turn])
+        on_disk = [record.tokens.tolist() for record in rt.prompt_cache.disk.snapshot()]
+    assert summary.reused_from == "memory" and summary.reused_tokens == len(first_turn) - 1
+    assert on_disk and not any(tokens[:10] == first_turn[:10] for tokens in on_disk)  # the long one only
+    assert ids == cold(long_model, first_turn)

@@ -1,0 +1,102 @@
+"""Plain decoding through `specllama serve` (drafter none) against llama-server, request by request, on
+the agentic replay's first two turns of each session (bench/agent_sessions.json, the answers a plain
+run wrote), every request sent to both servers in turn, then all of them again in the other order.
+
+Why: over the replay our plain server measured 0.95-0.96x of llama-server while `run --no-draft` is
+at parity on short prompts. Sending each conversation twice shows what a prompt cache does when a
+conversation comes back after others took the slot (llama-server's RAM cache restores it), which the
+replay, each session once and in turn, never asks.
+
+    flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure/serve_plain_turns.py \
+        --llama-server PATH [--rounds 2] [--out bench/measured/NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts" / "measure"))
+
+import bench_serve as bs  # noqa: E402
+from report_files import write_report  # noqa: E402
+
+from specllama.llama.machine import cpu_model  # noqa: E402
+
+ANSWERS = REPO / "bench" / "measured" / "vm-20261126-serve-replay-fair-spin.json"  # a plain run's texts
+
+
+def conversations(sessions: dict, texts: list[str]) -> list[tuple[str, list[dict]]]:
+    """Each session's first two requests as an agent sends them (bench_serve.py's replay)."""
+    out, answers = [], iter(texts)
+    for session in sessions["sessions"][:3]:
+        messages = [{"role": "system", "content": sessions["system"]}]
+        for n, change in enumerate(session["turns"][:2]):
+            ask = f"{session['file']}:\n```python\n{session['content']}```\n\n{change}" if n == 0 else change
+            messages = messages + [{"role": "user", "content": ask}]
+            out.append((f"{session['id']}/{n}", messages))
+            messages = messages + [{"role": "assistant", "content": next(answers)}]
+    return out
+
+
+async def ask(server: bs.Server, messages: list[dict], extra: dict) -> tuple[float, int]:
+    async with server.client() as client:
+        start = time.perf_counter()
+        r = await client.chat.completions.create(model=server.model, messages=messages, max_tokens=2000,
+                                                 temperature=0, extra_body=extra)
+        return time.perf_counter() - start, r.usage.completion_tokens
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--llama-server", required=True, metavar="PATH")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", help="write OUT.md and OUT.json")
+    args = p.parse_args(argv)
+    settings = argparse.Namespace(threads=args.threads, ctx=4096, parallel="auto", specllama_args=[], keep_costs=False,
+                                  llama_server=args.llama_server)
+    target = Path.home() / ".cache/specllama/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    texts = next(r for r in json.loads(ANSWERS.read_text()) if r["drafter"] == "none")["texts"]
+    convs = conversations(json.loads((REPO / "bench" / "agent_sessions.json").read_text()), texts)
+    log = Path("/tmp/serve_plain_turns.log")
+    ours = bs.specllama_server(settings, log)
+    theirs = bs.llama_server(settings, target, "llama-server", log)
+    runs = []
+    try:
+        for r in range(args.rounds):
+            for cid, messages in convs:
+                pair = [("specllama none", ours, {"drafter": "none"}), ("llama-server", theirs, {})]
+                for name, server, extra in (pair if r % 2 == 0 else pair[::-1]):
+                    seconds, tokens = asyncio.run(ask(server, messages, extra))
+                    runs.append({"round": r, "request": cid, "server": name, "seconds": round(seconds, 3), "tokens": tokens})
+                    print(f"round {r} {cid:12s} {name:15s} {seconds:6.2f} s {tokens} tokens", flush=True)
+    finally:
+        ours.stop()
+        theirs.stop()
+    head = (f"{cpu_model()}, threads {args.threads}; target {target.name}; both servers fresh, --ctx 4096, greedy; "
+            f"{args.rounds} rounds, each request to both servers in turn (the order flips each round)")
+    lines = ["| round | request | specllama none s | llama-server s | ratio |", "|---|---|---|---|---|"]
+    for r in range(args.rounds):
+        for cid, _ in convs:
+            a, b = (next(x["seconds"] for x in runs if x["round"] == r and x["request"] == cid and x["server"] == s)
+                    for s in ("specllama none", "llama-server"))
+            lines.append(f"| {r} | {cid} | {a:.2f} | {b:.2f} | {b / a:.3f}x |")
+    totals = {s: sum(x["seconds"] for x in runs if x["server"] == s) for s in ("specllama none", "llama-server")}
+    lines += ["", f"total: specllama none {totals['specllama none']:.1f} s, llama-server {totals['llama-server']:.1f} s "
+              f"({totals['llama-server'] / totals['specllama none']:.3f}x)"]
+    print(head + "\n" + "\n".join(lines))
+    if args.out:
+        write_report(args.out, "Plain decoding through serve against llama-server, request by request", "serve_plain_turns.py",
+                     argv if argv is not None else sys.argv[1:], head, lines, {"runs": runs})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
