@@ -298,6 +298,11 @@ def mode_fields(mode: str) -> dict:
     return {"drafter": drafter, **({"k": int(k)} if k else {})}
 
 
+def agent_ask(session: dict, n: int, change: str) -> str:
+    """Turn n's user message as the replay sends it: the file and the first change, then each change alone."""
+    return f"{session['file']}:\n```python\n{session['content']}```\n\n{change}" if n == 0 else change
+
+
 async def replay(server: Server, sessions: dict, mode: str, max_tokens: int) -> dict:
     """Each session as an agent runs it: turn 1 sends the file and the first change; every next turn
     re-sends everything so far (with the model's own answers) plus the next change."""
@@ -308,8 +313,7 @@ async def replay(server: Server, sessions: dict, mode: str, max_tokens: int) -> 
         for session in sessions["sessions"]:
             messages = [{"role": "system", "content": sessions["system"]}]
             for n, change in enumerate(session["turns"]):
-                ask = (f"{session['file']}:\n```python\n{session['content']}```\n\n{change}" if n == 0 else change)
-                messages.append({"role": "user", "content": ask})
+                messages.append({"role": "user", "content": agent_ask(session, n, change)})
                 t0 = time.perf_counter()
                 reply = await client.chat.completions.create(model=server.model, messages=messages, max_tokens=max_tokens,
                                                              temperature=0, extra_body=extra)

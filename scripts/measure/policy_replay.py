@@ -35,6 +35,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from bench_serve import agent_ask  # noqa: E402
 from report_files import repo_path  # noqa: E402
 
 from specllama.decoding.cost.online import Prior, StepCosts  # noqa: E402
@@ -143,8 +144,7 @@ def agent_items(sessions: dict, tokens, reply) -> list[dict]:
     for session in sessions["sessions"]:
         messages = [{"role": "system", "content": sessions["system"]}]
         for n, change in enumerate(session["turns"]):
-            ask = f"{session['file']}:\n```python\n{session['content']}```\n\n{change}" if n == 0 else change
-            messages.append({"role": "user", "content": ask})
+            messages.append({"role": "user", "content": agent_ask(session, n, change)})
             item_id, prompt = f"{session['id']}/{n}", tokens(messages)
             text, fields = reply(item_id, prompt)
             items.append({"id": item_id, "prompt": prompt, **fields})

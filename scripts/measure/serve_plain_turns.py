@@ -1,6 +1,6 @@
 """Plain decoding through `specllama serve` (drafter none) against llama-server, request by request, on
-the agentic replay's first two turns of each session (bench/agent_sessions.json, the answers a plain
-run wrote), every request sent to both servers in turn, then all of them again in the other order.
+the agentic replay's requests (bench/agent_sessions.json's sessions, two turns each, with the answers
+a plain run wrote), every request sent to both servers in turn, then all of them again in the other order.
 
 Why: over the replay our plain server measured 0.95-0.96x of llama-server while `run --no-draft` is
 at parity on short prompts. Sending each conversation twice shows what a prompt cache does when a
@@ -33,13 +33,13 @@ ANSWERS = REPO / "bench" / "measured" / "vm-20261126-serve-replay-fair-spin.json
 
 
 def conversations(sessions: dict, texts: list[str]) -> list[tuple[str, list[dict]]]:
-    """Each session's first two requests as an agent sends them (bench_serve.py's replay)."""
+    """Each request of the replay's sessions (bench_serve.py's first 3) as an agent sends them, with the
+    answers a plain run wrote, in the order that run wrote them."""
     out, answers = [], iter(texts)
     for session in sessions["sessions"][:3]:
         messages = [{"role": "system", "content": sessions["system"]}]
-        for n, change in enumerate(session["turns"][:2]):
-            ask = f"{session['file']}:\n```python\n{session['content']}```\n\n{change}" if n == 0 else change
-            messages = messages + [{"role": "user", "content": ask}]
+        for n, change in enumerate(session["turns"]):
+            messages = messages + [{"role": "user", "content": bs.agent_ask(session, n, change)}]
             out.append((f"{session['id']}/{n}", messages))
             messages = messages + [{"role": "assistant", "content": next(answers)}]
     return out

@@ -48,9 +48,9 @@ from specllama.runtime.prompt_cache_file import Part
 # The fewest tokens an entry must give a prompt to be restored (and a slot must hold to be kept in
 # memory). Restoring is a copy of the sequence's cells (~5 MB for 200 tokens of the 1.5B), where
 # each prompt token costs ~10 ms of prefill on 2 CPU cores: an agent's 200-token first turn, sent
-# again after other conversations took the slot, was prefilled again in ~2 s (here, 0.82-0.91x of
-# llama-server plain on such requests), while llama-server's own RAM cache restored it (1 token
-# evaluated). Until 2026-11-26 this was 256.
+# again after other conversations took the slot, was prefilled again in ~2 s (0.75-0.83x of
+# llama-server plain on such requests, 0.92-1.04x since: bench/measured/vm-20261126-serve-plain-turns,
+# -before), while llama-server's own RAM cache restored it (1 token evaluated). Until 2026-11-26 this was 256.
 MIN_TOKENS = 32
 DISK_MIN_TOKENS = 256  # ... and to be written to disk: a write competes with decoding for the cores,
 # and the folder is for a restart, where what matters is a long prefix (an agent's system text)
