@@ -13,7 +13,7 @@ import anthropic
 import openai
 import pytest
 
-from tests.support.live_serve import LiveServer
+from tests.support.live_serve import LiveServer, anthropic_prompt_tokens
 
 KEY = "sk-agents-0123"
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
@@ -245,7 +245,7 @@ def test_anthropic_messages_whole_and_streamed_give_the_same_text(server):
     assert streamed == message.content[0].text == final.content[0].text
     assert final.usage.output_tokens == message.usage.output_tokens and final.stop_reason == message.stop_reason
     count = client.messages.count_tokens(model="x", messages=kwargs["messages"], system="Be brief.")
-    assert count.input_tokens == message.usage.input_tokens + message.usage.cache_read_input_tokens
+    assert count.input_tokens == anthropic_prompt_tokens(message.usage)
 
 
 def test_anthropic_tool_blocks_are_rendered_and_errors_have_anthropics_shape(server):
@@ -256,7 +256,7 @@ def test_anthropic_tool_blocks_are_rendered_and_errors_have_anthropics_shape(ser
                                                 "input": {"city": "Paris"}}]},
              {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "18 C"}]}]
     reply = client.messages.create(model="x", max_tokens=4, messages=turns, tools=[tool])
-    assert reply.usage.input_tokens + reply.usage.cache_read_input_tokens > 60
+    assert anthropic_prompt_tokens(reply.usage) > 60
     with pytest.raises(anthropic.BadRequestError) as e:
         client.messages.create(model="x", max_tokens=4, messages=[{"role": "user", "content": [{"type": "image"}]}])
     assert e.value.body["type"] == "error" and e.value.body["error"]["type"] == "invalid_request_error"

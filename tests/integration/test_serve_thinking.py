@@ -8,7 +8,7 @@ from __future__ import annotations
 import anthropic
 import pytest
 
-from tests.support.live_serve import LiveServer
+from tests.support.live_serve import LiveServer, anthropic_prompt_tokens
 from tests.support.templates import QWEN3_STYLE
 from tests.support.tiny_gguf import write_tiny_model
 
@@ -121,8 +121,7 @@ def test_an_earlier_anthropic_thinking_block_reaches_the_template(server):
 
     def prompt_tokens(assistant_blocks: list[dict]) -> int:
         turns = [*ASK, {"role": "assistant", "content": assistant_blocks}, {"role": "user", "content": "More?"}]
-        usage = client.messages.create(model="m", max_tokens=1, messages=turns).usage
-        return usage.input_tokens + (usage.cache_read_input_tokens or 0)  # Anthropic's input_tokens leave the cached out
+        return anthropic_prompt_tokens(client.messages.create(model="m", max_tokens=1, messages=turns).usage)
 
     text = {"type": "text", "text": "Rayleigh."}
     thought = {"type": "thinking", "thinking": "light scatters " * 20, "signature": ""}

@@ -18,7 +18,7 @@ import sys
 import anthropic
 import pytest
 
-from tests.support.live_serve import REPO, LiveServer
+from tests.support.live_serve import REPO, LiveServer, anthropic_prompt_tokens
 
 pytestmark = pytest.mark.real_models
 
@@ -98,10 +98,8 @@ def test_anthropic_tool_use_round_trip_and_a_forced_tool(server):
     second = client.messages.create(model="claude-local", max_tokens=200, tools=tools, messages=turns)
     # The tool_use and its tool_result were rendered and answered (see the openai round trip on what
     # the 1.5B model then writes).
-    def prompt(usage) -> int:  # Anthropic's input_tokens leave out what the prompt cache gave
-        return usage.input_tokens + (usage.cache_read_input_tokens or 0)
-
-    assert prompt(second.usage) > prompt(first.usage) + first.usage.output_tokens + 8
+    assert (anthropic_prompt_tokens(second.usage)
+            > anthropic_prompt_tokens(first.usage) + first.usage.output_tokens + 8)
     assert second.stop_reason in ("end_turn", "tool_use", "max_tokens")
     forced = client.messages.create(model="claude-local", max_tokens=200, tools=tools, messages=ASK,
                                     tool_choice={"type": "tool", "name": "get_time"})

@@ -113,6 +113,12 @@ class LiveServer:
             raise AssertionError(f"serve did not stop within {timeout} s of signal {sig}")
 
 
+def anthropic_prompt_tokens(usage) -> int:
+    """A prompt's size over Anthropic's API: its usage.input_tokens leave out what the prompt cache gave
+    (cache_read_input_tokens), which the server always reports."""
+    return usage.input_tokens + usage.cache_read_input_tokens
+
+
 def chat_body(model: str, content: str, **fields) -> bytes:
     return json.dumps({"model": model, "messages": [{"role": "user", "content": content}], **fields}).encode()
 
