@@ -178,6 +178,7 @@ class TimedSuffixDrafter(SuffixDrafter):
 
 
 PROPOSE_S = 0.0
+CALIBRATORS: dict = {}  # mode -> its suffix drafter's calibrator after the replay (--calibration)
 
 
 def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False) -> list[dict]:
@@ -200,6 +201,7 @@ def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False) -> list[d
                 costs = StepCosts() if fresh else StepCosts(Prior(ratio, T1, learned=True, known=frozenset(ROWS_MS)))
                 suffix = TimedSuffixDrafter()
                 suffix.clock = clock
+                CALIBRATORS[mode] = suffix.calibrator
                 engine = Engine(target_ctx, {"suffix": suffix}, {}, costs, clock=clock)
             if not recorded.get("one_engine"):
                 engine.reset()
@@ -280,6 +282,9 @@ def main() -> int:
                    help="the costs of another machine: a `specllama bench --json` file's learnt curve (default: ROWS_MS)")
     p.add_argument("--verify-rows", type=Path, metavar="JSON",
                    help="the costs timed by scripts/measure/verify_rows.py (--out's JSON; default: ROWS_MS)")
+    p.add_argument("--calibration", action="store_true",
+                   help="also print, per draft group, how often the suffix drafter's proposed tokens were right "
+                        "(every proposal judged, sent or not) over the replay of each mode")
     p.add_argument("--propose-ms", type=float, default=0.0,
                    help="virtual milliseconds each suffix proposal costs (the Python a step pays to ask; default 0)")
     args = p.parse_args()
@@ -317,7 +322,23 @@ def main() -> int:
         total = sum(r["seconds"] for r in mine)
         worst = min(base[r["request"]] / r["seconds"] for r in mine)
         print(f"{mode}: {total:.1f} s, {sum(base.values()) / total:.3f}x of none, worst request {worst:.2f}x")
+    if args.calibration:
+        print_calibration()
     return 0
+
+
+def print_calibration() -> None:
+    """Each mode's calibrator, per draft group over all raw-confidence bins: proposed tokens judged and
+    the share right (a lone occurrence and several alike)."""
+    from specllama.decoding.suffix_groups import group_label
+
+    for mode, calibrator in CALIBRATORS.items():
+        if not any(map(sum, calibrator.judged)):
+            continue
+        print(f"\n{mode}: suffix proposals judged per draft group\n| group | judged | right |\n|---|---|---|")
+        for group, (judged, accepted) in enumerate(zip(calibrator.judged, calibrator.accepted)):
+            if sum(judged):
+                print(f"| {group_label(group)} | {sum(judged)} | {sum(accepted) / sum(judged):.2f} |")
 
 
 if __name__ == "__main__":

@@ -23,11 +23,12 @@ live texts and the history, never the corpus: no benchmark run drafts from anoth
 Confidence: per token, count(continuation) / (count(context) + 1), calibrated against the
 acceptance observed so far (acceptance.Calibrator, shared by all texts), then blended with this
 text's own record (acceptance.TextRecord, one per slot, restarted by each new prompt), both per
-draft group: the match's length class and the token's position in the draft (draft_group). Both
-learn from every proposal, sent or not: each is followed as the text goes on, until it breaks or
-is used up (_judge_shadows). Before any draft was judged, a match's length sets the calibrator's
-prior (COLD_FLOORS): a lone earlier occurrence of 16 tokens is a copy in progress, one of 2 tokens
-a guess.
+draft group: where the match lies (in what the text was given, or in its own output so far), its
+length class and the token's position in the draft (draft_group). Both learn from every proposal,
+sent or not: each is followed as the text goes on, until it breaks or is used up (_judge_shadows).
+Before any draft was judged, a match's length sets the calibrator's prior (COLD_FLOORS): a lone
+earlier occurrence of 16 tokens is a copy in progress, one of 2 tokens a guess; 3-7 tokens of the
+prompt are a likely copy, of the text's own output a guess (OWN_COLD_FLOORS).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class SuffixProposal(Proposal):
     raw_confidence: tuple[float, ...] = field(default=(), metadata=PER_TOKEN)  # count / (occurrences + 1)
     match_length: int = 0
     where: str = ""  # "live", "history" or "corpus": which index matched
+    own: bool = False  # the match lies in this text's own output (suffix_groups.SOURCES)
 
 
 # A corpus larger than this is a mistake (a disk image, a device), not text to draft from.
@@ -114,6 +116,7 @@ class SuffixDrafter(DrafterBase):
         self.live: dict[int, SuffixIndex] = {}  # engine slot -> that sequence's text
         self.shadows: dict[int, list[_Shadow]] = {}  # engine slot -> its proposals followed as its text moves on
         self.texts: dict[int, TextRecord] = {}  # engine slot -> its text's own acceptance per draft group
+        self.prompt_ends: dict[int, int] = {}  # engine slot -> where its text's own output starts in its live text
 
     # ---- the Drafter protocol ----------------------------------------------------------------
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
@@ -137,10 +140,11 @@ class SuffixDrafter(DrafterBase):
         if match.length < self.min_match or not match.tokens:
             return SuffixProposal([], source=self.name, match_length=match.length)
         raw = raw_confidence(match.counts, match.totals)
-        conf = self._odds(r.seq, raw, draft_groups(match.length, len(raw)))
+        own = where == "live" and live.live_offset(match.at) >= self.prompt_ends.get(r.seq, len(context))
+        conf = self._odds(r.seq, raw, draft_groups(match.length, len(raw), own))
         certain = certain_lead(conf, len(conf)) if match.length >= NEAR_CERTAIN_MATCH else 0
         # All that matched, up to the cap: under -k auto the policy cuts it where it pays.
-        proposal = SuffixProposal(match.tokens, None, conf, self.name, certain, raw, match.length, where)
+        proposal = SuffixProposal(match.tokens, None, conf, self.name, certain, raw, match.length, where, own)
         followed = self.shadows.setdefault(r.seq, [])
         del followed[:max(0, len(followed) + 1 - MAX_FOLLOWED)]  # the oldest go first
         followed.append(_Shadow(proposal, len(r.committed)))
@@ -150,6 +154,7 @@ class SuffixDrafter(DrafterBase):
         self.shadows.pop(seq, None)  # a new text on this slot: the last one's proposals are not its,
         self.texts.pop(seq, None)  # nor the last one's record
         self._live(seq).sync_live(prompt)
+        self.prompt_ends[seq] = len(prompt)
 
     def rollback(self, seq: int, n_tokens: int) -> None:
         # Nothing drafted enters the live index before it is committed; a cut (a failed decode
@@ -165,7 +170,8 @@ class SuffixDrafter(DrafterBase):
         and the text's record: each judged token with the odds the target accepted it with."""
         sent = outcome.sent
         if sent.tokens and isinstance(sent, SuffixProposal):
-            for raw, odds, group in zip(sent.raw_confidence, outcome.odds, draft_groups(sent.match_length, len(sent.tokens))):
+            groups = draft_groups(sent.match_length, len(sent.tokens), sent.own)
+            for raw, odds, group in zip(sent.raw_confidence, outcome.odds, groups):
                 self._learn(seq, raw, odds, group)
             followed = self.shadows.get(seq)
             if followed and followed[-1].proposal.tokens[:len(sent.tokens)] == sent.tokens:
@@ -185,6 +191,7 @@ class SuffixDrafter(DrafterBase):
         self.live.clear()
         self.shadows.clear()
         self.texts.clear()
+        self.prompt_ends.clear()
         self.history.clear()
 
     # ---- beyond the protocol -----------------------------------------------------------------
@@ -221,7 +228,7 @@ class SuffixDrafter(DrafterBase):
             proposal, at = shadow.proposal, shadow.at
             for i in range(shadow.judged, min(len(proposal.tokens), len(committed) - at)):
                 hit = committed[at + i] == proposal.tokens[i]
-                self._learn(seq, proposal.raw_confidence[i], hit, draft_group(proposal.match_length, i))
+                self._learn(seq, proposal.raw_confidence[i], hit, draft_group(proposal.match_length, i, proposal.own))
                 if not hit:
                     break
                 shadow.judged = i + 1

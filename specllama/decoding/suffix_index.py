@@ -69,6 +69,7 @@ class Match:
     tokens: list[int] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)  # occurrences that continued with tokens[i]...
     totals: list[int] = field(default_factory=list)  # ...out of the occurrences still on the path
+    at: int = -1  # where the newest occurrence that took the whole path continues (an index position)
 
     @property
     def ratios(self) -> list[float]:
@@ -267,6 +268,11 @@ class SuffixIndex:
         self._live.extend(arr.tolist())
         self._enforce_budget()
 
+    def live_offset(self, position: int) -> int:
+        """Where an index position lies in the live document (its token's index there), or -1 when it
+        lies in an earlier document."""
+        return position - self._live_start if position >= self._live_start else -1
+
     def truncate_live(self, length: int) -> None:
         """Cut the live document back to its first `length` tokens: O(removed tokens x levels)."""
         length = max(0, length)
@@ -460,6 +466,8 @@ class SuffixIndex:
             match.counts.append(count)
             match.totals.append(total)
             j += 1
+        if len(ps):
+            match.at = int(ps[0])
         return match
 
 

@@ -48,3 +48,5 @@ def test_the_printed_assumptions_are_the_policys_own_constants(monkeypatch):
     assert f"3-7: {COLD_FLOORS[1]:.0%}" in text and "never" not in text
     monkeypatch.setattr(bets_module, "COLD_FLOORS", (0.0, 0.5, 0.6, 0.7))
     assert "3-7: 50%" in "\n".join(bet_lines(bets_module.source_bets(steep)))
+    monkeypatch.setattr(bets_module, "OWN_COLD_FLOORS", (0.0, 0.1, 0.6, 0.7))
+    assert "(a match in the text's own output: 3-7: 10%," in "\n".join(bet_lines(bets_module.source_bets(steep)))
