@@ -1,8 +1,8 @@
 """How the suffix drafter's odds are grouped: each draft token is calibrated (acceptance.Calibrator,
 shared by all texts) and recorded per text (acceptance.TextRecord) in its draft group, the class of
 the match's source and length times the token's position in the draft, and each group starts from
-a cold floor before any draft was judged. Kept apart from suffix_drafter.py, which finds the matches and follows
-its proposals, because the reports (`--stats`, `costs`) name the groups too."""
+a cold floor before any draft was judged. Kept apart from suffix_drafter.py, which finds the matches
+and follows its proposals, because the reports (`--stats`, `costs`) name the groups too."""
 
 from __future__ import annotations
 

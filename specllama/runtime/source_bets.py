@@ -18,7 +18,7 @@ from specllama.decoding.cost.model import Ratio, break_even_acceptance, causal_r
 from specllama.decoding.policy.free_drafts import CERTAIN_FLOOR, MIN_GAIN
 from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
 from specllama.decoding.suffix_drafter import NEAR_CERTAIN_MATCH
-from specllama.decoding.suffix_groups import COLD_FLOORS, OWN_COLD_FLOORS
+from specllama.decoding.suffix_groups import COLD_FLOORS, MATCH_LABELS, OWN_COLD_FLOORS
 from specllama.runtime.draft_load import LOAD_ACCEPTANCE, LOAD_AT, MTP_LOAD_AT
 
 LENGTHS = (1, 2, 4, 8, 15, 31, 63)  # draft lengths shown: the short guesses and the long copies (whole blocks of rows)
@@ -56,7 +56,7 @@ def source_bets(ratio: Ratio, draft_cost: float | None = None, *, has_draft: boo
     model when the pair has one (draft_cost None: its cost is not measured yet), the MTP heads when
     the target has them."""
     free = _needs(ratio, 0.0, K_COPY_MAX)  # the text's and the grammar's drafts cost no decode: one table for both
-    floors, own = (", ".join(f"{label}: {floor:.0%}" for label, floor in zip(("3-7", "8-15", "16+"), cold[1:]))
+    floors, own = (", ".join(f"{label}: {floor:.0%}" for label, floor in zip(MATCH_LABELS[1:], cold[1:]))
                    for cold in (COLD_FLOORS, OWN_COLD_FLOORS))
     bets = [
         SourceBet("suffix", 0.0, free,
