@@ -4,13 +4,17 @@
 # against plain on held-out prompts (greedy and --temp 0.7, fresh cost caches), and the agentic
 # replay beside llama-server plain and --spec-default; first with every layer on the GPU, then on
 # the 16 CPU threads alone (CUDA_VISIBLE_DEVICES= hides the GPU from both programs, so nothing is
-# offloaded behind -ngl 0's back). Results go to $OUT/results.tgz after every step (a step cut off
-# by the call's limit loses only itself) and the log to $OUT/log.txt.
+# offloaded behind -ngl 0's back); last, time allowing, the held-out agent sessions on the GPU and
+# what a step costs in Python there (step_python.py: the simulator's --propose-ms for that machine).
+# Results go to $OUT/results.tgz after every step (a step cut off by the call's limit loses only
+# itself) and the log to $OUT/log.txt.
 #   bash scripts/measure/device_figures.sh [gpu|cpu|all]      (ONLY_REPLAY=1: the replays alone)
-# The first sitting (2026-11-26, bench/measured/lent-20261126-*) also needed, beyond prepare.sh's
-# wheels: shtab starlette uvicorn openai pydantic pydantic-core annotated-types typing-inspection
-# jiter distro sniffio httpx2 httpcore2 truststore (EXTRA_WHEELS); and every call after the first
-# must carry .device/kit/env.sh again (ignored paths a call does not carry are removed there).
+# Beyond prepare.sh's wheels the device needs (EXTRA_WHEELS): shtab starlette uvicorn openai pydantic
+# pydantic-core annotated-types typing-inspection jiter distro sniffio httpx2 httpcore2 truststore h11
+# anyio idna certifi tqdm typing-extensions; and every call after the first carries
+# .device/kit/env.sh again (ignored paths a call does not carry are removed there).
+# Times at the first sitting (2026-11-26, bench/measured/lent-20261126-*): the GPU part ~75 s, the CPU
+# part ~200 s.
 set -u
 . .device/kit/env.sh
 unset OMP_WAIT_POLICY  # env.sh's PASSIVE: the figures are at full speed (specllama's default; libgomp's for llama-server)
@@ -23,9 +27,9 @@ step() {  # step SECONDS NAME COMMAND...: a step's own limit, its time in the lo
 }
 figures() {  # figures LABEL NOTE REPEAT ROUNDS
   local L=$1 note=$2 rep=$3 rounds=$4
-  # On the 16 threads also libgomp's own spin (llama-server's): the first sitting's one round had ours at
-  # 0.924x of llama-server there, and a short spin (our default) may cost more with 16 threads to wake.
-  local arms=default; [ "$L" = cpu ] && arms=default,spin:300000
+  # The default is libgomp's own 300,000-PAUSE spin since 8d33260 (the first sitting's 1,000 had ours at
+  # 0.924x of llama-server on the 16 threads), so one arm.
+  local arms=default
   [ -n "${ONLY_REPLAY:-}" ] || step 150 "$L plain vs llama-server" python3 $M/thread_wait.py --arms $arms --llama-server "$B/llama-server" \
     --target "$T" --threads 16 --rounds "$rounds" --note "$note" --out "$R/$L-plain"
   [ -n "${ONLY_REPLAY:-}" ] || for temp in 0 0.7; do
@@ -33,14 +37,19 @@ figures() {  # figures LABEL NOTE REPEAT ROUNDS
       --prompts bench/prompts_heldout.jsonl --configs "none;auto:k=auto" -n 96 --repeat "$rep" --temp $temp --seed 7 \
       -m "$T" -md "$D" -t 16 --json "$R/$L-heldout-t$temp.json" --markdown "$R/$L-heldout-t$temp.md"
   done
-  step 240 "$L agentic replay" python3 $M/bench_serve.py --parts agentic --rounds 1 --modes auto,none --threads 16 \
+  step 240 "$L agentic replay" python3 $M/bench_serve.py --parts agentic --rounds "$rounds" --modes auto,none --threads 16 \
     --llama-server "$B/llama-server" --target "$T" --note "$note" --out "$R/$L-replay" -- -m "$T" -md "$D"
 }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; lscpu | grep -E 'Model name'
 GPU="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), every layer on the GPU (CUDA build of the vendored llama.cpp)"
 case ${1:-all} in
-  gpu) figures gpu "$GPU" 2 2 ;;
+  gpu) figures gpu "$GPU" 3 2 ;;
   cpu) export CUDA_VISIBLE_DEVICES=; figures cpu "16 CPU threads, the GPU hidden (CUDA_VISIBLE_DEVICES=)" 1 1 ;;
-  all) figures gpu "$GPU" 2 2
-       export CUDA_VISIBLE_DEVICES=; figures cpu "16 CPU threads, the GPU hidden (CUDA_VISIBLE_DEVICES=)" 1 1 ;;
+  all) figures gpu "$GPU" 3 2
+       ( export CUDA_VISIBLE_DEVICES=; figures cpu "16 CPU threads, the GPU hidden (CUDA_VISIBLE_DEVICES=)" 1 1 )
+       step 120 "gpu held-out sessions replay" python3 $M/bench_serve.py --parts agentic --rounds 2 --modes auto,none \
+         --threads 16 --sessions-file bench/agent_sessions_heldout.json --llama-server "$B/llama-server" --target "$T" \
+         --note "$GPU; the held-out agent sessions" --out "$R/gpu-replay-heldout" -- -m "$T" -md "$D"
+       step 60 "step python" sh -c "python3 $M/step_python.py --set heldout --modes none,auto --repeat 3 > $R/step-python.txt; \
+         python3 $M/step_python.py --set agentic --modes none,auto --repeat 3 >> $R/step-python.txt; cat $R/step-python.txt" ;;
 esac
