@@ -1,5 +1,7 @@
 """How long `probabilities()` takes on a Qwen-sized vocabulary (9 rows: [last] + 8 drafts), with
-LLM-like and worst-case flat logits. A measurement, not a test: the machine is shared.
+LLM-like and worst-case flat logits; then what one plain sampling step costs in Python (one row's
+probabilities and the draw from it, `sample()`), per sampler setting. A measurement, not a test:
+the machine is shared. Compare two commits by running it with PYTHONPATH set to each checkout.
 
     .venv/bin/python scripts/measure/sampling_speed.py
 """
@@ -11,7 +13,7 @@ import time
 
 import numpy as np
 
-from specllama.decoding.sampling import SamplingParams, probabilities
+from specllama.decoding.sampling import SamplingParams, probabilities, sample
 
 QWEN_VOCAB = 151_936
 
@@ -37,6 +39,28 @@ def main() -> None:
             times.append((time.perf_counter() - start) * 1e3)
         print(f"probabilities() on (9, {QWEN_VOCAB}) float32, temp 0.8 top_p 0.95, {kind}: "
               f"median {statistics.median(times):.2f} ms (min {min(times):.2f}, max {max(times):.2f}, 15 runs)")
+    plain_step()
+
+
+def plain_step() -> None:
+    """A plain step at temperature > 0: one row transformed, one token drawn from it. Why: on the
+    lent H200 a greedy step is 1.9 ms, and at --temp 0.7 Python took 35 % of plain decoding's time
+    (bench/measured/lent-20261126-r2-gpu-heldout-t0.7)."""
+    x = logits("llm-like", rows=1)
+    rng = np.random.default_rng(3)
+    for params in (SamplingParams(temperature=0.7), SamplingParams(temperature=0.7, top_p=0.95),
+                   SamplingParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)):
+        probs_ms, draw_ms = [], []
+        for _ in range(25):
+            start = time.perf_counter()
+            row = probabilities(x, params)[0]
+            middle = time.perf_counter()
+            sample(row, rng)
+            probs_ms.append((middle - start) * 1e3)
+            draw_ms.append((time.perf_counter() - middle) * 1e3)
+        print(f"plain step, temp {params.temperature} top_k {params.top_k} top_p {params.top_p} min_p {params.min_p}: "
+              f"probabilities {statistics.median(probs_ms):.3f} ms, sample {statistics.median(draw_ms):.3f} ms "
+              f"(medians of 25)")
 
 
 if __name__ == "__main__":

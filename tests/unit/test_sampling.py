@@ -217,3 +217,21 @@ def test_sample_frequencies_match_probabilities():
     assert counts[1] == 0
     sigma = np.sqrt(draws * row * (1 - row))
     assert np.all(np.abs(counts - draws * row) <= 5 * sigma + 1e-9)
+
+
+@pytest.mark.parametrize("size", [1023, 1024, 5000, 151_936])
+def test_sample_over_blocks_is_one_running_sum(size):
+    """sample() sums a vocabulary-sized row in blocks, then inside one block: the token drawn for a
+    uniform is the one a single running sum over the row gives, zero-weight tokens and blocks never
+    drawn, the ends of the row included."""
+    rng = np.random.default_rng(size)
+    row = rng.random(size).astype(np.float32) ** 8
+    row[rng.random(size) < 0.5] = 0.0
+    row[: min(2048, size // 2)] = 0.0  # zeros at the start (two whole blocks in a vocabulary-sized row)
+    row[-1] = 0.0
+    cumulative = np.cumsum(row, dtype=np.float64)
+    for u in [0.0, 1e-12, *rng.random(300), 1 - 2**-53]:
+        token = sample(row, ScriptedRandom(u))
+        assert row[token] > 0
+        expected = int(np.searchsorted(cumulative, u * cumulative[-1], side="right"))
+        assert token == min(expected, int(np.flatnonzero(row)[-1]))
