@@ -43,7 +43,7 @@ from specllama.decoding.drafters import DrafterBase, DraftRequest, Proposal
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.proposal import PER_TOKEN, certain_lead
 from specllama.decoding.suffix_groups import draft_group, draft_groups, suffix_calibrator
-from specllama.decoding.suffix_index import Match, SuffixIndex
+from specllama.decoding.suffix_index import SuffixIndex
 from specllama.errors import SpecllamaError
 
 CORPUS_CHUNK_CHARS = 1 << 16  # the corpus is tokenized and indexed in pieces of about this size
@@ -129,16 +129,19 @@ class SuffixDrafter(DrafterBase):
         live = self._live(r.seq)
         live.sync_live(r.committed)
         context = live.live_tokens
-        match, where = Match(0, 0), ""
+        length, positions, where, best = 0, None, "", None
         key = live.live_key(max(live.max_match, self.history.max_match, self.corpus.max_match))
         for name, index in (("live", live), ("history", self.history), ("corpus", self.corpus)):
             if index.stored_positions == 0:
                 continue
-            found = index.query(context, r.k, key)
-            if found.length > match.length and found.tokens:
-                match, where = found, name
-        if match.length < self.min_match or not match.tokens:
-            return SuffixProposal([], source=self.name, match_length=match.length)
+            found, ps = index.longest_match(context, key)
+            if found > length and len(ps):  # every position found has a continuation
+                length, positions, where, best = found, ps, name, index
+        if length < self.min_match:
+            # Nothing to draft from: the path after the match is not walked (on the held-out texts
+            # most steps' longest match is a token or two; the walk was a third of asking's time).
+            return SuffixProposal([], source=self.name, match_length=length)
+        match = best.follow(length, positions, r.k)
         raw = raw_confidence(match.counts, match.totals)
         own = where == "live" and live.live_offset(match.at) >= self.prompt_ends.get(r.seq, len(context))
         conf = self._odds(r.seq, raw, draft_groups(match.length, len(raw), own))

@@ -421,7 +421,12 @@ class SuffixIndex:
         """The longest match of the context's suffix, then the most frequent path after it: at each
         step the continuation most occurrences agree on (ties: the newest), keeping only the
         occurrences that took it."""
-        length, ps = self.longest_match(context, key)
+        return self.follow(*self.longest_match(context, key), max_tokens)
+
+    def follow(self, length: int, ps: np.ndarray, max_tokens: int) -> Match:
+        """query()'s second half: the path after a match of `length` tokens found at `ps`
+        (longest_match's answer). Apart, so that a caller asking several indexes walks only the one
+        whose match it takes, and none for a match too short to draft from."""
         match = Match(length, len(ps))
         tok, n = self._tok, self._n
         j = 0
