@@ -117,6 +117,10 @@ class SuffixDrafter(DrafterBase):
         self.shadows: dict[int, list[_Shadow]] = {}  # engine slot -> its proposals followed as its text moves on
         self.texts: dict[int, TextRecord] = {}  # engine slot -> its text's own acceptance per draft group
         self.prompt_ends: dict[int, int] = {}  # engine slot -> where its text's own output starts in its live text
+        # engine slot -> (its text's length, the longest match found, self.documents_added) at its last
+        # query: what the next query can find at most (_cannot_match)
+        self.reach: dict[int, tuple[int, int, int]] = {}
+        self.documents_added = 0  # documents the history and corpus gained: a new one may hold any match
 
     # ---- the Drafter protocol ----------------------------------------------------------------
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
@@ -126,6 +130,8 @@ class SuffixDrafter(DrafterBase):
         if r.k <= 0 or len(r.committed) == 0:
             return SuffixProposal([], source=self.name)
         self._judge_shadows(r.seq, r.committed)
+        if self._cannot_match(r.seq, len(r.committed)):
+            return SuffixProposal([], source=self.name)
         live = self._live(r.seq)
         live.sync_live(r.committed)
         context = live.live_tokens
@@ -137,6 +143,7 @@ class SuffixDrafter(DrafterBase):
             found, ps = index.longest_match(context, key)
             if found > length and len(ps):  # every position found has a continuation
                 length, positions, where, best = found, ps, name, index
+        self.reach[r.seq] = (len(context), length, self.documents_added)
         if length < self.min_match:
             # Nothing to draft from: the path after the match is not walked (on the held-out texts
             # most steps' longest match is a token or two; the walk was a third of asking's time).
@@ -153,7 +160,21 @@ class SuffixDrafter(DrafterBase):
         followed.append(_Shadow(proposal, len(r.committed)))
         return proposal
 
+    def _cannot_match(self, seq: int, length: int) -> bool:
+        """Whether this slot's text, now `length` tokens, cannot have a match of min_match tokens, from
+        its last query alone: a match of L tokens now means one of L - g tokens g tokens ago (the same
+        occurrence, shorter), so the longest match can grow by at most the tokens added since, unless
+        a document joined the history or corpus (which may hold any match). The usual case is the step
+        after one whose last token never occurred before: a quarter of the steps on the held-out and
+        tuning texts, a tenth on the agentic ones (policy_replay's recorded answers), each a whole
+        lookup saved (the index catches up on the tokens at the next one)."""
+        last = self.reach.get(seq)
+        if last is None or last[2] != self.documents_added or length < last[0]:
+            return False
+        return last[1] + (length - last[0]) < self.min_match
+
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:
+        self.reach.pop(seq, None)
         self.shadows.pop(seq, None)  # a new text on this slot: the last one's proposals are not its,
         self.texts.pop(seq, None)  # nor the last one's record
         self._live(seq).sync_live(prompt)
@@ -165,6 +186,8 @@ class SuffixDrafter(DrafterBase):
         live = self.live.get(seq)
         if live is not None and n_tokens < len(live.live_tokens):
             live.truncate_live(n_tokens)
+        if n_tokens < self.reach.get(seq, (0,))[0]:  # its text is shorter than at its last query
+            self.reach.pop(seq, None)
         if seq in self.shadows:  # a proposal whose text (or the part it was judged on) is gone goes too
             self.shadows[seq] = [s for s in self.shadows[seq] if s.at + s.judged <= n_tokens]
 
@@ -189,18 +212,21 @@ class SuffixDrafter(DrafterBase):
         """The sequence's text joins the history; its slot's live index is kept (the next prompt
         there, e.g. a chat's next turn, usually extends it: only the difference is indexed)."""
         self.history.add_document(list(committed), "job")
+        self.documents_added += 1
 
     def reset(self) -> None:
         self.live.clear()
         self.shadows.clear()
         self.texts.clear()
         self.prompt_ends.clear()
+        self.reach.clear()
         self.history.clear()
 
     # ---- beyond the protocol -----------------------------------------------------------------
     def add_document(self, tokens: Sequence[int], kind: str = "turn") -> None:
         """An earlier text to draft from ("turn" or "job")."""
         self.history.add_document(tokens, kind)
+        self.documents_added += 1
 
     def load_corpus(self, path: str | Path, tokenize: Callable[[str], list[int]]) -> int:
         """Index a text file (--draft-corpus) in pieces split at line ends; returns its tokens.
@@ -211,6 +237,7 @@ class SuffixDrafter(DrafterBase):
             tokens = tokenize(piece)
             total += len(tokens)
             self.corpus.add_document(tokens, "corpus")
+            self.documents_added += 1
         return total
 
     def _judge_shadows(self, seq: int, committed: Sequence[int]) -> None:
