@@ -226,7 +226,7 @@ class SuffixIndex:
             first[1:] = sb[1:] != sb[:-1]
             self._heads[li][sb[first]] = self._prev[li][sp[first]]
 
-    def _append_raw(self, tokens: np.ndarray, link: bool = True) -> None:
+    def _append_raw(self, tokens: np.ndarray | list[int], link: bool = True) -> None:
         a = self._n
         b = a + len(tokens)
         self._ensure_capacity(b)
@@ -265,20 +265,14 @@ class SuffixIndex:
             return
         if len(tokens) <= SCALAR_APPEND and isinstance(tokens, list):
             # A generation step's one token or few: no array made of them (np.asarray, its min and
-            # tolist were a fifth of sync_live's time per step).
-            tokens = [int(t) for t in tokens]
-            if min(tokens) < 0:
+            # tolist were a fifth of sync_live's time a step); _append_raw writes a list as well.
+            arr = [int(t) for t in tokens]
+            if min(arr) < 0:
                 raise ValueError("token ids must be >= 0")
-            a = self._n
-            self._ensure_capacity(a + len(tokens))
-            self._tok[a:a + len(tokens)] = tokens
-            self._n = a + len(tokens)
-            self._append_scalar(a, self._n, True)
-            self._live.extend(tokens)
         else:
             arr = _as_tokens(tokens)
-            self._append_raw(arr)
-            self._live.extend(arr.tolist())
+        self._append_raw(arr)
+        self._live.extend(arr if isinstance(arr, list) else arr.tolist())
         self._enforce_budget()
 
     def live_offset(self, position: int) -> int:
