@@ -14,7 +14,9 @@
 # anyio idna certifi tqdm typing-extensions; and every call after the first carries
 # .device/kit/env.sh again (ignored paths a call does not carry are removed there).
 # Times at the first sitting (2026-11-26, bench/measured/lent-20261126-*): the GPU part ~75 s, the CPU
-# part ~200 s.
+# part ~200 s. The second (lent-20261126-r2-*), as this file runs now: ~7 minutes for all, after a
+# 2.5-minute wait for the CUDA build; with the boot and 29 model pieces of 56 MiB (a call carries the tree
+# too: 62 MiB pieces were refused) it took 775 s of the session's 900.
 set -u
 . .device/kit/env.sh
 unset OMP_WAIT_POLICY  # env.sh's PASSIVE: the figures are at full speed (specllama's default; libgomp's for llama-server)

@@ -195,9 +195,9 @@ def sample(probs_row: np.ndarray, rng: np.random.Generator) -> int:
     The uniform draw is scaled by the row's own total, so rows summing to 1 +- rounding (or any
     positive total) are fine, and a zero-weight token can never be returned. The running sum is
     taken in two levels (_SAMPLE_BLOCK-token blocks, then inside the one block the draw falls in):
-    a float64 cumsum over a 152k vocabulary took 1.7 ms here, more than the GPU's whole 1.9 ms
+    a float64 cumsum over a 152k vocabulary took 0.7-1.7 ms here, near the GPU's whole 1.9 ms
     step (bench/measured/lent-20261126-r2-gpu-heldout-t0.7: Python was 35 % of plain decoding's
-    time at --temp 0.7 there, 1 % greedy).
+    time at --temp 0.7 there, 1 % greedy; bench/measured/xeon-20261126-sampling-step).
     """
     row = np.asarray(probs_row).reshape(-1)
     n = row.size

@@ -146,7 +146,7 @@ class SuffixDrafter(DrafterBase):
         self.reach[r.seq] = (len(context), length, self.documents_added)
         if length < self.min_match:
             # Nothing to draft from: the path after the match is not walked (on the held-out texts
-            # most steps' longest match is a token or two; the walk was a third of asking's time).
+            # most steps' longest match is a token or two; the walk was a fifth of asking's time).
             return SuffixProposal([], source=self.name, match_length=length)
         match = best.follow(length, positions, r.k)
         raw = raw_confidence(match.counts, match.totals)
