@@ -46,7 +46,9 @@ def test_regenerate_with_nothing_to_regenerate_or_while_answering_only_says_so()
 
     async def scenario():
         notices = []
-        runtime = FakeRuntime(SCRIPT * 20, step_delay=0.02)
+        # An answer far longer than the keys take (500 steps, 10 s), stopped with esc once they were
+        # pressed: with 1.6 s of answer a loaded CI machine once finished it before the keys arrived.
+        runtime = FakeRuntime(SCRIPT * 125, step_delay=0.02)
         hook = lambda m: notices.append(m.notification.message) if isinstance(m, Notify) else None  # noqa: E731
         async with chat_app(runtime).run_test(size=SIZE, message_hook=hook) as pilot:
             await wait_until(pilot, lambda: pilot.app.runtime is not None)
@@ -57,7 +59,9 @@ def test_regenerate_with_nothing_to_regenerate_or_while_answering_only_says_so()
             await pilot.press("ctrl+r", "ctrl+e")
             assert pilot.app.busy and len(runtime.engine.configs) == 1
             assert notices.count("still answering: esc stops the answer") == 2
+            await pilot.press("escape")
             await wait_until(pilot, lambda: not pilot.app.busy)
+            assert len(runtime.engine.ks_seen) < len(SCRIPT) * 125  # stopped, not finished
             assert texts(pilot.app)[0] == ("user", "long") and len(texts(pilot.app)) == 2
     run(scenario)
 
