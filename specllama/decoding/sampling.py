@@ -211,8 +211,9 @@ def sample(probs_row: np.ndarray, rng: np.random.Generator) -> int:
         raise ValueError(f"cannot sample from a row with total weight {total}")
     u = rng.random() * total
     # side="right": the first block (then token) whose running sum exceeds u, which skips zero weights.
-    b = min(int(np.searchsorted(cumulative, u, side="right")), len(cumulative) - 1)
-    b = int(np.flatnonzero(blocks[:b + 1] > 0)[-1])  # u rounded up to the total: the last block with weight
+    b = int(np.searchsorted(cumulative, u, side="right"))
+    if b >= len(cumulative):  # u rounded up to exactly `total`: the last block that has any weight
+        b = int(np.flatnonzero(blocks > 0)[-1])
     start = b * _SAMPLE_BLOCK
     inside = (cumulative[b - 1] if b else 0.0) + np.cumsum(row[start:start + _SAMPLE_BLOCK], dtype=np.float64)
     j = int(np.searchsorted(inside, u, side="right"))
