@@ -78,19 +78,12 @@ def best_length(acceptance: Sequence[float], ratio: Ratio, draft_cost: float = 0
     are skipped."""
     plain = 1.0 / (ratio(1) or 1.0)
     best_k, best = 0, plain
-    # expected_tokens and rate written out: this runs every step on every free draft, up to 64
-    # lengths for a copy, and the calls per length were a tenth of the step's Python on the agentic
-    # texts (py-spy on scripts/measure/policy_replay.py); the arithmetic is theirs, in their order.
-    chain = total = 1.0
-    for k, a in enumerate(acceptance, 1):
-        chain *= min(1.0, max(0.0, a))
-        total += chain
-        r = ratio(rows(k))
-        if r is None:
+    for k, e in enumerate(expected_tokens(acceptance)):
+        if k == 0:
             continue
-        cost = k * draft_cost + r
-        if cost > 0 and total / cost > best + 1e-12:
-            best_k, best = k, total / cost
+        r = rate(e, ratio, k, draft_cost, rows(k))
+        if r is not None and r > best + 1e-12:
+            best_k, best = k, r
     return best_k if best >= plain * min_gain else 0
 
 
