@@ -8,7 +8,9 @@
 # what a step costs in Python there (step_python.py: the simulator's --propose-ms for that machine).
 # Results go to $OUT/results.tgz after every step (a step cut off by the call's limit loses only
 # itself) and the log to $OUT/log.txt.
-#   bash scripts/measure/device_figures.sh [gpu|cpu|all]      (ONLY_REPLAY=1: the replays alone)
+#   bash scripts/measure/device_figures.sh [gpu|cpu|all|shapes]      (ONLY_REPLAY=1: the replays alone)
+# shapes: what a verify batch costs on the GPU when its row count changes from step to step, with CUDA
+# graphs, without them, and with the argmax taken on the device (verify_shapes.py; ~1 minute).
 # Beyond prepare.sh's wheels the device needs (EXTRA_WHEELS): shtab starlette uvicorn openai pydantic
 # pydantic-core annotated-types typing-inspection jiter distro sniffio httpx2 httpcore2 truststore h11
 # anyio idna certifi tqdm typing-extensions; and every call after the first carries
@@ -44,7 +46,14 @@ figures() {  # figures LABEL NOTE REPEAT ROUNDS
 }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; lscpu | grep -E 'Model name'
 GPU="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), every layer on the GPU (CUDA build of the vendored llama.cpp)"
+shapes() {
+  local V="python3 $M/verify_shapes.py --model $T --gpu-layers -1 --threads 16"
+  step 90 "verify shapes, graphs" $V --json "$R/shapes-graphs.json"
+  step 90 "verify shapes, no graphs" env GGML_CUDA_DISABLE_GRAPHS=1 $V --json "$R/shapes-nographs.json"
+  step 90 "verify shapes, argmax on the device" $V --backend-greedy --json "$R/shapes-backend-greedy.json"
+}
 case ${1:-all} in
+  shapes) shapes ;;
   gpu) figures gpu "$GPU" 3 2 ;;
   cpu) export CUDA_VISIBLE_DEVICES=; figures cpu "16 CPU threads, the GPU hidden (CUDA_VISIBLE_DEVICES=)" 1 1 ;;
   all) figures gpu "$GPU" 3 2

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -122,7 +123,17 @@ def ratio(n: int) -> float:
 
 
 def cost(rows: int) -> float:
-    return rows * PREFILL_S if rows > 65 else T1 * ratio(rows)
+    """A decode of `rows` rows; with --aftermath, a one-row decode whose last two decodes were not both one
+    row costs AFTERMATH plain steps more (llama.cpp's CUDA graphs: the first decode after a shape change runs
+    without a graph, the second records one; bench/measured/lent-20261127-verify-shapes.md)."""
+    base = rows * PREFILL_S if rows > 65 else T1 * ratio(rows)
+    extra = AFTERMATH * T1 if rows == 1 and any(r != 1 for r in RECENT_ROWS) else 0.0
+    RECENT_ROWS.append(rows)
+    return base + extra
+
+
+AFTERMATH = 0.0
+RECENT_ROWS: deque = deque([1, 1], maxlen=2)
 
 
 class Vocabulary:
@@ -285,13 +296,20 @@ def main() -> int:
     p.add_argument("--calibration", action="store_true",
                    help="also print, per draft group, how often the suffix drafter's proposed tokens were right "
                         "(every proposal judged, sent or not) over the replay of each mode")
+    p.add_argument("--prefill-ms", type=float, default=None,
+                   help="milliseconds a prompt row costs (default: 12.5, the 2-core EPYC's; 0 with --curve, as bench counts)")
+    p.add_argument("--aftermath", type=float, default=0.0,
+                   help="plain steps each of the two plain decodes after another shape costs more (the H100: 0.93; default 0)")
     p.add_argument("--propose-ms", type=float, default=0.0,
                    help="virtual milliseconds each suffix proposal costs (the Python a step pays to ask; default 0)")
     args = p.parse_args()
-    global PROPOSE_S
+    global PROPOSE_S, AFTERMATH, PREFILL_S
     PROPOSE_S = args.propose_ms / 1000
+    AFTERMATH = args.aftermath
     curve = (use_curve(args.curve) if args.curve else use_rows(args.verify_rows) if args.verify_rows
              else "the bare decodes timed on this machine")
+    if args.prefill_ms is not None:
+        PREFILL_S = args.prefill_ms / 1000
     if args.record:
         record(args.record, args.n, args.replay, args.sessions)
         return 0
@@ -311,7 +329,8 @@ def main() -> int:
         source = f"{args.replay} round {run['round']} (the `none` arm's texts)"
     base = {r["request"]: r["seconds"] for r in rows if r["mode"] == "none"}
     known = "learnt from its own steps (fresh costs)" if args.fresh_costs else "known from the start"
-    print(f"T(1) {T1 * 1000:.1f} ms; T(n)/T(1) of {curve}, {known}; a suffix proposal costs {args.propose_ms} ms; "
+    print(f"T(1) {T1 * 1000:.1f} ms; T(n)/T(1) of {curve}, {known}; a suffix proposal costs {args.propose_ms} ms, "
+          f"a plain step after another shape {AFTERMATH} plain steps more; "
           f"replayed: {source}")
     print("| mode | request | seconds | vs none | tokens | drafted | accepted |\n|---|---|---|---|---|---|---|")
     for r in rows:

@@ -37,6 +37,7 @@ class BenchOutcome:
     results: list[PromptResult]
     curve: CostCurve | None
     head_cost: float | None = None  # the target's MTP head's c, where this run timed its drafts
+    switch: float | None = None  # what the plain steps after a draft cost beyond T(1) (StepCosts.aftermath_median)
 
 
 def model_entry(model: ModelInfo | None) -> dict | None:
@@ -61,6 +62,7 @@ def run_benchmark(runtime: Session, prompts: list[BenchPrompt], configs: list[Be
     # measured speed is checked against.
     curve = runtime.costs.as_curve(options.cost_curve_max_n)
     head_cost = runtime.costs.draft_ratio("mtp") if runtime.costs.drafts_by.get("mtp") else None
+    switch = runtime.costs.aftermath_median()
     if "none" in runner.failed or not any(r.config.is_baseline for r in runs):
         raise BenchError("plain decoding (the 'none' baseline) failed: " + runner.failed.get("none", "no runs"))
 
@@ -92,8 +94,8 @@ def run_benchmark(runtime: Session, prompts: list[BenchPrompt], configs: list[Be
     machine = machine_info(info.threads, info.threads_batch, placement=info.placement, gpu_layers=info.gpu_layers,
                            flash_attn=info.flash_attn)
     document = json_document(settings=settings, machine=machine, models=models, curve=curve,
-                             results=results, summaries=summaries)
-    return BenchOutcome(document, summaries, results, curve, head_cost)
+                             results=results, summaries=summaries, switch=switch)
+    return BenchOutcome(document, summaries, results, curve, head_cost, switch)
 
 
 def bench_prompts(runtime: Session, items) -> list[BenchPrompt]:

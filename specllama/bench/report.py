@@ -13,6 +13,7 @@ from pathlib import Path
 
 from specllama.bench.aggregate import ConfigSummary, PromptResult
 from specllama.decoding.cost.curve import CostCurve
+from specllama.decoding.cost.online import AFTERMATH_MIN
 
 SCHEMA = "specllama.bench/1"
 
@@ -58,25 +59,30 @@ def summary_rows(summaries: list[ConfigSummary]) -> list[list[str]]:
     return rows
 
 
-def cost_curve_line(curve: CostCurve | None, head_cost: float | None = None) -> str:
-    """The learnt step costs; `head_cost`: the target's MTP head's c, where its drafts were timed."""
+def cost_curve_line(curve: CostCurve | None, head_cost: float | None = None, switch: float | None = None) -> str:
+    """The learnt step costs; `head_cost`: the target's MTP head's c, where its drafts were timed;
+    `switch`: the plain steps after a draft beyond T(1) (cost/online.py: a GPU's CUDA graphs)."""
     if curve is None:
         return "step costs: not known"
     ratios = " ".join(f"{r:.2f}" for r in curve.ratios)
     c = f"{curve.draft_ratio:.2f}" if curve.draft_ratio is not None else "- (no draft model)"
     head = f"; MTP head c = {head_cost:.2f} a draft position" if head_cost is not None else ""
+    back = ""
+    if switch is not None:
+        priced = "priced into a draft that starts a run" if switch >= AFTERMATH_MIN else "taken as none"
+        back = f"; going back to plain decoding after a draft: {switch:+.2f} plain steps ({priced})"
     return (f"step costs learnt from {curve.reps} steps: T(1) = {curve.t1_s * 1e3:.1f} ms; T(n)/T(1) for "
-            f"n = 1..{curve.max_n}: {ratios}; draft/target cost ratio c = {c}{head}")
+            f"n = 1..{curve.max_n}: {ratios}; draft/target cost ratio c = {c}{head}{back}")
 
 
 def terminal_table(summaries: list[ConfigSummary], curve: CostCurve | None, machine: dict,
-                   head_cost: float | None = None) -> str:
+                   head_cost: float | None = None, switch: float | None = None) -> str:
     rows = [HEADERS] + summary_rows(summaries)
     full = [r for r in rows if len(r) == len(HEADERS)]
     widths = [max(len(r[i]) for r in full) for i in range(len(HEADERS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    lines += ["", cost_curve_line(curve, head_cost), _machine_line(machine),
+    lines += ["", cost_curve_line(curve, head_cost, switch), _machine_line(machine),
               "speedup: geometric mean over prompts of (tok/s / tok/s of none on the same prompt); "
               "predicted: the cost model E / (K*c + T(K+1)/T(1)) at the measured acceptance; "
               "pred. (steps): the same cost model over the steps as they happened"]
@@ -92,7 +98,7 @@ def _machine_line(machine: dict) -> str:
 
 
 def markdown(summaries: list[ConfigSummary], curve: CostCurve | None, machine: dict, models: dict,
-             head_cost: float | None = None) -> str:
+             head_cost: float | None = None, switch: float | None = None) -> str:
     rows = summary_rows(summaries)
     out = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in r + [""] * (len(HEADERS) - len(r))) + " |"
@@ -104,12 +110,12 @@ def markdown(summaries: list[ConfigSummary], curve: CostCurve | None, machine: d
         out += ["", "| n | " + " | ".join(str(n) for n in range(1, curve.max_n + 1)) + " |",
                 "|---|" + "---|" * curve.max_n,
                 "| T(n)/T(1) | " + " | ".join(f"{r:.2f}" for r in curve.ratios) + " |",
-                "", cost_curve_line(curve, head_cost) + "."]
+                "", cost_curve_line(curve, head_cost, switch) + "."]
     return "\n".join(out) + "\n"
 
 
 def json_document(*, settings: dict, machine: dict, models: dict, curve: CostCurve | None,
-                  results: list[PromptResult], summaries: list[ConfigSummary]) -> dict:
+                  results: list[PromptResult], summaries: list[ConfigSummary], switch: float | None = None) -> dict:
     return {
         "schema": SCHEMA,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -117,6 +123,8 @@ def json_document(*, settings: dict, machine: dict, models: dict, curve: CostCur
         "machine": machine,
         "models": models,
         "cost_curve": curve.to_dict() if curve is not None else None,
+        # The plain steps after a draft beyond T(1), in plain steps (cost/online.py's switch cost).
+        "switch_back_ratio": switch,
         "results": [asdict(r) for r in results],
         "summary": [asdict(s) for s in summaries],
     }

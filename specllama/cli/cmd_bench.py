@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             outcome = run_benchmark(runtime, prompts, configs, options, progress=progress, settings=settings)
 
     doc = outcome.document
-    print(terminal_table(outcome.summaries, outcome.curve, doc["machine"], outcome.head_cost))
+    print(terminal_table(outcome.summaries, outcome.curve, doc["machine"], outcome.head_cost, outcome.switch))
     if opts.exact:
         print(f"{EXACT_MODE}: every configuration, none included, decodes this way; 'identical to none' compares "
               "with plain decoding in exact mode, whose text can differ from a default run")
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             write_json(args.json, doc)
         if args.markdown:
             write_text(args.markdown, markdown(outcome.summaries, outcome.curve, doc["machine"], doc["models"],
-                                               outcome.head_cost))
+                                               outcome.head_cost, outcome.switch))
     except OSError as e:  # checked writable at the start; a full disk can still fail here
         raise OutputPathError(f"cannot write {e.filename or 'the results'}: {e.strerror or e} "
                               "(the table above is the summary)") from None

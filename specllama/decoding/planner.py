@@ -66,7 +66,7 @@ class Planner:
             choices = [LengthChoice(a.estimates if a.estimates is not None else [1.0] * k, a.draft_cost,
                                     a.cap if a.cap is not None else k) for a, k in zip(asks, ks)]
             fixed = [None if a.estimates is not None else k for a, k in zip(asks, ks)]
-            ks = choose_lengths(choices, self.costs.ratio, max_rows=self.exact_rows, fixed=fixed)
+            ks = choose_lengths(choices, self.costs.step_ratio, max_rows=self.exact_rows, fixed=fixed)
         ks = fit_rows(ks, self.exact_rows)
         return [a if a.k == k else replace(a, k=k) for a, k in zip(asks, ks)]
 
@@ -89,6 +89,6 @@ class Planner:
             # A fixed draft's tokens count with what is known of them (an unknown one: not at all).
             choices.append(LengthChoice(known + [0.0] * (n - len(known)), 0.0, n))
             fixed.append(None if trim else n)
-        for slot, k in zip(running, choose_lengths(choices, self.costs.ratio, max_rows=self.exact_rows, fixed=fixed)):
+        for slot, k in zip(running, choose_lengths(choices, self.costs.step_ratio, max_rows=self.exact_rows, fixed=fixed)):
             proposals[slot.index] = proposals[slot.index].keep(k)
         return proposals

@@ -65,7 +65,7 @@ def model_acceptance(costs: StepCosts, source: str = "model", depth: int | None 
     cost = partial(costs.draft_ratio, source)
     if learnt is not None:
         cost = partial(_timed_or, costs, source, learnt)
-    return PositionAcceptance(costs.ratio, cost, k_max=min(K_AUTO_MAX, depth or K_AUTO_MAX))
+    return PositionAcceptance(costs.step_ratio, cost, k_max=min(K_AUTO_MAX, depth or K_AUTO_MAX))
 
 
 def _timed_or(costs: StepCosts, source: str, learnt: float) -> float | None:

@@ -125,6 +125,11 @@ def step_cost_lines(costs: StepCosts) -> list[str]:
     rows = [f"{n} row{'s' if n > 1 else ''} {costs.seconds(n) * 1e3:.1f} ms ({costs.ratio(n):.2f}x, n={costs.samples(n)})"
             for n in costs.observed_rows()]
     lines = ["step costs learnt here (target, by rows in the decode): " + "; ".join(rows)]
+    switch = costs.aftermath_median()
+    if switch is not None:
+        priced = "priced into a draft that starts a run" if costs.switch_ratio() else "taken as none"
+        lines.append(f"going back to plain decoding after a draft: {switch:+.2f} plain steps beyond T(1) "
+                     f"(n={len(costs.aftermath)}; {priced})")
     c = costs.draft_ratio()
     if costs.draft and c is not None:
         lines.append(f"draft decode {c * t1 * 1e3:.1f} ms a draft position (c = {c:.2f} of a plain step, n={len(costs.draft)})")

@@ -23,6 +23,16 @@ machine: measured here, plain steps took 117-146 ms within minutes, and a benchm
 = 1.92 from its runs' medians where the two timed side by side cost 1.37-1.49 times one
 (bench/measured/vm-20261123-cold-floors.md), so drafting was priced out by the drift.
 
+Going back to plain decoding has a cost of its own: on a backend that replays a recorded graph
+only while the batch keeps its shape (llama.cpp's CUDA graphs: the first decode after a change runs
+without one, the second records it), the plain steps right after a drafting step run slow. Measured
+on an H100 (bench/measured/lent-20261127-verify-shapes.md): a 2-row verify batch among plain steps
+took 2.6 plain steps, and the two plain steps after it 1.9 each. Those plain steps are the draft's
+cost, not plain decoding's: their excess over T(1) (SWITCH_STEPS of them) is the switch cost, left
+out of T(1), and `step_ratio` prices it into a draft that starts a run of drafts (a copy's drafts in
+a row pay it once, an isolated draft pays it whole: ~4.4 plain steps for 2 rows there). On a CPU
+(no graphs) the excess is noise around 0: below AFTERMATH_MIN it is taken as none.
+
 Row counts never observed are what earlier runs learnt here; else, before any batch was timed,
 the more optimistic of the prior (a startup curve) and a generic shape (so a lying prior cannot
 stop the drafts that would correct it); else they are interpolated between the observed counts, or
@@ -70,6 +80,12 @@ RECENT_PLAIN = 8  # plain steps a batch's sample is compared with: the machine's
 # 1.245x of plain at 1.4 and 1.294x at 1.0, prose within 1 % (vm-20261126-policy-replay-positions).
 VERIFY_ROW_FACTOR = 1.0
 PREFILL_MIN_ROWS = 32  # shorter prompt chunks say little about a big batch's cost per row
+# Plain steps after a drafting step whose time beyond T(1) is the drafting step's (see above): llama.cpp's
+# CUDA backend runs the first decode after a shape change without a graph and records one on the second.
+SWITCH_STEPS = 2
+# ... charged only while their median excess is at least this, in plain steps: on a CPU it is noise around
+# 0, and the plain steps after a draft are what keeps T(1) current while a text drafts every other step.
+AFTERMATH_MIN = 0.25
 
 
 # What a draft position of a source other than the draft model is believed to cost before one was
@@ -111,6 +127,13 @@ class StepCosts:
     rollback: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # (tokens dropped, seconds) per rollback
     steps: int = 0
     last_t1_step: int = -1  # when T(1) was last observed (a plain step): the planner probes when it is stale
+    # Plain steps after the last drafting step still to be charged to its aftermath, and whether its
+    # aftermath sample is yet to be started.
+    _charge_left: int = field(default=0, repr=False, compare=False)
+    _charging_new: bool = field(default=False, repr=False, compare=False)
+    _last_rows: int = field(default=1, repr=False, compare=False)  # the last step's rows: is a draft now a run's start?
+    # Per drafting step whose aftermath was charged: the excess of the plain steps after it, in plain steps.
+    aftermath: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     # Estimates are read many times a step (every drafter, every candidate length and N) and change
     # only when a sample arrives: kept until then.
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
@@ -126,10 +149,17 @@ class StepCosts:
         """A step whose target decode held `rows` rows took `seconds` (drafting excluded)."""
         if rows < 1 or not seconds > 0:
             return
+        self._last_rows = rows
+        if rows == 1 and self._charge_left:
+            self._charge_left -= 1
+            if self._charge(seconds):
+                return
         if rows > 1:
             now = self._t1_now()
             if now:
                 self.relative.setdefault(rows, deque(maxlen=self.window)).append(seconds / now)
+        if rows > 1:
+            self._charge_left, self._charging_new = SWITCH_STEPS, True
         self.steps += 1
         self._memo.clear()
         self.target.setdefault(rows, deque(maxlen=self.window)).append(seconds)
@@ -141,6 +171,49 @@ class StepCosts:
             del self.target[n]  # estimated again as unseen: optimistic, so it is timed again
             self.relative.pop(n, None)
             self.forgotten[n] = self.forgotten.get(n, 0) + 1
+
+    def _charge(self, seconds: float) -> bool:
+        """A plain step right after a drafting step: its excess over T(1) is that step's aftermath. Where
+        the aftermath is real (AFTERMATH_MIN) the step is no T(1) sample (True); else a plain sample
+        like any other (False)."""
+        now = self._t1_now() if 1 in self.target else None
+        if not now:
+            return False
+        if self._charging_new:  # the first plain step after this drafting step that could be compared
+            self.aftermath.append(0.0)
+            self._charging_new = False
+        self.aftermath[-1] += (seconds - now) / now
+        if self.switch_ratio() == 0.0:
+            return False
+        self.steps += 1
+        # It answers the planner's probe all the same (planner.py: a plain step every PROBE_EVERY): probing
+        # on until a steady plain step came would cost a long copy two more plain steps each time.
+        self.last_t1_step = self.steps
+        self._memo.clear()
+        return True
+
+    def switch_ratio(self) -> float:
+        """What going back to plain decoding after drafting costs, in plain steps: the plain steps right
+        after a drafting step beyond T(1) (median over the recent drafting steps), where that is real
+        (AFTERMATH_MIN); else 0."""
+        if "switch" not in self._memo:
+            median = statistics.median(self.aftermath) if self.aftermath else 0.0
+            self._memo["switch"] = median if median >= AFTERMATH_MIN else 0.0
+        return self._memo["switch"]
+
+    def aftermath_median(self) -> float | None:
+        """The plain steps right after a drafting step beyond T(1), in plain steps, as measured (median
+        over the recent drafting steps, below AFTERMATH_MIN too): what reports show; None before one."""
+        return statistics.median(self.aftermath) if self.aftermath else None
+
+    def step_ratio(self, rows: int) -> float | None:
+        """T(rows)/T(1) as a step of that many rows would be paid now, for the policies' decisions: a
+        drafting step right after a plain one starts a run of drafts, whose end costs switch_ratio (paid
+        once a run: a copy's drafts in a row share it, an isolated draft pays it whole)."""
+        ratio = self.ratio(rows)
+        if rows > 1 and ratio is not None and self._last_rows == 1:
+            return ratio + self.switch_ratio()
+        return ratio
 
     def record_prefill(self, rows: int, seconds: float) -> None:
         """A prompt chunk of `rows` tokens (no logits) took `seconds`: what a row of a big batch

@@ -36,7 +36,7 @@ class ConfidentAuto(PolicyBase):
 
     def cut(self, proposal: Proposal) -> tuple[Proposal, bool]:
         if proposal.tokens:
-            proposal = cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens)
+            proposal = cut_free(proposal, self.kit.costs.step_ratio, self.kit.verifier.batch_tokens)
         return proposal, fully_known(proposal)
 
     def observe(self, outcome: StepOutcome) -> None:

@@ -87,7 +87,7 @@ class SourceChoice(PolicyBase):
     def ask(self, room: int, alone: bool) -> Ask:
         self._cap = min(room, K_AUTO_MAX)  # a decoding source's longest draft
         if self.suffix.name in self.realised.not_asked():  # asking it does not pay: not even asked
-            choice, k = choose_source(Proposal(()), self.records, self._cap, self._avoid(), self.kit.costs.ratio)
+            choice, k = choose_source(Proposal(()), self.records, self._cap, self._avoid(), self.kit.costs.step_ratio)
             return Ask(self.decoding[choice], k) if choice in self.decoding else NO_DRAFT
         return Ask(self.suffix, min(room, K_COPY_MAX))
 
@@ -103,7 +103,7 @@ class SourceChoice(PolicyBase):
             return proposal, None
         proposal = long_enough(proposal)
         avoid = self._avoid()
-        choice, k = choose_source(proposal, self.records, self._cap, avoid, self.kit.costs.ratio)
+        choice, k = choose_source(proposal, self.records, self._cap, avoid, self.kit.costs.step_ratio)
         if choice in self.decoding:
             return proposal, Ask(self.decoding[choice], k)
         if choice == "none":
@@ -112,7 +112,7 @@ class SourceChoice(PolicyBase):
 
     def cut(self, proposal: Proposal) -> tuple[Proposal, bool]:
         if proposal.tokens and proposal.source == self.suffix.name:
-            proposal = cut_free(proposal, self.kit.costs.ratio, self.kit.verifier.batch_tokens)
+            proposal = cut_free(proposal, self.kit.costs.step_ratio, self.kit.verifier.batch_tokens)
         return proposal, fully_known(proposal)
 
     def observe(self, outcome: StepOutcome) -> None:
