@@ -8,7 +8,9 @@
 # what a step costs in Python there (step_python.py: the simulator's --propose-ms for that machine).
 # Results go to $OUT/results.tgz after every step (a step cut off by the call's limit loses only
 # itself) and the log to $OUT/log.txt.
-#   bash scripts/measure/device_figures.sh [gpu|cpu|all|shapes]      (ONLY_REPLAY=1: the replays alone)
+#   bash scripts/measure/device_figures.sh [gpu|cpu|all|shapes|argmax]      (ONLY_REPLAY=1: the replays alone)
+# argmax: the GPU figures with greedy rows' argmax taken on the GPU (SPECLLAMA_BACKEND_ARGMAX=1), to set
+# beside a `gpu` run of the same sitting.
 # shapes: what a verify batch costs on the GPU when its row count changes from step to step, with CUDA
 # graphs, without them, and with the argmax taken on the device (verify_shapes.py; ~1 minute).
 # Beyond prepare.sh's wheels the device needs (EXTRA_WHEELS): shtab starlette uvicorn openai pydantic
@@ -54,6 +56,8 @@ shapes() {
 }
 case ${1:-all} in
   shapes) shapes ;;
+  argmax) export SPECLLAMA_BACKEND_ARGMAX=1  # greedy rows' argmax on the GPU (llama/device_argmax.py): ours only
+          figures gpu-argmax "$GPU; specllama with SPECLLAMA_BACKEND_ARGMAX=1" 3 2 ;;
   gpu) figures gpu "$GPU" 3 2 ;;
   cpu) export CUDA_VISIBLE_DEVICES=; figures cpu "16 CPU threads, the GPU hidden (CUDA_VISIBLE_DEVICES=)" 1 1 ;;
   all) figures gpu "$GPU" 3 2

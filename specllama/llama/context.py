@@ -20,6 +20,7 @@ from specllama.llama import rollback as rb
 from specllama.llama import thread_share
 from specllama.llama.attention import flash_attention
 from specllama.llama.backend import C, default_threads, last_llama_error
+from specllama.llama.device_argmax import DeviceArgmax
 from specllama.llama.model import GGUFModel
 
 
@@ -84,7 +85,8 @@ class DecodeContext:
 
     def __init__(self, model: GGUFModel, *, n_ctx: int = 4096, n_threads: int | None = None,
                  n_threads_batch: int | None = None, n_batch: int = 512, n_seq_max: int = 1, exact: bool = False,
-                 unified: bool = False, snapshot_depth: int = rb.SNAPSHOT_DEPTH, flash_attn: str = "auto"):
+                 unified: bool = False, snapshot_depth: int = rb.SNAPSHOT_DEPTH, flash_attn: str = "auto",
+                 backend_argmax: bool = False):
         self.model = model
         threads = n_threads or default_threads()
         params = C.llama_context_default_params()
@@ -113,11 +115,18 @@ class DecodeContext:
         # Recurrent-state snapshots for dropping a rejected draft in place (0 where the
         # architecture has none: llama.cpp clamps it, and nothing is allocated for attention-only models).
         params.n_rs_seq = snapshot_depth
+        # Greedy rows' argmax on the backend (device_argmax.py): a verify batch has many outputs a
+        # sequence, where llama.cpp's default lets a backend sampler see one. Not with a unified cache,
+        # whose stairs verification reads rows.
+        backend_argmax = backend_argmax and not params.kv_unified
+        if backend_argmax:
+            params.n_outputs_max_per_seq = 0  # = n_outputs_max
         self._ctx = C.llama_init_from_model(model._model, params)
         if not self._ctx:
             raise SpecllamaError(f"llama.cpp could not create a context of {n_ctx} tokens x {n_seq_max} "
                                  f"sequences for {model.path.name}: {last_llama_error()}")
         self._memory = C.llama_get_memory(self._ctx)
+        self._device_argmax = DeviceArgmax(self._ctx) if backend_argmax else None
         self.n_ctx: int = C.llama_n_ctx_seq(self._ctx)
         # llama.cpp clamps n_batch to n_ctx and aborts the process on a larger batch: chunk by its value.
         self.n_batch: int = min(C.llama_n_batch(self._ctx), C.llama_n_ubatch(self._ctx))
@@ -166,6 +175,8 @@ class DecodeContext:
         if getattr(self, "_ctx", None):
             C.llama_free(self._ctx)
             self._ctx = None
+            if getattr(self, "_device_argmax", None) is not None:
+                self._device_argmax.close()
 
     def __del__(self) -> None:
         self.close()
@@ -204,6 +215,8 @@ class DecodeContext:
             wanted = set()
         else:
             wanted = set(logits)
+        if wanted and self._device_argmax is not None:
+            self._device_argmax.want(seq, False)  # rows are read: no argmax sampler on the way
         rows = []
         for start in range(0, n, self.n_batch):
             if start and self.interrupted:
@@ -231,6 +244,10 @@ class DecodeContext:
             counts.append(len(rows))
         if len(tokens) > self.n_batch:
             raise SpecllamaError(f"a batch of {len(tokens)} tokens exceeds n_batch {self.n_batch}")
+        if self._device_argmax is not None:
+            for part in parts:
+                if part.logits != "none":
+                    self._device_argmax.want(part.seq, part.logits == "argmax")
         rows = self._submit(tokens, positions, seqs, want) if tokens else []
         for part in parts:
             self.held[part.seq].extend(part.tokens)
@@ -267,6 +284,8 @@ class DecodeContext:
         rc = C.llama_decode(self._ctx, self._batch.raw)
         self.llama_seconds += time.perf_counter() - start
         self.llama_calls += 1
+        if self._device_argmax is not None:
+            self._device_argmax.decoded()
         if rc == 1:
             raise ContextOverflowError(f"llama.cpp found no room in the KV cache (n_ctx {self.n_ctx})")
         if rc != 0:
@@ -281,9 +300,13 @@ class DecodeContext:
             for s, n in fresh.items():
                 self._fresh[s] = n
         n_vocab = self.model.n_vocab
+        device = self._device_argmax
         rows = []
         for i, w in enumerate(want):
             if not w:
+                continue
+            if w == ARGMAX and device is not None and seqs[i][0] in device.attached:
+                rows.append(device.token(i))  # taken on the backend: no row to copy or check
                 continue
             view = np.ctypeslib.as_array(C.llama_get_logits_ith(self._ctx, i), shape=(n_vocab,))
             # A corrupt tensor gives NaN or inf logits, whose argmax is token 0: without this check

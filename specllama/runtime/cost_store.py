@@ -73,10 +73,12 @@ class CostStore:
     gpu_layers: int
     exact: bool
     flash_attn: str = "auto"  # as asked (--flash-attn): what a step costs depends on it
+    backend_argmax: bool = False  # greedy rows' argmax on the backend (llama/device_argmax.py): so does it
 
     def _key(self, draft: Path | None, max_n: int) -> dict:
         return key_for(self.target, draft, threads=self.threads, threads_batch=self.threads_batch,
-                       gpu_layers=self.gpu_layers, exact=self.exact, max_n=max_n, flash_attn=self.flash_attn)
+                       gpu_layers=self.gpu_layers, exact=self.exact, max_n=max_n, flash_attn=self.flash_attn,
+                       backend_argmax=self.backend_argmax)
 
     @property
     def learned_key(self) -> dict:
@@ -164,10 +166,13 @@ def _file_identity(path: Path | None) -> dict | None:
 
 
 def key_for(target_path: Path, draft_path: Path | None, *, threads: int, threads_batch: int, gpu_layers: int,
-            exact: bool, max_n: int, flash_attn: str = "auto") -> dict:
+            exact: bool, max_n: int, flash_attn: str = "auto", backend_argmax: bool = False) -> dict:
     """The key from the settings themselves, before any context exists: what is known of the costs
     is read while a load is planned (runtime/plan.py)."""
+    # Only where it is on, so that the costs learnt before the switch existed keep their key.
+    argmax = {"backend_argmax": True} if backend_argmax else {}
     return {
+        **argmax,
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "threads": threads,
@@ -190,7 +195,8 @@ def cache_key(target: DecodeContext, draft: DecodeContext | None, max_n: int = M
     return key_for(target.model.path, draft.model.path if draft is not None else None, threads=target.n_threads,
                    threads_batch=target.n_threads_batch, gpu_layers=getattr(target.model, "n_gpu_layers", 0),
                    exact=bool(getattr(target, "exact", False)), max_n=max_n,
-                   flash_attn=getattr(target, "flash_attn_asked", "auto"))
+                   flash_attn=getattr(target, "flash_attn_asked", "auto"),
+                   backend_argmax=getattr(target, "_device_argmax", None) is not None)
 
 
 def entry_path(key: dict) -> Path:

@@ -136,7 +136,7 @@ class Runtime:
                                         n_threads_batch=plan.threads_batch, exact=opts.exact,
                                         n_seq_max=sizes.target_context.sequences, unified=sizes.target_context.unified,
                                         snapshot_depth=snapshot_depth(self.target_model, opts.exact),
-                                        flash_attn=opts.flash_attn)
+                                        flash_attn=opts.flash_attn, backend_argmax=opts.backend_argmax)
         if (notice := rollback_notice(self.target_ctx)) is not None:
             self._say(notice)
         if opts.exact and self.target_model.exact_max_batch < 2:
@@ -147,7 +147,7 @@ class Runtime:
             self._say(Notice("context", context_note(opts.n_ctx, self.target_ctx.n_ctx, self.target_model.n_ctx_train),
                              verbose_only=opts.n_ctx < self.target_model.n_ctx_train))
         self.store = CostStore(self.target_path, plan.threads, plan.threads_batch, plan.gpu_layers, opts.exact,
-                               opts.flash_attn)
+                               opts.flash_attn, opts.backend_argmax)
         record = plan.draft_load.record if plan.draft_load else None
         if record is not None and plan.named_draft is not None and plan.named_draft.path is not None:
             self.store.record_decision(plan.named_draft.path, record)  # the next identical run decides alike

@@ -5,10 +5,11 @@ Plain values only (no llama.cpp), so the command line builds them while `--help`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specllama.decoding.request import AUTO, PARALLEL_AUTO_MAX, PARALLEL_MAX
 from specllama.errors import SpecllamaError
+from specllama.llama import device_argmax
 from specllama.models.registry import Registry
 
 # What exact mode changes, said wherever its output is compared: its greedy text is identical to
@@ -46,6 +47,8 @@ class LoadOptions:
     # Every draft-model decode one token a sequence (a research switch for CUDA graphs, see
     # drafters.ModelDrafter.one_token_decodes and scripts/measure/decode_shapes.py).
     draft_one_token_decodes: bool = False
+    # Greedy rows' argmax taken on the backend (a research switch, SPECLLAMA_BACKEND_ARGMAX=1: llama/device_argmax.py).
+    backend_argmax: bool = field(default_factory=device_argmax.wanted)
     parallel: int | str = 1  # the most prompts decoded together (batch, bench), or "auto": chosen from the costs
     prompts: int | None = None  # the prompts a job holds (batch): no more slots than that; None: unknown (serve)
 

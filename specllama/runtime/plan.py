@@ -134,7 +134,7 @@ def survey(options: LoadOptions, registry: Registry, fetched: Mapping[str, Path]
     costs = None
     if target.path is not None:
         store = CostStore(target.path, threads, threads_batch, gpu_layers(options, offload), options.exact,
-                          options.flash_attn)
+                          options.flash_attn, options.backend_argmax)
         draft_path = draft.path if draft is not None else None
         costs = CostsKnown(store.prior(draft_path), draft_path is not None and store.draft_cost_known(draft_path),
                            store.last_decision(draft_path) if draft_path is not None else None,

@@ -1,0 +1,79 @@
+"""Greedy verification's argmax taken where the logits are computed (llama.cpp's backend sampling).
+
+Greedy verification needs only each row's argmax (Slot.ids_only). Read from the host, every row's
+152k logits (600 kB) are copied out of the GPU and scanned by numpy; with a greedy sampler chain
+attached to the sequence (llama_set_sampler) llama.cpp takes the argmax in the decode's own graph and
+only the token ids come back. Measured on the lent H100 (bench/measured/lent-20261127-verify-shapes):
+a plain decode 1.795 against 1.986 ms, 10 % less; a 64-row verify batch no cheaper.
+
+Off unless SPECLLAMA_BACKEND_ARGMAX=1: llama.cpp marks the API experimental, and it is measured there
+only in that microbenchmark, not yet end to end. What it gives up: a row read this way is never seen,
+so a damaged file's non-finite logits (llama/context.py's check) show only in the rows still read
+(a grammar's, a sampled request's, logprobs).
+
+A sequence holds the sampler only while its decodes ask for argmax ids: one that asks for logits rows
+(sampling, a grammar, logprobs) has it taken off first, since llama.cpp then returns no logits for it.
+Each change makes llama.cpp reserve its graph again (once per request that changes kind, not per step).
+"""
+
+from __future__ import annotations
+
+import os
+
+from specllama.errors import SpecllamaError
+from specllama.llama.backend import C
+
+ENV = "SPECLLAMA_BACKEND_ARGMAX"
+
+
+def wanted() -> bool:
+    """Whether the environment asks for it (SPECLLAMA_BACKEND_ARGMAX=1)."""
+    return os.environ.get(ENV, "") == "1"
+
+
+class DeviceArgmax:
+    """The greedy sampler chains of one llama.cpp context, one per sequence, attached on demand."""
+
+    def __init__(self, ctx):
+        self._ctx = ctx
+        self._chains: dict[int, object] = {}  # seq -> its chain, attached
+        self.attached: set[int] = set()
+        self._retired: list = []  # chains taken off, freed once a decode ran without them
+
+    def want(self, seq: int, device: bool) -> None:
+        """Sequence `seq`'s next decode wants argmax ids from the device (True) or logits rows (False)."""
+        if device and seq not in self.attached:
+            # A new chain each time: llama.cpp sets a chain up for its backend once (it asserts on a second).
+            chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
+            C.llama_sampler_chain_add(chain, C.llama_sampler_init_greedy())
+            if not C.llama_set_sampler(self._ctx, seq, chain):
+                C.llama_sampler_free(chain)
+                raise SpecllamaError(f"llama.cpp cannot take the argmax on its backend here: unset {ENV}")
+            self._chains[seq] = chain
+            self.attached.add(seq)
+        elif not device and seq in self.attached:
+            C.llama_set_sampler(self._ctx, seq, None)
+            self.attached.discard(seq)
+            # The last graph still names it: freed after the next decode has built one without it.
+            self._retired.append(self._chains.pop(seq))
+
+    def decoded(self) -> None:
+        """A decode ran: the chains taken off before it are no longer named by any graph."""
+        for chain in self._retired:
+            C.llama_sampler_free(chain)
+        self._retired.clear()
+
+    def token(self, row: int) -> int:
+        """The argmax id of the decode's `row`-th token (a batch position, as llama_get_logits_ith's)."""
+        token = int(C.llama_get_sampled_token_ith(self._ctx, row))
+        if token < 0:
+            raise SpecllamaError(f"llama.cpp returned no argmax for row {row} of the decode")
+        return token
+
+    def close(self) -> None:
+        """After the context is freed: the chains it held."""
+        for chain in [*self._chains.values(), *self._retired]:
+            C.llama_sampler_free(chain)
+        self._chains.clear()
+        self._retired.clear()
+        self.attached.clear()
