@@ -19,7 +19,7 @@ argmax, ids_only) and the cache keeps one token a step, as after a rejected draf
   every8-N     N, 1, 1, 1, 1, 1, 1, 1    an isolated draft among plain steps: each position timed
   alt-N        1, N, 1, N, ...           drafting every other step
 With --backend-greedy the argmax of every row is taken on the device (llama.cpp's backend sampling,
-llama_set_sampler with a greedy chain: EXPERIMENTAL there) and only the token ids come back, instead of
+a greedy chain per sequence: llama/device_argmax.py, EXPERIMENTAL in llama.cpp) and only the token ids come back, instead of
 each row's 152k logits (600 kB) copied to the host and scanned by numpy: what that saves per row.
 Reported: the median milliseconds of each position in the pattern, over interleaved rounds, and for
 every8-N the excess of its 7 plain steps over steady-1's (what the draft costs the steps after it).
@@ -38,7 +38,7 @@ import platform
 import statistics
 import time
 
-from specllama.llama.backend import C, default_threads
+from specllama.llama.backend import default_threads
 from specllama.llama.context import DecodeContext, DecodePart
 from specllama.llama.model import GGUFModel
 from specllama.models.registry import load_registry
@@ -55,19 +55,7 @@ def patterns(sizes=SIZES) -> dict[str, list[int]]:
     return out
 
 
-def decode_sampled(ctx: DecodeContext, tokens: list[int]) -> list[int]:
-    """Append tokens to sequence 0 and return each row's argmax as the backend sampler chose it."""
-    held = ctx.held[0]
-    n = len(tokens)
-    ctx._batch.fill(tokens, range(len(held), len(held) + n), [(0,)] * n, [True] * n)
-    if C.llama_decode(ctx._ctx, ctx._batch.raw) != 0:
-        raise RuntimeError("llama_decode failed")
-    held.extend(tokens)
-    return [C.llama_get_sampled_token_ith(ctx._ctx, i) for i in range(n)]
-
-
-def time_pattern(ctx: DecodeContext, shape: list[int], cycles: int, token: int,
-                 sampled: bool = False) -> list[list[float]]:
+def time_pattern(ctx: DecodeContext, shape: list[int], cycles: int, token: int) -> list[list[float]]:
     """Milliseconds of each decode, per position of the pattern: `cycles` repeats of it. Each decode
     appends its rows and the cache keeps one of them (a rejected draft); the cache goes back to 32
     tokens past 288 so attention costs the same throughout (llama.cpp pads the cells it reads to 256)."""
@@ -80,10 +68,7 @@ def time_pattern(ctx: DecodeContext, shape: list[int], cycles: int, token: int,
                 ctx.rollback(32)
             keep = ctx.n_past + 1
             start = time.perf_counter()
-            if sampled:
-                decode_sampled(ctx, [token] * n)
-            else:
-                ctx.decode_parts([DecodePart(0, [token] * n, "argmax")])  # reads every row: the GPU has finished
+            ctx.decode_parts([DecodePart(0, [token] * n, "argmax")])  # reads every row: the GPU has finished
             times[i].append((time.perf_counter() - start) * 1e3)
             ctx.rollback(keep)
     return times
@@ -105,29 +90,15 @@ def main(argv=None) -> int:
     path = resolve(args.model or registry.pair(None).target, registry, None)
     model = GGUFModel(path, n_gpu_layers=args.gpu_layers)
     threads = args.threads or default_threads()
-    if args.backend_greedy:  # llama.cpp's default lets a backend sampler see one output per sequence: a verify batch has many
-        defaults = C.llama_context_default_params
-
-        def every_output():
-            params = defaults()
-            params.n_outputs_max_per_seq = 0  # = n_outputs_max
-            return params
-        C.llama_context_default_params = every_output
-    ctx = DecodeContext(model, n_ctx=512, n_threads=threads)
+    ctx = DecodeContext(model, n_ctx=512, n_threads=threads, backend_argmax=args.backend_greedy)
     token = 100
-    if args.backend_greedy:
-        chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
-        C.llama_sampler_chain_add(chain, C.llama_sampler_init_greedy())
-        if not C.llama_set_sampler(ctx._ctx, 0, chain):
-            print("llama.cpp could not offload a greedy sampler here: nothing to measure")
-            return 1
     shapes = patterns(tuple(int(s) for s in args.sizes.split(",")))
     for shape in shapes.values():  # warm-up: first decodes allocate
-        time_pattern(ctx, shape, 2, token, args.backend_greedy)
+        time_pattern(ctx, shape, 2, token)
     samples: dict[str, list[list[float]]] = {name: [[] for _ in shape] for name, shape in shapes.items()}
     for _ in range(args.rounds):
         for name, shape in shapes.items():
-            for i, ts in enumerate(time_pattern(ctx, shape, args.cycles, token, args.backend_greedy)):
+            for i, ts in enumerate(time_pattern(ctx, shape, args.cycles, token)):
                 samples[name][i] += ts
     ctx.close()
     medians = {name: [statistics.median(ts) for ts in per] for name, per in samples.items()}
