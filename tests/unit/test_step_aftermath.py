@@ -81,3 +81,10 @@ def test_the_reports_show_what_going_back_costs_and_whether_it_is_priced():
     cpu = h100_like(([1] * 7 + [2]) * 12 + [1] * 7, aftermath=0.0)
     assert "+0.00 plain steps beyond T(1) (n=12; taken as none)" in step_cost_lines(cpu)[-1]
     assert "going back" not in cost_curve_line(cpu.as_curve(4))
+
+
+def test_the_first_slow_plain_step_is_charged_though_a_report_read_the_switch_just_before():
+    costs = h100_like([1] * 7 + [2])
+    assert costs.switch_ratio() == 0.0  # nothing known of it yet (and remembered until the next sample)
+    costs.record_step(1, T1 * 1.93)
+    assert len(costs.target[1]) == 7 and costs.switch_ratio() == pytest.approx(0.93)

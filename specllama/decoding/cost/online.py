@@ -158,7 +158,6 @@ class StepCosts:
             now = self._t1_now()
             if now:
                 self.relative.setdefault(rows, deque(maxlen=self.window)).append(seconds / now)
-        if rows > 1:
             self._charge_left, self._charging_new = SWITCH_STEPS, True
         self.steps += 1
         self._memo.clear()
@@ -183,6 +182,7 @@ class StepCosts:
             self.aftermath.append(0.0)
             self._charging_new = False
         self.aftermath[-1] += (seconds - now) / now
+        self._memo.pop("switch", None)  # read since the last sample (step_ratio): this one counts now
         if self.switch_ratio() == 0.0:
             return False
         self.steps += 1
