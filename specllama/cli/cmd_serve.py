@@ -145,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
                                  strict_model=args.strict_model)
             metrics = Metrics(runtime.parallelism)
             runtime.warm_tokenizer()  # the vocabulary's special texts read now, not in the first request
+            runtime.warm_up()  # and the backend's kernels and the weights, as llama-server does
             cache = prompt_cache_for(runtime, args)
             state = ServerState(runtime, EngineWorker(runtime, args.queue, metrics), served, metrics, args.max_body,
                                 keep_alive=args.keep_alive)

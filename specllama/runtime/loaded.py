@@ -273,6 +273,21 @@ class Runtime:
         """Read the vocabulary's special texts now, not in the first request (a server's start)."""
         self.target_model.special_texts
 
+    def warm_up(self) -> None:
+        """A few decodes of each model now, then every cache emptied, as llama-server does at its start:
+        the first request does not pay for the backend's first use of its kernels (a GPU loads them
+        lazily, per batch shape) nor for paging the weights in. On the lent H100 a fresh serve's first
+        answer took 2.8-3.0 ms a token where llama-server's took 2.5 and our later ones 2.2-2.4
+        (bench/measured/lent-20261127-gpu-replay, inventory/0). Nothing is timed into the step costs."""
+        tokens = (self.tokenize("warm up the kernels: a prompt, a verify batch, one token") * 2)[:16] or [0]
+        for ctx in (self.target_ctx, self.draft_ctx):
+            if ctx is None:
+                continue
+            ctx.decode(tokens[:-5], logits="none")  # a prompt's chunk
+            ctx.decode(tokens[-5:-1], logits="all")  # a verify batch's rows
+            ctx.decode(tokens[-1:], logits="last")  # a plain step
+        self.engine.reset()  # every cache and drafter emptied: the first request starts as from a fresh load
+
     def detokenize(self, tokens: Sequence[int]) -> str:
         return self.target_model.detokenize(tokens)
 

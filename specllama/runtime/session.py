@@ -80,6 +80,8 @@ class Session(Protocol):
 
     def warm_tokenizer(self) -> None: ...  # read the special texts now (a server's start)
 
+    def warm_up(self) -> None: ...  # a few decodes of each model now, caches emptied after (a server's start)
+
     def detokenize(self, tokens: Sequence[int]) -> str: ...
 
     def prompt_tokens(self, prompt: str, system: str | None = None) -> list[int]: ...  # one user turn, templated

@@ -56,3 +56,22 @@ def test_a_context_other_than_the_one_asked_for_is_said(tiny_models):
     with open_runtime(LoadOptions(target=str(tiny_models["a"]), n_ctx=256, load_draft=False), status=lambda n: said.append(n.text)):
         pass
     assert said == []  # a size llama.cpp keeps as it is: nothing to say
+
+
+def test_a_warm_up_leaves_every_cache_empty_and_the_answers_alike(tiny_models):
+    from specllama.decoding.engine import GenerationConfig, TokenEvent
+
+    options = LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["b"]), n_ctx=256)
+    config = GenerationConfig(max_tokens=12, drafter="model", k=2)
+    answers = []
+    for warm in (False, True):
+        with open_runtime(options) as rt:
+            calls = rt.target_ctx.llama_calls, rt.draft_ctx.llama_calls
+            if warm:
+                rt.warm_up()
+                assert rt.target_ctx.llama_calls == calls[0] + 3 and rt.draft_ctx.llama_calls == calls[1] + 3
+                assert rt.target_ctx.past(0) == 0 and rt.draft_ctx.past(0) == 0
+                assert rt.step_costs.steps == 0  # nothing timed into the costs
+            answers.append([e.id for e in rt.generate(rt.prompt_tokens("count to five"), config)
+                            if isinstance(e, TokenEvent)])
+    assert answers[0] == answers[1] and len(answers[0]) == 12
