@@ -302,6 +302,9 @@ def _read_learned(key: dict) -> dict | None:
     head = raw.get("mtp_ratio")
     if head is not None and not (_number(head) and head >= 0):
         return None
+    switch = raw.get("switch_ratio")
+    if switch is not None and not (_number(switch) and -1 <= switch <= 20):  # plain steps: 1.8 on an H100
+        return None
     return raw
 
 
@@ -312,7 +315,8 @@ def load_learned(key: dict, draft_path: Path | None = None) -> dict | None:
     if raw is None:
         return None
     draft = raw.get("draft_ratios", {}).get(_draft_id(draft_path)) if draft_path else None
-    return {"t1_s": raw["t1_s"], "ratios": raw["ratios"], "draft_ratio": draft, "mtp_ratio": raw.get("mtp_ratio")}
+    return {"t1_s": raw["t1_s"], "ratios": raw["ratios"], "draft_ratio": draft, "mtp_ratio": raw.get("mtp_ratio"),
+            "switch_ratio": raw.get("switch_ratio")}
 
 
 def save_learned(key: dict, snapshot: dict | None, draft_path: Path | None = None, head_ratio: float | None = None) -> None:
@@ -332,6 +336,10 @@ def save_learned(key: dict, snapshot: dict | None, draft_path: Path | None = Non
     head = head_ratio if head_ratio is not None else old.get("mtp_ratio")
     if head is not None:
         learned["mtp_ratio"] = head
+    # What going back to plain decoding costs (cost/online.py): this run's, else an earlier one's.
+    switch = snapshot.get("switch_ratio") if snapshot.get("switch_ratio") is not None else old.get("switch_ratio")
+    if switch is not None:
+        learned["switch_ratio"] = switch
     _write_json(entry_path(key), {"key": key, "learned": learned})
 
 

@@ -88,3 +88,24 @@ def test_the_first_slow_plain_step_is_charged_though_a_report_read_the_switch_ju
     assert costs.switch_ratio() == 0.0  # nothing known of it yet (and remembered until the next sample)
     costs.record_step(1, T1 * 1.93)
     assert len(costs.target[1]) == 7 and costs.switch_ratio() == pytest.approx(0.93)
+
+
+def test_the_switch_cost_is_the_next_runs_prior(tmp_path, monkeypatch):
+    from specllama.decoding.cost.online import prior_from_snapshot
+    from specllama.runtime import cost_store
+
+    monkeypatch.setenv("SPECLLAMA_CACHE", str(tmp_path))
+    key = {"target": "t", "learned": 1}
+    cost_store.save_learned(key, h100_like(([1] * 7 + [2]) * 12 + [1] * 7).snapshot())
+    nxt = StepCosts(prior_from_snapshot(cost_store.load_learned(key)))
+    nxt.record_step(1, T1)
+    assert nxt.step_ratio(2) == pytest.approx(nxt.ratio(2) + 2 * 0.93)  # before this run's first draft
+    plain = StepCosts()  # a run that drafted nothing keeps what an earlier one measured
+    for _ in range(4):
+        plain.record_step(1, T1)
+    cost_store.save_learned(key, plain.snapshot())
+    assert cost_store.load_learned(key)["switch_ratio"] == pytest.approx(2 * 0.93)
+    raw = cost_store.entry_path(key).read_text()
+    assert '"switch_ratio": 1.86' in raw
+    cost_store.entry_path(key).write_text(raw.replace('"switch_ratio": 1.86', '"switch_ratio": "lots"'))  # damaged: not trusted
+    assert cost_store.load_learned(key) is None

@@ -108,6 +108,7 @@ class Prior:
     draft_ratio: float | None = None
     learned: bool = False  # from earlier runs' steps (trusted where unobserved), not a bare benchmark
     known: frozenset[int] = frozenset()  # the row counts it holds a measurement of (others are its guesses)
+    switch: float | None = None  # the switch cost earlier runs measured here (StepCosts.switch_ratio), in plain steps
 
 
 @dataclass
@@ -197,7 +198,9 @@ class StepCosts:
         after a drafting step beyond T(1) (median over the recent drafting steps), where that is real
         (AFTERMATH_MIN); else 0."""
         if "switch" not in self._memo:
-            median = statistics.median(self.aftermath) if self.aftermath else 0.0
+            # Before this run's first draft, what earlier runs here measured: a GPU's first isolated draft
+            # is then priced with it, not found dear afterwards.
+            median = statistics.median(self.aftermath) if self.aftermath else (self.prior.switch or 0.0)
             self._memo["switch"] = median if median >= AFTERMATH_MIN else 0.0
         return self._memo["switch"]
 
@@ -420,7 +423,7 @@ class StepCosts:
         if t1 is None or 1 not in self.target:
             return None
         ratios = {str(n): self.ratio(n) for n in self.observed_rows()}
-        return {"t1_s": t1, "ratios": ratios, "draft_ratio": self.draft_ratio()}
+        return {"t1_s": t1, "ratios": ratios, "draft_ratio": self.draft_ratio(), "switch_ratio": self.aftermath_median()}
 
 
 def between(points: list[tuple[int, float]], n: int) -> float | None:
@@ -451,6 +454,7 @@ def prior_from_snapshot(raw: dict, fallback: Prior | None = None) -> Prior:
             return r0 + max(grow, MIN_SLOPE * (n - n0))
         return base(n)
 
-    draft = raw.get("draft_ratio")
+    draft, switch = raw.get("draft_ratio"), raw.get("switch_ratio")
     known = frozenset(n for n, _ in points) | (fallback.known if fallback else frozenset())
-    return Prior(ratio, float(raw["t1_s"]), None if draft is None else float(draft), learned=True, known=known)
+    return Prior(ratio, float(raw["t1_s"]), None if draft is None else float(draft), learned=True, known=known,
+                 switch=None if switch is None else float(switch))
