@@ -209,14 +209,19 @@ class StepCosts:
         over the recent drafting steps, below AFTERMATH_MIN too): what reports show; None before one."""
         return statistics.median(self.aftermath) if self.aftermath else None
 
-    def step_ratio(self, rows: int) -> float | None:
-        """T(rows)/T(1) as a step of that many rows would be paid now, for the policies' decisions: a
-        drafting step right after a plain one starts a run of drafts, whose end costs switch_ratio (paid
-        once a run: a copy's drafts in a row share it, an isolated draft pays it whole)."""
+    @property
+    def step_ratio(self) -> Callable[[int], float | None]:
+        """T(rows)/T(1) as a step of that many rows would be paid now, for the policies' decisions (a
+        Ratio: called for many lengths a step): a drafting step right after a plain one starts a run
+        of drafts, whose end costs switch_ratio (paid once a run: a copy's drafts in a row share it, an
+        isolated draft pays it whole). Where no switch cost applies, `ratio` itself (no extra call)."""
+        if self._last_rows != 1 or not self.switch_ratio():
+            return self.ratio
+        return self._ratio_starting_a_run
+
+    def _ratio_starting_a_run(self, rows: int) -> float | None:
         ratio = self.ratio(rows)
-        if rows > 1 and ratio is not None and self._last_rows == 1:
-            return ratio + self.switch_ratio()
-        return ratio
+        return ratio + self.switch_ratio() if rows > 1 and ratio is not None else ratio
 
     def record_prefill(self, rows: int, seconds: float) -> None:
         """A prompt chunk of `rows` tokens (no logits) took `seconds`: what a row of a big batch
