@@ -284,12 +284,12 @@ class DecodeContext:
         rc = C.llama_decode(self._ctx, self._batch.raw)
         self.llama_seconds += time.perf_counter() - start
         self.llama_calls += 1
-        if self._device_argmax is not None:
-            self._device_argmax.decoded()
         if rc == 1:
             raise ContextOverflowError(f"llama.cpp found no room in the KV cache (n_ctx {self.n_ctx})")
         if rc != 0:
             raise SpecllamaError(f"llama_decode failed with code {rc}: {last_llama_error()}")
+        if self._device_argmax is not None:
+            self._device_argmax.decoded()
         for observer in self.observers:
             observer.decoded(tokens, positions, seqs)
         if self.rollback_method != rb.CELLS:

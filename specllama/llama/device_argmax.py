@@ -21,13 +21,13 @@ from __future__ import annotations
 import os
 
 from specllama.errors import SpecllamaError
-from specllama.llama.backend import C
 
 ENV = "SPECLLAMA_BACKEND_ARGMAX"
 
 
 def wanted() -> bool:
-    """Whether the environment asks for it (SPECLLAMA_BACKEND_ARGMAX=1)."""
+    """Whether the environment asks for it (SPECLLAMA_BACKEND_ARGMAX=1). Read by runtime/options.py, which
+    loads no llama.cpp (the command line's --help): so is this module until a context uses the class."""
     return os.environ.get(ENV, "") == "1"
 
 
@@ -35,6 +35,9 @@ class DeviceArgmax:
     """The greedy sampler chains of one llama.cpp context, one per sequence, attached on demand."""
 
     def __init__(self, ctx):
+        from specllama.llama.backend import C  # here: importing this module loads no llama.cpp (wanted())
+
+        self._C = C
         self._ctx = ctx
         self._chains: dict[int, object] = {}  # seq -> its chain, attached
         self.attached: set[int] = set()
@@ -44,15 +47,15 @@ class DeviceArgmax:
         """Sequence `seq`'s next decode wants argmax ids from the device (True) or logits rows (False)."""
         if device and seq not in self.attached:
             # A new chain each time: llama.cpp sets a chain up for its backend once (it asserts on a second).
-            chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
-            C.llama_sampler_chain_add(chain, C.llama_sampler_init_greedy())
-            if not C.llama_set_sampler(self._ctx, seq, chain):
-                C.llama_sampler_free(chain)
+            chain = self._C.llama_sampler_chain_init(self._C.llama_sampler_chain_default_params())
+            self._C.llama_sampler_chain_add(chain, self._C.llama_sampler_init_greedy())
+            if not self._C.llama_set_sampler(self._ctx, seq, chain):
+                self._C.llama_sampler_free(chain)
                 raise SpecllamaError(f"llama.cpp cannot take the argmax on its backend here: unset {ENV}")
             self._chains[seq] = chain
             self.attached.add(seq)
         elif not device and seq in self.attached:
-            C.llama_set_sampler(self._ctx, seq, None)
+            self._C.llama_set_sampler(self._ctx, seq, None)
             self.attached.discard(seq)
             # The last graph still names it: freed after the next decode has built one without it.
             self._retired.append(self._chains.pop(seq))
@@ -60,12 +63,12 @@ class DeviceArgmax:
     def decoded(self) -> None:
         """A decode ran: the chains taken off before it are no longer named by any graph."""
         for chain in self._retired:
-            C.llama_sampler_free(chain)
+            self._C.llama_sampler_free(chain)
         self._retired.clear()
 
     def token(self, row: int) -> int:
         """The argmax id of the decode's `row`-th token (a batch position, as llama_get_logits_ith's)."""
-        token = int(C.llama_get_sampled_token_ith(self._ctx, row))
+        token = int(self._C.llama_get_sampled_token_ith(self._ctx, row))
         if token < 0:
             raise SpecllamaError(f"llama.cpp returned no argmax for row {row} of the decode")
         return token
@@ -73,7 +76,7 @@ class DeviceArgmax:
     def close(self) -> None:
         """After the context is freed: the chains it held."""
         for chain in [*self._chains.values(), *self._retired]:
-            C.llama_sampler_free(chain)
+            self._C.llama_sampler_free(chain)
         self._chains.clear()
         self._retired.clear()
         self.attached.clear()
