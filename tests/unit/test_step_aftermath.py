@@ -14,10 +14,10 @@ from specllama.decoding.planner import PROBE_EVERY
 T1 = 0.002
 
 
-def h100_like(rows_seq, aftermath: float = 0.93, verify: float = 1.2) -> StepCosts:
+def h100_like(rows_seq, aftermath: float = 0.93, verify: float = 1.2, costs: StepCosts | None = None) -> StepCosts:
     """Steps as the H100 paid them: a plain step T1, or T1 x (1 + aftermath) within SWITCH_STEPS plain
     steps of a drafting step; a drafting step of n rows T1 x (1 + verify x (n - 1))."""
-    costs, since = StepCosts(), SWITCH_STEPS
+    costs, since = costs or StepCosts(), SWITCH_STEPS
     for rows in rows_seq:
         if rows > 1:
             costs.record_step(rows, T1 * (1 + verify * (rows - 1)))
@@ -109,3 +109,12 @@ def test_the_switch_cost_is_the_next_runs_prior(tmp_path, monkeypatch):
     assert '"switch_ratio": 1.86' in raw
     cost_store.entry_path(key).write_text(raw.replace('"switch_ratio": 1.86', '"switch_ratio": "lots"'))  # damaged: not trusted
     assert cost_store.load_learned(key) is None
+
+
+def test_a_draft_models_record_built_at_load_prices_the_switch_learnt_later():
+    from specllama.runtime.loaded import model_acceptance
+
+    costs = StepCosts()
+    record = model_acceptance(costs)  # at load: nothing known of the switch
+    h100_like(([1] * 7 + [2]) * 12 + [1] * 7, costs=costs)
+    assert record.verify_ratio(2) == costs.step_ratio(2) == pytest.approx(costs.ratio(2) + 2 * 0.93)

@@ -200,7 +200,9 @@ class StepCosts:
         if "switch" not in self._memo:
             # Before this run's first draft, what earlier runs here measured: a GPU's first isolated draft
             # is then priced with it, not found dear afterwards.
-            median = statistics.median(self.aftermath) if self.aftermath else (self.prior.switch or 0.0)
+            median = self.aftermath_median()
+            if median is None:
+                median = self.prior.switch or 0.0
             self._memo["switch"] = median if median >= AFTERMATH_MIN else 0.0
         return self._memo["switch"]
 
@@ -209,19 +211,15 @@ class StepCosts:
         over the recent drafting steps, below AFTERMATH_MIN too): what reports show; None before one."""
         return statistics.median(self.aftermath) if self.aftermath else None
 
-    @property
-    def step_ratio(self) -> Callable[[int], float | None]:
-        """T(rows)/T(1) as a step of that many rows would be paid now, for the policies' decisions (a
-        Ratio: called for many lengths a step): a drafting step right after a plain one starts a run
-        of drafts, whose end costs switch_ratio (paid once a run: a copy's drafts in a row share it, an
-        isolated draft pays it whole). Where no switch cost applies, `ratio` itself (no extra call)."""
-        if self._last_rows != 1 or not self.switch_ratio():
-            return self.ratio
-        return self._ratio_starting_a_run
-
-    def _ratio_starting_a_run(self, rows: int) -> float | None:
+    def step_ratio(self, rows: int) -> float | None:
+        """T(rows)/T(1) as a step of that many rows would be paid now, for the policies' decisions: a
+        drafting step right after a plain one starts a run of drafts, whose end costs switch_ratio (paid
+        once a run: a copy's drafts in a row share it, an isolated draft pays it whole). A method read at
+        each call, not a callable chosen once: a draft model's acceptance record keeps it from load on."""
         ratio = self.ratio(rows)
-        return ratio + self.switch_ratio() if rows > 1 and ratio is not None else ratio
+        if rows > 1 and self._last_rows == 1 and ratio is not None:
+            return ratio + self.switch_ratio()
+        return ratio
 
     def record_prefill(self, rows: int, seconds: float) -> None:
         """A prompt chunk of `rows` tokens (no logits) took `seconds`: what a row of a big batch
