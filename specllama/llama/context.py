@@ -127,6 +127,7 @@ class DecodeContext:
                                  f"sequences for {model.path.name}: {last_llama_error()}")
         self._memory = C.llama_get_memory(self._ctx)
         self._device_argmax = DeviceArgmax(self._ctx) if backend_argmax else None
+        self.backend_argmax = backend_argmax  # as it runs (never with a unified cache): the cost cache's key
         self.n_ctx: int = C.llama_n_ctx_seq(self._ctx)
         # llama.cpp clamps n_batch to n_ctx and aborts the process on a larger batch: chunk by its value.
         self.n_batch: int = min(C.llama_n_batch(self._ctx), C.llama_n_ubatch(self._ctx))

@@ -39,9 +39,13 @@ class DeviceArgmax:
 
         self._C = C
         self._ctx = ctx
-        self._chains: dict[int, object] = {}  # seq -> its chain, attached
-        self.attached: set[int] = set()
+        self._chains: dict[int, object] = {}  # seq -> its chain, attached now
         self._retired: list = []  # chains taken off, freed once a decode ran without them
+
+    @property
+    def attached(self):
+        """The sequences whose argmax is taken on the backend now (a view: `seq in`, `== {0}`)."""
+        return self._chains.keys()
 
     def want(self, seq: int, device: bool) -> None:
         """Sequence `seq`'s next decode wants argmax ids from the device (True) or logits rows (False)."""
@@ -53,10 +57,8 @@ class DeviceArgmax:
                 self._C.llama_sampler_free(chain)
                 raise SpecllamaError(f"llama.cpp cannot take the argmax on its backend here: unset {ENV}")
             self._chains[seq] = chain
-            self.attached.add(seq)
         elif not device and seq in self.attached:
             self._C.llama_set_sampler(self._ctx, seq, None)
-            self.attached.discard(seq)
             # The last graph still names it: freed after the next decode has built one without it.
             self._retired.append(self._chains.pop(seq))
 
@@ -79,4 +81,3 @@ class DeviceArgmax:
             self._C.llama_sampler_free(chain)
         self._chains.clear()
         self._retired.clear()
-        self.attached.clear()

@@ -196,7 +196,7 @@ def cache_key(target: DecodeContext, draft: DecodeContext | None, max_n: int = M
                    threads_batch=target.n_threads_batch, gpu_layers=getattr(target.model, "n_gpu_layers", 0),
                    exact=bool(getattr(target, "exact", False)), max_n=max_n,
                    flash_attn=getattr(target, "flash_attn_asked", "auto"),
-                   backend_argmax=getattr(target, "_device_argmax", None) is not None)
+                   backend_argmax=getattr(target, "backend_argmax", False))
 
 
 def entry_path(key: dict) -> Path:

@@ -213,11 +213,15 @@ H100_DRAFT_TOKEN = 0.0036
 XEON16_POINTS = {1: 1.0, 2: 1.15, 4: 1.27, 8: 1.75, 16: 2.22}
 
 
+def interpolated(points: dict[int, float], rows: int) -> float:
+    """points' value at `rows`: on the straight line between the counts around it, the last one's past them."""
+    lo = max(n for n in points if n <= rows)
+    hi = min((n for n in points if n >= rows), default=lo)
+    return points[lo] if hi == lo else points[lo] + (points[hi] - points[lo]) * (rows - lo) / (hi - lo)
+
+
 def xeon16_loop(rows: int) -> float:
-    lo = max(n for n in XEON16_POINTS if n <= rows)
-    hi = min((n for n in XEON16_POINTS if n >= rows), default=lo)
-    ratio = XEON16_POINTS[lo] if hi == lo else XEON16_POINTS[lo] + (XEON16_POINTS[hi] - XEON16_POINTS[lo]) * (rows - lo) / (hi - lo)
-    return 0.030 * ratio
+    return 0.030 * interpolated(XEON16_POINTS, rows)
 
 
 XEON16_STARTUP = Prior(lambda n: 1.0 + 0.6 * (n - 1), 0.030, draft_ratio=0.64)
@@ -263,10 +267,7 @@ METAL_WORST = {1: 1.0, 2: 2.05, 4: 3.8, 8: 7.6, 16: 15.2}
 
 def metal_loop(points):
     def cost(rows):
-        lo = max(n for n in points if n <= rows)
-        hi = min((n for n in points if n >= rows), default=lo)
-        ratio = points[lo] if hi == lo else points[lo] + (points[hi] - points[lo]) * (rows - lo) / (hi - lo)
-        return METAL_T1 * ratio
+        return METAL_T1 * interpolated(points, rows)
     return cost
 
 
@@ -298,10 +299,7 @@ def h100_graphs_loop():
     recent = [1, 1]  # the last two decodes' rows
 
     def cost(rows: int) -> float:
-        lo = max(n for n in H100_ISOLATED_MS if n <= rows)
-        hi = min((n for n in H100_ISOLATED_MS if n >= rows), default=lo)
-        a, b = H100_ISOLATED_MS[lo], H100_ISOLATED_MS[hi]
-        ms = a if hi == lo else a + (b - a) * (rows - lo) / (hi - lo)
+        ms = interpolated(H100_ISOLATED_MS, rows)
         if rows == 1 and recent != [1, 1]:
             ms *= 1.93
         recent[:] = [recent[1], rows]
