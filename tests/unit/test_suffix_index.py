@@ -56,6 +56,14 @@ def brute_path(docs, ctx, max_match, k, support=None):
         if support is not None:
             support.append((counts[token], len(occ)))
         occ = [(di, p) for di, p in occ if p + j < len(docs[di]) and docs[di][p + j] == token]
+    if len(occ) == 1 and occ[0][0] == len(docs) - 1:  # a lone occurrence in the live text (the last)...
+        p = occ[0][1]
+        period = len(docs[-1]) - p
+        if p + len(path) == len(docs[-1]) and length >= period:  # ...ran into its end, a period or more matched
+            while len(path) < k:  # the text goes on repeating itself
+                path.append(path[len(path) - period])
+                if support is not None:
+                    support.append((1, 1))
     return path
 
 
@@ -154,6 +162,29 @@ def test_path_follows_most_frequent_continuation_like_brute_force():
         match, support = idx.query(live, k), []
         assert match.tokens == brute_path(docs + [live], live, idx.max_match, k, support)
         assert list(zip(match.counts, match.totals)) == support
+
+
+def test_a_repeating_live_text_is_drafted_as_far_as_asked():
+    """A text in a loop ("🙂🙂🙂", a separator line) matched at least one period long: the path runs
+    into the live end and goes on repeating, where it stopped after a token or two."""
+    idx = SuffixIndex(max_candidates=None)
+    idx.sync_live([7, 1, 2, 3, 1, 2, 3, 1, 2])
+    match = idx.query(idx.live_tokens, 10)
+    assert match.length == 5 and match.tokens == [3, 1, 2, 3, 1, 2, 3, 1, 2, 3]
+    assert match.counts == [1] * 10 and match.totals == [1] * 10
+    idx.sync_live([5] * 6)
+    assert idx.query(idx.live_tokens, 4).tokens == [5, 5, 5, 5]
+
+
+def test_a_match_shorter_than_its_period_stops_at_the_live_end():
+    # "1 2" matched 6 tokens back: the path to the end is all that is known (no second period seen)
+    idx = SuffixIndex(max_candidates=None)
+    idx.sync_live([1, 2, 8, 9, 4, 6, 1, 2])
+    assert idx.query(idx.live_tokens, 10).tokens == [8, 9, 4, 6, 1, 2]
+    # nor does a path that ends at a document's end repeat
+    idx = SuffixIndex(max_candidates=None)
+    idx.add_document([3, 3, 3])
+    assert idx.query([3, 3], 5).tokens == [3]
 
 
 def test_no_match_across_document_boundaries():
