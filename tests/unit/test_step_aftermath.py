@@ -65,8 +65,11 @@ def test_noise_below_the_threshold_is_no_switch_cost():
 def test_a_charged_plain_step_answers_the_planners_probe():
     # Drafting every step but the probes: a probe right after a draft is charged, and must not make the
     # planner probe again and again until a steady plain step comes (a long copy's steps lost).
-    costs = h100_like([1] * 4 + [2] + [1] * 3 + [9] * (PROBE_EVERY + 1) + [1])
-    assert len(costs.target[1]) == 5  # the probe was charged to the draft before it...
+    costs = h100_like([1] * 4 + [2] + [1] * 3 + [9] * (PROBE_EVERY + 1))
+    assert costs.switch_ratio() == pytest.approx(2 * 0.93)
+    plain = len(costs.target[1])
+    h100_like([1], costs=costs)
+    assert len(costs.target[1]) == plain  # the probe was charged to the draft before it...
     assert costs.steps - costs.last_t1_step == 0  # ... and answered the probe all the same
 
 
@@ -83,11 +86,28 @@ def test_the_reports_show_what_going_back_costs_and_whether_it_is_priced():
     assert "going back" not in cost_curve_line(cpu.as_curve(4))
 
 
-def test_the_first_slow_plain_step_is_charged_though_a_report_read_the_switch_just_before():
+def test_the_first_sample_counts_though_a_report_read_the_switch_just_before():
     costs = h100_like([1] * 7 + [2])
     assert costs.switch_ratio() == 0.0  # nothing known of it yet (and remembered until the next sample)
     costs.record_step(1, T1 * 1.93)
-    assert len(costs.target[1]) == 7 and costs.switch_ratio() == pytest.approx(0.93)
+    costs.record_step(1, T1 * 1.92)
+    assert costs.switch_ratio() == 0.0  # measured against the steady step after them: not yet come
+    costs.record_step(1, T1)
+    assert costs.switch_ratio() == pytest.approx(0.93 + 0.92)
+
+
+def test_a_machine_that_slowed_down_since_T1_was_timed_is_no_switch_cost():
+    # A 2-core machine whose plain steps went from T1 to 1.5 x T1 (another process), no aftermath at all:
+    # against the T(1) of before, the plain steps after each draft looked 0.5 plain steps slow each.
+    costs = h100_like([1] * 8, aftermath=0.0)
+    for _ in range(12):
+        for rows in (2, 1, 1, 1):
+            costs.record_step(rows, 1.5 * T1 * (1 + 1.2 * (rows - 1)))
+            assert costs.switch_ratio() == 0.0
+    assert costs.t1() == pytest.approx(1.5 * T1)
+    # Drafting every other step leaves no steady plain step to measure against: nothing is sampled.
+    costs = h100_like([1, 2] * 30)
+    assert costs.aftermath_median() is None and costs.switch_ratio() == 0.0
 
 
 def test_the_switch_cost_is_the_next_runs_prior(tmp_path, monkeypatch):

@@ -31,7 +31,11 @@ took 2.6 plain steps, and the two plain steps after it 1.9 each. Those plain ste
 cost, not plain decoding's: their excess over T(1) (SWITCH_STEPS of them) is the switch cost, left
 out of T(1), and `step_ratio` prices it into a draft that starts a run of drafts (a copy's drafts in
 a row pay it once, an isolated draft pays it whole: ~4.4 plain steps for 2 rows there). On a CPU
-(no graphs) the excess is noise around 0: below AFTERMATH_MIN it is taken as none.
+(no graphs) the excess is noise around 0: below AFTERMATH_MIN it is taken as none. Each sample is
+measured against the steady plain step that follows them in the same run of plain steps, not against
+T(1): a machine that slowed down since T(1) was timed showed as a switch cost (a 2-core run drafting
+every other step priced +0.47 plain steps, bench/measured/xeon-20261127-periodic-emoji.txt), and once
+priced, the steps that would have brought T(1) up to date were left out of it.
 
 Row counts never observed are what earlier runs learnt here; else, before any batch was timed,
 the more optimistic of the prior (a startup curve) and a generic shape (so a lying prior cannot
@@ -128,10 +132,10 @@ class StepCosts:
     rollback: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # (tokens dropped, seconds) per rollback
     steps: int = 0
     last_t1_step: int = -1  # when T(1) was last observed (a plain step): the planner probes when it is stale
-    # Plain steps after the last drafting step still to be charged to its aftermath, and whether its
-    # aftermath sample is yet to be started.
+    # Plain steps after the last drafting step still to be charged to its aftermath, and the seconds of
+    # those charged so far (a sample once the steady plain step after them comes).
     _charge_left: int = field(default=0, repr=False, compare=False)
-    _charging_new: bool = field(default=False, repr=False, compare=False)
+    _charged: list = field(default_factory=list, repr=False, compare=False)
     _last_rows: int = field(default=1, repr=False, compare=False)  # the last step's rows: is a draft now a run's start?
     # Per drafting step whose aftermath was charged: the excess of the plain steps after it, in plain steps.
     aftermath: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
@@ -155,11 +159,13 @@ class StepCosts:
             self._charge_left -= 1
             if self._charge(seconds):
                 return
+        elif rows == 1 and self._charged:
+            self._aftermath_sample(seconds)
         if rows > 1:
             now = self._t1_now()
             if now:
                 self.relative.setdefault(rows, deque(maxlen=self.window)).append(seconds / now)
-            self._charge_left, self._charging_new = SWITCH_STEPS, True
+            self._charge_left, self._charged = SWITCH_STEPS, []  # a run of plain steps cut short: no sample
         self.steps += 1
         self._memo.clear()
         self.target.setdefault(rows, deque(maxlen=self.window)).append(seconds)
@@ -173,17 +179,10 @@ class StepCosts:
             self.forgotten[n] = self.forgotten.get(n, 0) + 1
 
     def _charge(self, seconds: float) -> bool:
-        """A plain step right after a drafting step: its excess over T(1) is that step's aftermath. Where
-        the aftermath is real (AFTERMATH_MIN) the step is no T(1) sample (True); else a plain sample
-        like any other (False)."""
-        now = self._t1_now() if 1 in self.target else None
-        if not now:
-            return False
-        if self._charging_new:  # the first plain step after this drafting step that could be compared
-            self.aftermath.append(0.0)
-            self._charging_new = False
-        self.aftermath[-1] += (seconds - now) / now
-        self._memo.pop("switch", None)  # read since the last sample (step_ratio): this one counts now
+        """A plain step right after a drafting step: part of that step's aftermath, measured once the
+        steady step after it comes (_aftermath_sample). Where the aftermath is real (AFTERMATH_MIN) the
+        step is no T(1) sample (True); else a plain sample like any other (False)."""
+        self._charged.append(seconds)
         if self.switch_ratio() == 0.0:
             return False
         self.steps += 1
@@ -192,6 +191,13 @@ class StepCosts:
         self.last_t1_step = self.steps
         self._memo.clear()
         return True
+
+    def _aftermath_sample(self, steady: float) -> None:
+        """The first plain step past the charged ones: their excess over it, in plain steps, is one
+        aftermath sample (the same moment's machine on both sides)."""
+        self.aftermath.append(sum(seconds - steady for seconds in self._charged) / steady)
+        self._charged = []
+        self._memo.pop("switch", None)
 
     def switch_ratio(self) -> float:
         """What going back to plain decoding after drafting costs, in plain steps: the plain steps right
