@@ -300,6 +300,9 @@ def main() -> int:
                    help="milliseconds a prompt row costs (default: 12.5, the 2-core EPYC's; 0 with --curve, as bench counts)")
     p.add_argument("--aftermath", type=float, default=0.0,
                    help="plain steps each of the two plain decodes after another shape costs more (the H100: 0.93; default 0)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="recorded answers only: replay the set this many times in rounds on the same engine, as "
+                        "`specllama bench --repeat` runs it (the later rounds draft on what the earlier ones calibrated)")
     p.add_argument("--propose-ms", type=float, default=0.0,
                    help="virtual milliseconds each suffix proposal costs (the Python a step pays to ask; default 0)")
     args = p.parse_args()
@@ -315,6 +318,9 @@ def main() -> int:
         return 0
     data = json.loads(args.replay.read_text())
     if isinstance(data, dict):  # recorded answers
+        if args.repeat > 1:
+            data = {**data, "items": [{**item, "id": f"{item['id']}#{n}"}
+                                      for n in range(1, args.repeat + 1) for item in data["items"]]}
         rows = prompt_runs(data, args.modes.split(","), args.fresh_costs)
         source = f"{data['prompts']}, {data['max_tokens']} tokens an answer, recorded greedy"
     else:
