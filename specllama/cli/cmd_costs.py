@@ -115,7 +115,7 @@ def learnt_costs(runtime) -> dict | None:
         return None
     prior = runtime.costs.prior
     return {"t1_s": prior.t1_s, "ratios": {str(n): prior.ratio(n) for n in range(1, K_SHOWN + 2)},
-            "draft_ratio": prior.draft_ratio, "mtp_ratio": runtime.learned_head_cost()}
+            "draft_ratio": prior.draft_ratio, "mtp_ratio": runtime.learned_head_cost(), "switch_ratio": prior.switch}
 
 
 def learnt_line(learnt: dict) -> str:
@@ -123,6 +123,8 @@ def learnt_line(learnt: dict) -> str:
     c = f"; draft c = {learnt['draft_ratio']:.2f}" if learnt["draft_ratio"] is not None else ""
     if learnt.get("mtp_ratio") is not None:
         c += f"; MTP head c = {learnt['mtp_ratio']:.2f} a draft position"
+    if learnt.get("switch_ratio") is not None:
+        c += f"; going back to plain decoding after a draft +{learnt['switch_ratio']:.2f} plain steps"
     return (f"what earlier runs' steps cost here (where the engine starts): T(1) {learnt['t1_s'] * 1e3:.1f} ms; "
             f"T(n)/T(1) {ratios}{c}")
 
@@ -137,7 +139,7 @@ def bets_for(runtime, curve: CostCurve, target_path, has_draft: bool) -> list:
     ratio = runtime.costs.ratio if learnt else curve.ratio
     draft_cost = (runtime.costs.draft_ratio() if learnt else None) or curve.draft_ratio
     return source_bets(ratio, draft_cost, has_draft=has_draft, mtp_cost=runtime.learned_head_cost(),
-                       has_mtp=mtp_layers(target_path) > 0)
+                       has_mtp=mtp_layers(target_path) > 0, switch=runtime.costs.switch_ratio())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -187,6 +189,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"(bare decodes, cached in {runtime.cost_cache_file()}; --remeasure to measure again)")
         if learnt:
             print(learnt_line(learnt))
-        for line in bet_lines(bets):
+        for line in bet_lines(bets, runtime.costs.switch_ratio()):
             print(line)
     return 0

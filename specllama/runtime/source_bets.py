@@ -12,7 +12,7 @@ Every number comes from the constants the policy itself decides with; nothing he
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specllama.decoding.cost.model import Ratio, break_even_acceptance, causal_rows
 from specllama.decoding.policy.free_drafts import CERTAIN_FLOOR, MIN_GAIN
@@ -33,10 +33,16 @@ class SourceBet:
     needs: dict[int, float | str]  # draft length -> per-position acceptance that breaks even, or NEVER / UNKNOWN
     believes: str  # what the policy assumes before any of this source's drafts is judged
     sends: str  # when and how far it drafts
+    # Where going back to plain decoding costs (a GPU's CUDA graphs: cost/online.py's switch cost), the same
+    # for a draft right after plain steps, which pays it; None where it costs nothing.
+    needs_after_plain: dict[int, float | str] | None = None
 
     def to_dict(self) -> dict:
-        return {"source": self.source, "draft_cost": self.draft_cost,
-                "break_even": {str(n): a for n, a in self.needs.items()}, "believes": self.believes, "sends": self.sends}
+        out = {"source": self.source, "draft_cost": self.draft_cost,
+               "break_even": {str(n): a for n, a in self.needs.items()}, "believes": self.believes, "sends": self.sends}
+        if self.needs_after_plain is not None:
+            out["break_even_after_plain"] = {str(n): a for n, a in self.needs_after_plain.items()}
+        return out
 
 
 def _needs(ratio: Ratio, draft_cost: float | None, longest: int) -> dict[int, float | str]:
@@ -51,10 +57,23 @@ def _needs(ratio: Ratio, draft_cost: float | None, longest: int) -> dict[int, fl
 
 
 def source_bets(ratio: Ratio, draft_cost: float | None = None, *, has_draft: bool = False,
-                mtp_cost: float | None = None, has_mtp: bool = False) -> list[SourceBet]:
+                mtp_cost: float | None = None, has_mtp: bool = False, switch: float = 0.0) -> list[SourceBet]:
     """The bets of the sources this load can draft from: the text and the grammar always, the draft
     model when the pair has one (draft_cost None: its cost is not measured yet), the MTP heads when
-    the target has them."""
+    the target has them. `switch`: what going back to plain decoding after a draft costs, in plain
+    steps (StepCosts.switch_ratio: 0 where it is none); a draft after plain steps pays it."""
+    bets = _bets(ratio, draft_cost, has_draft, mtp_cost, has_mtp)
+    if switch <= 0:
+        return bets
+    def after_plain(n: int) -> float | None:
+        r = ratio(n)
+        return None if r is None else r + switch if n > 1 else r
+    return [replace(bet, needs_after_plain=again.needs)
+            for bet, again in zip(bets, _bets(after_plain, draft_cost, has_draft, mtp_cost, has_mtp))]
+
+
+def _bets(ratio: Ratio, draft_cost: float | None, has_draft: bool, mtp_cost: float | None,
+          has_mtp: bool) -> list[SourceBet]:
     free = _needs(ratio, 0.0, K_COPY_MAX)  # the text's and the grammar's drafts cost no decode: one table for both
     floors, own = (", ".join(f"{label}: {floor:.0%}" for label, floor in zip(MATCH_LABELS[1:], cold[1:]))
                    for cold in (COLD_FLOORS, OWN_COLD_FLOORS))
@@ -84,13 +103,21 @@ def source_bets(ratio: Ratio, draft_cost: float | None = None, *, has_draft: boo
     return bets
 
 
-def bet_lines(bets: list[SourceBet]) -> list[str]:
-    """The text `specllama costs` prints: one block per source."""
+def bet_lines(bets: list[SourceBet], switch: float = 0.0) -> list[str]:
+    """The text `specllama costs` prints: one block per source (`switch` as given to source_bets)."""
     lines = ["what each draft source bets (per-position acceptance a draft of n tokens needs to break even):"]
+    if switch > 0:
+        lines.append(f"  (going back to plain decoding after a draft costs +{switch:.2f} plain steps here: a draft "
+                     "after plain steps pays it, one that follows a draft does not)")
     for bet in bets:
         cost = "free (no model decode)" if bet.draft_cost == 0.0 else (
             "not measured here yet" if bet.draft_cost is None else f"{bet.draft_cost:.2f} of a target step per token")
-        needs = "  ".join(f"n={n}: " + (a if isinstance(a, str) else f"{a:.0%}") for n, a in bet.needs.items())
-        lines += [f"  {bet.source}: drafting costs {cost}", f"    needs   {needs}",
-                  f"    assumes {bet.believes}", f"    sends   {bet.sends}"]
+        lines += [f"  {bet.source}: drafting costs {cost}", f"    needs   {_needs_text(bet.needs)}"]
+        if bet.needs_after_plain is not None:
+            lines.append(f"    after plain steps {_needs_text(bet.needs_after_plain)}")
+        lines += [f"    assumes {bet.believes}", f"    sends   {bet.sends}"]
     return lines
+
+
+def _needs_text(needs: dict[int, float | str]) -> str:
+    return "  ".join(f"n={n}: " + (a if isinstance(a, str) else f"{a:.0%}") for n, a in needs.items())

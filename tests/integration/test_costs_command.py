@@ -64,3 +64,23 @@ def test_costs_shows_the_mtp_heads_learnt_cost_beside_the_draft_models(toy_model
     doc = json.loads(capsys.readouterr().out)
     assert doc["learnt"]["mtp_ratio"] == 0.15
     assert {b["source"]: b["draft_cost"] for b in doc["source_bets"]}["mtp"] == 0.15
+
+
+def test_costs_shows_what_going_back_to_plain_decoding_costs_where_earlier_runs_measured_it(
+        tiny_models, tmp_path, monkeypatch, capsys):
+    from specllama.runtime.cost_store import CostStore, save_learned
+
+    monkeypatch.setenv("SPECLLAMA_CACHE", str(tmp_path))
+    target = tiny_models["a"]
+    store = CostStore(target, 1, 1, 0, False)
+    save_learned(store.learned_key, {"t1_s": 0.002, "ratios": {str(n): 1 + 0.1 * (n - 1) for n in range(1, 17)},
+                                     "draft_ratio": None, "switch_ratio": 1.86})  # what a GPU run kept
+    argv = ["costs", "--target", str(target), "--ctx", "512", "-t", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "going back to plain decoding after a draft +1.86 plain steps" in out
+    assert "after plain steps n=1: never" in out
+    assert main(argv + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["learnt"]["switch_ratio"] == 1.86
+    assert doc["source_bets"][0]["break_even_after_plain"]["1"] == "never"

@@ -50,3 +50,18 @@ def test_the_printed_assumptions_are_the_policys_own_constants(monkeypatch):
     assert "3-7: 50%" in "\n".join(bet_lines(bets_module.source_bets(steep)))
     monkeypatch.setattr(bets_module, "OWN_COLD_FLOORS", (0.0, 0.1, 0.6, 0.7))
     assert "(a match in the text's own output: 3-7: 10%," in "\n".join(bet_lines(bets_module.source_bets(steep)))
+
+
+def test_where_going_back_to_plain_costs_a_draft_after_plain_steps_needs_more():
+    flat = lambda n: 1.0 + 0.1 * (n - 1)  # noqa: E731  (an H100-like shape once its graphs are warm)
+    plain = source_bets(flat)
+    assert all(bet.needs_after_plain is None for bet in plain)
+    suffix = source_bets(flat, switch=1.86)[0]
+    assert suffix.needs == plain[0].needs  # a draft that follows a draft: as before
+    # 1 + a tokens for 1.1 + 1.86 steps: a draft of one token after plain steps never pays...
+    assert suffix.needs_after_plain[1] == NEVER
+    # ... and a long copy needs more per token than it would inside a run of drafts
+    assert suffix.needs_after_plain[15] > suffix.needs[15]
+    assert suffix.to_dict()["break_even_after_plain"]["1"] == NEVER
+    text = "\n".join(bet_lines(source_bets(flat, switch=1.86), 1.86))
+    assert "costs +1.86 plain steps here" in text and "after plain steps n=1: never" in text
