@@ -206,6 +206,7 @@ def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False) -> list[d
             # bench: one engine reset between prompts (caches and the drafters' history emptied; the costs and
             # the suffix drafter's calibration kept); the agentic sessions: one server, in turn (bench_serve.py)
             if engine is None:
+                RECENT_ROWS.extend([1, 1])  # a fresh engine's fake CUDA graph: warm for one row, as every mode starts
                 clock, truth = fake_llm.FakeClock(), {}
                 target_ctx = fake_llm.FakeContext(lambda held: _next(held, truth, size), n_ctx=8192, clock=clock,
                                                   cost=cost)
