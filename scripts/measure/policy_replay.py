@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections import deque
 from pathlib import Path
@@ -80,9 +81,43 @@ class SuffixOracle(SourceChoice):
 register("suffix-oracle")(lambda config, kit: SuffixOracle(kit.drafter("suffix"), None, kit))
 
 
+class SteadyShape(SourceChoice):
+    """A question, not a policy (modes `steady2`, `steady3`, ...): every step sends exactly S - 1 tokens, the
+    suffix drafter's guess (a match of one token is enough) padded with the last token, so every verify batch
+    has S rows and, under --shapes, replays a warm CUDA graph. What would a backend whose shape changes cost
+    (the H100: a batch of a new shape and the plain steps after it run without a graph) gain by never changing
+    shape? bench/measured/xeon-20261127-policy-replay-steady-shape.md."""
+
+    rows = 2
+
+    def ask(self, room, alone):
+        from specllama.decoding.policy.base import Ask
+        return Ask(self.suffix, min(room, self.rows - 1))
+
+    def review(self, proposal):
+        from dataclasses import replace as _replace
+        k = self.rows - 1
+        tokens = list(proposal.tokens[:k])
+        last = self.suffix._live(self._slot).live_tokens[-1]
+        while len(tokens) < k:
+            tokens.append(tokens[-1] if tokens else last)
+        return _replace(proposal, tokens=tuple(tokens), q=None, confidence=None, certain=0,
+                        raw_confidence=(), match_length=0), None
+
+    def cut(self, proposal):
+        return proposal, True
+
+
+for _rows in (2, 3, 4, 5):
+    register(f"steady-shape-{_rows}")(lambda config, kit, rows=_rows: type(
+        "Steady", (SteadyShape,), {"rows": rows})(kit.drafter("suffix"), None, kit))
+
+
 def config_for(mode: str, n: int) -> GenerationConfig:
     if mode == "oracle":
         return GenerationConfig(drafter="suffix", k="auto", policy="suffix-oracle", max_tokens=n)
+    if mode.startswith("steady"):
+        return GenerationConfig(drafter="suffix", k="auto", policy=f"steady-shape-{mode[6:]}", max_tokens=n)
     return GenerationConfig(drafter=mode, k="auto", max_tokens=n)
 
 
@@ -125,7 +160,13 @@ def ratio(n: int) -> float:
 def cost(rows: int) -> float:
     """A decode of `rows` rows; with --aftermath, a one-row decode whose last two decodes were not both one
     row costs AFTERMATH plain steps more (llama.cpp's CUDA graphs: the first decode after a shape change runs
-    without a graph, the second records one; bench/measured/lent-20261127-verify-shapes.md)."""
+    without a graph, the second records one; bench/measured/lent-20261127-verify-shapes.md). With --shapes,
+    every row count alike: its steady cost where the last two decodes had its rows, else its cost without a
+    graph."""
+    if SHAPES and rows <= 65:  # a prompt chunk: PREFILL_S a row, as without --shapes
+        warm = all(r == rows for r in RECENT_ROWS)
+        RECENT_ROWS.append(rows)
+        return _between(SHAPES["steady" if warm else "cold"], rows) / 1000
     base = rows * PREFILL_S if rows > 65 else T1 * ratio(rows)
     extra = AFTERMATH * T1 if rows == 1 and any(r != 1 for r in RECENT_ROWS) else 0.0
     RECENT_ROWS.append(rows)
@@ -134,6 +175,35 @@ def cost(rows: int) -> float:
 
 AFTERMATH = 0.0
 RECENT_ROWS: deque = deque([1, 1], maxlen=2)
+SHAPES: dict = {}  # --shapes: "steady" and "cold" ms by rows
+
+
+def use_shapes(shapes_json: Path) -> str:
+    """verify_shapes.py's timings as the fake target's costs: steady-N's for a warm graph; a cold decode of N
+    rows as every8-N's first (a batch among plain steps), of one row as every8's second and third (the plain
+    decodes after a batch, the first without a graph, the second recording one)."""
+    global T1
+    ms = json.loads(shapes_json.read_text())["median_ms"]
+    steady = {int(k.split("-")[1]): v[0] for k, v in ms.items() if k.startswith("steady-")}
+    cold = {int(k.split("-")[1]): v[0] for k, v in ms.items() if k.startswith("every8-")}
+    cold[1] = statistics.median(v for k, m in ms.items() if k.startswith("every8-") for v in m[1:3])
+    SHAPES.update(steady=steady, cold=cold)
+    T1 = steady[1] / 1000
+    ROWS_MS.clear()
+    ROWS_MS.update(cold)
+    return f"the shapes timed in {shapes_json} (warm: the last two decodes had the same rows)"
+
+
+def _between(points: dict, n: int) -> float:
+    """points' value at n: straight lines between the row counts timed; past the largest, its last slope."""
+    if n in points:
+        return points[n]
+    ns = sorted(points)
+    lo = max((p for p in ns if p < n), default=ns[0])
+    hi = min((p for p in ns if p > n), default=None)
+    if hi is None:
+        lo, hi = ns[-2], ns[-1]
+    return points[lo] + (points[hi] - points[lo]) * (n - lo) / (hi - lo)
 
 
 class Vocabulary:
@@ -211,7 +281,7 @@ def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False) -> list[d
                 target_ctx = fake_llm.FakeContext(lambda held: _next(held, truth, size), n_ctx=8192, clock=clock,
                                                   cost=cost)
                 costs = StepCosts() if fresh else StepCosts(Prior(ratio, T1, learned=True, known=frozenset(ROWS_MS)))
-                suffix = TimedSuffixDrafter()
+                suffix = TimedSuffixDrafter(**({"min_match": 1} if mode.startswith("steady") else {}))
                 suffix.clock = clock
                 CALIBRATORS[mode] = suffix.calibrator
                 engine = Engine(target_ctx, {"suffix": suffix}, {}, costs, clock=clock)
@@ -292,6 +362,9 @@ def main() -> int:
                    "cut with hindsight)")
     p.add_argument("--curve", type=Path, metavar="BENCH_JSON",
                    help="the costs of another machine: a `specllama bench --json` file's learnt curve (default: ROWS_MS)")
+    p.add_argument("--shapes", type=Path, metavar="JSON",
+                   help="verify_shapes.py's timings (lent-20261127-shapes-graphs.json): every row count's cost warm "
+                        "(the last two decodes had its rows) or cold, as llama.cpp's CUDA graphs make it")
     p.add_argument("--verify-rows", type=Path, metavar="JSON",
                    help="the costs timed by scripts/measure/verify_rows.py (--out's JSON; default: ROWS_MS)")
     p.add_argument("--calibration", action="store_true",
@@ -311,7 +384,7 @@ def main() -> int:
     PROPOSE_S = args.propose_ms / 1000
     AFTERMATH = args.aftermath
     curve = (use_curve(args.curve) if args.curve else use_rows(args.verify_rows) if args.verify_rows
-             else "the bare decodes timed on this machine")
+             else use_shapes(args.shapes) if args.shapes else "the bare decodes timed on this machine")
     if args.prefill_ms is not None:
         PREFILL_S = args.prefill_ms / 1000
     if args.record:
