@@ -166,7 +166,11 @@ def cost(rows: int) -> float:
     if SHAPES and rows <= 65:  # a prompt chunk: PREFILL_S a row, as without --shapes
         warm = all(r == rows for r in RECENT_ROWS)
         RECENT_ROWS.append(rows)
-        return _between(SHAPES["steady" if warm else "cold"], rows) / 1000
+        ms = _between(SHAPES["steady" if warm else "cold"], rows)
+        kind = SHAPE_COUNTS.setdefault(MODE[0], {}).setdefault("one-row" if rows == 1 else "batch (drafts, short prompt chunks)", [0, 0, 0.0])
+        kind[warm] += 1
+        kind[2] += ms - _between(SHAPES["steady"], rows)
+        return ms / 1000
     base = rows * PREFILL_S if rows > 65 else T1 * ratio(rows)
     extra = AFTERMATH * T1 if rows == 1 and any(r != 1 for r in RECENT_ROWS) else 0.0
     RECENT_ROWS.append(rows)
@@ -176,6 +180,8 @@ def cost(rows: int) -> float:
 AFTERMATH = 0.0
 RECENT_ROWS: deque = deque([1, 1], maxlen=2)
 SHAPES: dict = {}  # --shapes: "steady" and "cold" ms by rows
+SHAPE_COUNTS: dict = {}  # --shapes: mode -> decode kind -> [cold decodes, warm decodes, ms beyond steady]
+MODE = [""]  # the mode being replayed
 
 
 def use_shapes(shapes_json: Path) -> str:
@@ -271,6 +277,7 @@ def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False) -> list[d
     fake_llm.VOCAB = fake_llm.FakeModel.n_vocab = size
     out = []
     for mode in modes:
+        MODE[0] = mode
         engine = None
         for pid, prompt, answer in items:
             # bench: one engine reset between prompts (caches and the drafters' history emptied; the costs and
@@ -421,6 +428,9 @@ def main() -> int:
         total = sum(r["seconds"] for r in mine)
         worst = min(base[r["request"]] / r["seconds"] for r in mine)
         print(f"{mode}: {total:.1f} s, {sum(base.values()) / total:.3f}x of none, worst request {worst:.2f}x")
+    for mode, kinds in SHAPE_COUNTS.items():
+        print(f"{mode}: " + "; ".join(f"{kind} decodes {cold} cold, {warm} warm, {extra:.0f} ms beyond their steady cost"
+                                      for kind, (cold, warm, extra) in kinds.items()))
     if args.calibration:
         print_calibration()
     return 0
