@@ -207,9 +207,7 @@ class StepCosts:
             # Before this run's first draft, what earlier runs here measured: a GPU's first isolated draft
             # is then priced with it, not found dear afterwards.
             median = self.aftermath_median()
-            if median is None:
-                median = self.prior.switch or 0.0
-            self._memo["switch"] = median if median >= AFTERMATH_MIN else 0.0
+            self._memo["switch"] = priced_switch(median if median is not None else self.prior.switch)
         return self._memo["switch"]
 
     def aftermath_median(self) -> float | None:
@@ -433,6 +431,12 @@ class StepCosts:
             return None
         ratios = {str(n): self.ratio(n) for n in self.observed_rows()}
         return {"t1_s": t1, "ratios": ratios, "draft_ratio": self.draft_ratio(), "switch_ratio": self.aftermath_median()}
+
+
+def priced_switch(aftermath: float | None) -> float:
+    """The switch cost a measured aftermath (plain steps, median) stands for: itself where it is real
+    (AFTERMATH_MIN), else 0: the one rule the policies (switch_ratio) and the reports go by."""
+    return aftermath if aftermath is not None and aftermath >= AFTERMATH_MIN else 0.0
 
 
 def between(points: list[tuple[int, float]], n: int) -> float | None:
