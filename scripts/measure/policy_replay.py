@@ -21,6 +21,8 @@ and the drafters' history between runs and keeps the costs and the suffix drafte
     python scripts/measure/policy_replay.py greedy-heldout.json
     python scripts/measure/policy_replay.py greedy-agentic.json --fresh-costs \
         --verify-rows bench/measured/vm-20261126-verify-rows-dense.json
+    python scripts/measure/policy_replay.py greedy-agentic.json --fresh-costs --modes none,auto,steady3 \
+        --shapes bench/measured/lent-20261127-shapes-graphs.json --prefill-ms 0 --propose-ms 0.1
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import json
 import statistics
 import sys
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +45,7 @@ from report_files import repo_path  # noqa: E402
 
 from specllama.decoding.cost.online import Prior, StepCosts  # noqa: E402
 from specllama.decoding.engine import Engine, GenerationConfig, StepEvent  # noqa: E402
+from specllama.decoding.policy.base import Ask  # noqa: E402
 from specllama.decoding.policy.registry import register  # noqa: E402
 from specllama.decoding.policy.source_choice import SourceChoice  # noqa: E402
 from specllama.decoding.suffix_drafter import SuffixDrafter  # noqa: E402
@@ -91,17 +95,15 @@ class SteadyShape(SourceChoice):
     rows = 2
 
     def ask(self, room, alone):
-        from specllama.decoding.policy.base import Ask
         return Ask(self.suffix, min(room, self.rows - 1))
 
     def review(self, proposal):
-        from dataclasses import replace as _replace
         k = self.rows - 1
         tokens = list(proposal.tokens[:k])
         last = self.suffix._live(self._slot).live_tokens[-1]
         while len(tokens) < k:
             tokens.append(tokens[-1] if tokens else last)
-        return _replace(proposal, tokens=tuple(tokens), q=None, confidence=None, certain=0,
+        return replace(proposal, tokens=tuple(tokens), q=None, confidence=None, certain=0,
                         raw_confidence=(), match_length=0), None
 
     def cut(self, proposal):
@@ -167,7 +169,8 @@ def cost(rows: int) -> float:
         warm = all(r == rows for r in RECENT_ROWS)
         RECENT_ROWS.append(rows)
         ms = _between(SHAPES["steady" if warm else "cold"], rows)
-        kind = SHAPE_COUNTS.setdefault(MODE[0], {}).setdefault("one-row" if rows == 1 else "batch (drafts, short prompt chunks)", [0, 0, 0.0])
+        label = "one-row" if rows == 1 else "batch (drafts, short prompt chunks)"
+        kind = SHAPE_COUNTS.setdefault(MODE[0], {}).setdefault(label, [0, 0, 0.0])
         kind[warm] += 1
         kind[2] += ms - _between(SHAPES["steady"], rows)
         return ms / 1000
@@ -366,7 +369,7 @@ def main() -> int:
     p.add_argument("--fresh-costs", action="store_true",
                    help="start each mode's engine with no cost prior (an empty cost cache), not the measured curve")
     p.add_argument("--modes", default="none,auto", help="none, auto, suffix, oracle (auto's bound: the suffix drafts "
-                   "cut with hindsight)")
+                   "cut with hindsight), steady2..steady5 (a question for --shapes: every step that many rows)")
     p.add_argument("--curve", type=Path, metavar="BENCH_JSON",
                    help="the costs of another machine: a `specllama bench --json` file's learnt curve (default: ROWS_MS)")
     p.add_argument("--shapes", type=Path, metavar="JSON",
