@@ -25,11 +25,9 @@ import platform
 import statistics
 import time
 
-from specllama.llama.backend import default_threads
+from shape_context import add_model_arguments, open_context
+
 from specllama.llama.context import DecodeContext, DecodePart
-from specllama.llama.model import GGUFModel
-from specllama.models.registry import load_registry
-from specllama.models.resolve import resolve
 
 PATTERNS = {"steady": [1, 1, 1, 1], "loop": [2, 1, 1, 1], "split": [1, 1, 1, 1, 1]}
 K = 4  # draft positions a step: every pattern drafts this many tokens a step
@@ -51,18 +49,12 @@ def time_pattern(ctx: DecodeContext, shape: list[int], steps: int, token: int) -
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", help="a GGUF path or registry name (default: the default pair's draft)")
-    ap.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded (-1 all; default 0)")
-    ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
+    add_model_arguments(ap, "draft")
     ap.add_argument("--steps", type=int, default=64, help="steps per pattern and round (default 64)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     args = ap.parse_args(argv)
 
-    registry = load_registry()
-    path = resolve(args.model or registry.pair(None).draft, registry, None)
-    model = GGUFModel(path, n_gpu_layers=args.gpu_layers)
-    threads = args.threads or default_threads()
-    ctx = DecodeContext(model, n_ctx=512, n_threads=threads)
+    path, ctx, threads = open_context(args, "draft")
     token = 100
     for shape in PATTERNS.values():  # warm-up: first decodes allocate, graphs are captured
         time_pattern(ctx, shape, 4, token)

@@ -38,11 +38,9 @@ import platform
 import statistics
 import time
 
-from specllama.llama.backend import default_threads
+from shape_context import add_model_arguments, open_context
+
 from specllama.llama.context import DecodeContext, DecodePart
-from specllama.llama.model import GGUFModel
-from specllama.models.registry import load_registry
-from specllama.models.resolve import resolve
 
 SIZES = (2, 4, 8, 16, 64)
 
@@ -76,9 +74,7 @@ def time_pattern(ctx: DecodeContext, shape: list[int], cycles: int, token: int) 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", help="a GGUF path or registry name (default: the default pair's target)")
-    ap.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded (-1 all; default 0)")
-    ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
+    add_model_arguments(ap, "target")
     ap.add_argument("--cycles", type=int, default=12, help="repeats of each pattern a round (default 12)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="draft row counts (default %(default)s)")
@@ -86,11 +82,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write the per-position medians here too")
     args = ap.parse_args(argv)
 
-    registry = load_registry()
-    path = resolve(args.model or registry.pair(None).target, registry, None)
-    model = GGUFModel(path, n_gpu_layers=args.gpu_layers)
-    threads = args.threads or default_threads()
-    ctx = DecodeContext(model, n_ctx=512, n_threads=threads, backend_argmax=args.backend_greedy)
+    path, ctx, threads = open_context(args, "target", backend_argmax=args.backend_greedy)
     token = 100
     shapes = patterns(tuple(int(s) for s in args.sizes.split(",")))
     for shape in shapes.values():  # warm-up: first decodes allocate
