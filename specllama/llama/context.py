@@ -127,7 +127,6 @@ class DecodeContext:
                                  f"sequences for {model.path.name}: {last_llama_error()}")
         self._memory = C.llama_get_memory(self._ctx)
         self._device_argmax = DeviceArgmax(self._ctx) if backend_argmax else None
-        self.backend_argmax = backend_argmax  # as it runs (never with a unified cache): the cost cache's key
         self.n_ctx: int = C.llama_n_ctx_seq(self._ctx)
         # llama.cpp clamps n_batch to n_ctx and aborts the process on a larger batch: chunk by its value.
         self.n_batch: int = min(C.llama_n_batch(self._ctx), C.llama_n_ubatch(self._ctx))
@@ -181,6 +180,12 @@ class DecodeContext:
 
     def __del__(self) -> None:
         self.close()
+
+    @property
+    def backend_argmax(self) -> bool:
+        """Whether greedy rows' argmax is taken on the backend, as it runs (never with a unified cache):
+        part of the cost cache's key."""
+        return getattr(self, "_device_argmax", None) is not None
 
     def set_threads(self, n_threads: int, n_threads_batch: int | None = None) -> None:
         self.n_threads, self.n_threads_batch = n_threads, n_threads_batch or n_threads
