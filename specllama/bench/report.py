@@ -13,7 +13,7 @@ from pathlib import Path
 
 from specllama.bench.aggregate import ConfigSummary, PromptResult
 from specllama.decoding.cost.curve import CostCurve
-from specllama.decoding.cost.online import priced_switch
+from specllama.decoding.cost.online import switch_verdict
 
 SCHEMA = "specllama.bench/1"
 
@@ -69,8 +69,7 @@ def cost_curve_line(curve: CostCurve | None, head_cost: float | None = None, swi
     head = f"; MTP head c = {head_cost:.2f} a draft position" if head_cost is not None else ""
     back = ""
     if switch is not None:
-        priced = "priced into a draft that starts a run" if priced_switch(switch) else "taken as none"
-        back = f"; going back to plain decoding after a draft: {switch:+.2f} plain steps ({priced})"
+        back = f"; going back to plain decoding after a draft: {switch:+.2f} plain steps ({switch_verdict(switch)})"
     return (f"step costs learnt from {curve.reps} steps: T(1) = {curve.t1_s * 1e3:.1f} ms; T(n)/T(1) for "
             f"n = 1..{curve.max_n}: {ratios}; draft/target cost ratio c = {c}{head}{back}")
 

@@ -12,7 +12,7 @@ is plain decoding and comes out near 1.00x.
 
 from __future__ import annotations
 
-from specllama.decoding.cost.online import StepCosts
+from specllama.decoding.cost.online import StepCosts, switch_verdict
 from specllama.decoding.events import Summary
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.suffix_groups import group_label
@@ -127,9 +127,8 @@ def step_cost_lines(costs: StepCosts) -> list[str]:
     lines = ["step costs learnt here (target, by rows in the decode): " + "; ".join(rows)]
     switch = costs.aftermath_median()
     if switch is not None:
-        priced = "priced into a draft that starts a run" if costs.switch_ratio() else "taken as none"
         lines.append(f"going back to plain decoding after a draft: {switch:+.2f} plain steps beyond T(1) "
-                     f"(n={len(costs.aftermath)}; {priced})")
+                     f"(n={len(costs.aftermath)}; {switch_verdict(switch)})")
     c = costs.draft_ratio()
     if costs.draft and c is not None:
         lines.append(f"draft decode {c * t1 * 1e3:.1f} ms a draft position (c = {c:.2f} of a plain step, n={len(costs.draft)})")

@@ -439,6 +439,11 @@ def priced_switch(aftermath: float | None) -> float:
     return aftermath if aftermath is not None and aftermath >= AFTERMATH_MIN else 0.0
 
 
+def switch_verdict(aftermath: float | None) -> str:
+    """How the reports (bench's, --stats) say what priced_switch makes of a measured aftermath."""
+    return "priced into a draft that starts a run" if priced_switch(aftermath) else "taken as none"
+
+
 def between(points: list[tuple[int, float]], n: int) -> float | None:
     """T(n)/T(1) from sorted (rows, ratio) points: a point's own value, or the straight line between
     the two around n; None outside them (each caller extrapolates in its own way)."""
