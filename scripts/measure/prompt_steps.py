@@ -1,0 +1,154 @@
+"""Per prompt, what drafting itself gained or lost, told apart from the machine's drift between runs.
+
+Why: on the 2-vCPU Xeon VM a one-row step's median moves from 71 to 91 ms between 8-second runs
+of the same work (bench/measured/xeon-20261127-plain-step-drift: one pair differed by 10 ms inside
+`llama_decode` alone), so a per-prompt tok/s ratio over 2-4 repeats moves by +-10 % and a "worst
+prompt" figure mostly names the unluckiest pair. Here each `auto` run's drafting steps are priced
+against that same run's plain steps: a drafting step's excess over the run's median plain step is
+what it cost, each accepted draft saved one such step, and the net (saved - cost) is a share of the
+run's time. That net is drafting's own effect on the prompt; what it cannot see is a plain step
+made slower by the drafting around it (the same file: 16 pairs, median -0.8 ms inside
+`llama_decode`; auto's own Python 0.23 ms a one-row step, 0.3 %).
+The plain runs' own spread (their plain-step medians, run to run) is printed as the noise.
+
+Runs as `specllama bench` does: one engine, prompts in file order, `none` and `auto` alternating
+which goes first, caches emptied between runs, the cost cache and the suffix drafter's calibration
+kept; a fresh cost cache unless SPECLLAMA_COSTS names one.
+
+    flock /tmp/specllama-heavy.lock env SPECLLAMA_COSTS=$(mktemp -d) .venv/bin/python \\
+        scripts/measure/prompt_steps.py --prompts bench/prompts_unseen.jsonl --repeat 3 --out bench/measured/NAME
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+from specllama.llama import thread_wait
+
+CONFIGS = "none;auto:k=auto"
+
+
+def run_steps(runtime, prompt: list[int], config, n: int, sampling) -> dict:
+    """One generation, each step's wall time (from the end of the step before) and what it drafted."""
+    from specllama.decoding.events import StepEvent
+
+    runtime.reset()
+    steps, tokens, last = [], 0, time.perf_counter()
+    try:
+        for event in runtime.generate(prompt, config.generation(n, sampling)):
+            if isinstance(event, StepEvent):
+                now = time.perf_counter()
+                steps.append({"s": now - last, "drafted": event.drafted, "accepted": event.accepted})
+                last = now
+            elif hasattr(event, "id"):
+                tokens += 1
+    finally:
+        runtime.reset()
+    return {"tokens": tokens, "steps": steps}
+
+
+def priced(run: dict) -> dict:
+    """The run's steps after the first (the first carries the prompt), priced on its own plain steps."""
+    steps = run["steps"][1:]
+    plain = [s["s"] for s in steps if not s["drafted"]]
+    step = statistics.median(plain) if plain else None
+    seconds = sum(s["s"] for s in steps)
+    out = {"seconds": seconds, "tok_s": (run["tokens"] - 1) / seconds if seconds else 0.0, "plain_step_s": step}
+    drafting = [s for s in steps if s["drafted"]]
+    if step and drafting:
+        cost = sum(s["s"] - step for s in drafting)
+        saved = sum(s["accepted"] for s in drafting) * step
+        out.update(drafting_steps=len(drafting), drafted=sum(s["drafted"] for s in drafting),
+                   accepted=sum(s["accepted"] for s in drafting), net_share=(saved - cost) / seconds)
+    else:
+        out.update(drafting_steps=0, drafted=0, accepted=0, net_share=0.0)
+    return out
+
+
+def measure(prompts_file: Path, repeat: int, n: int, temperature: float, seed: int) -> dict:
+    from specllama.batch.prompts_file import read_prompts
+    from specllama.bench.configs import parse_configs
+    from specllama.decoding.sampling import SamplingParams
+    from specllama.llama.machine import cpu_model
+    from specllama.runtime.loaded import open_runtime
+    from specllama.runtime.options import LoadOptions
+
+    configs = parse_configs(CONFIGS)
+    sampling = SamplingParams(temperature=temperature, seed=seed)
+    items = read_prompts(prompts_file).items
+    runs = []
+    with open_runtime(LoadOptions(load_draft=False)) as runtime:
+        prompts = [(str(item.id), runtime.prompt_tokens(item.prompt, item.system)) for item in items]
+        for config in configs:  # bench's warm-up: weights paged in, buffers sized
+            run_steps(runtime, prompts[0][1], config, 8, sampling)
+        for r in range(repeat):
+            for index, (pid, prompt) in enumerate(prompts):
+                shift = (index + r) % len(configs)  # bench's order: who goes first alternates
+                for config in configs[shift:] + configs[:shift]:
+                    run = priced(run_steps(runtime, prompt, config, n, sampling))
+                    runs.append({"prompt": pid, "config": config.label, "round": r, **run})
+                    print(f"  {config.label:12s} {pid:18s} round {r}: {run['tok_s']:.2f} tok/s, plain step "
+                          f"{run['plain_step_s'] * 1000:.1f} ms, drafting's net {run['net_share'] * 100:+.1f} %", flush=True)
+        threads = runtime.describe().threads
+    return {"machine": f"{cpu_model()}, {threads} threads", "python": platform.python_version(),
+            "prompts": str(prompts_file), "repeat": repeat, "max_tokens": n, "temperature": temperature,
+            "seed": seed, "thread_wait": thread_wait.in_force(), "runs": runs, "prompts_summary": summarise(runs)}
+
+
+def summarise(runs: list[dict]) -> list[dict]:
+    out = []
+    for pid in dict.fromkeys(r["prompt"] for r in runs):
+        plain = [r for r in runs if r["prompt"] == pid and r["config"] == "none"]
+        auto = [r for r in runs if r["prompt"] == pid and r["config"] != "none"]
+        steps = [r["plain_step_s"] for r in plain]
+        ratio = statistics.median(r["tok_s"] for r in auto) / statistics.median(r["tok_s"] for r in plain)
+        out.append({"prompt": pid, "ratio": ratio,
+                    "net_share": statistics.median(r["net_share"] for r in auto),
+                    "net_shares": [r["net_share"] for r in auto],
+                    "plain_step_spread": max(steps) / min(steps) - 1,
+                    "drafted": sum(r["drafted"] for r in auto), "accepted": sum(r["accepted"] for r in auto)})
+    return out
+
+
+def markdown(doc: dict) -> str:
+    lines = [f"# Drafting's own net per prompt ({doc['prompts']}, {doc['repeat']} rounds, -n {doc['max_tokens']}, "
+             f"temperature {doc['temperature']})", "",
+             f"{doc['machine']}, thread wait {doc['thread_wait']}. tok/s ratio: median `auto` over median `none`; "
+             "drafting's net: per `auto` run, (accepted drafts x the run's median plain step - the drafting steps' "
+             "excess over it) / the run's time, median over rounds; plain runs' spread: their plain-step medians, "
+             "slowest over fastest - 1 (the machine's drift between runs, with no change in the work).", "",
+             "| prompt | tok/s ratio | drafting's net (rounds) | plain runs' spread | drafted / accepted |",
+             "|---|---|---|---|---|"]
+    for p in doc["prompts_summary"]:
+        rounds = " ".join(f"{x * 100:+.1f}" for x in p["net_shares"])
+        lines.append(f"| {p['prompt']} | {p['ratio']:.3f}x | **{p['net_share'] * 100:+.1f} %** ({rounds}) | "
+                     f"{p['plain_step_spread'] * 100:.0f} % | {p['drafted']} / {p['accepted']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--prompts", type=Path, default=Path("bench/prompts_unseen.jsonl"))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("-n", type=int, default=96)
+    parser.add_argument("--temp", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path, help="write OUT.json and OUT.md")
+    args = parser.parse_args()
+    thread_wait.configure()  # before llama.cpp loads, as every command does
+    doc = measure(args.prompts, args.repeat, args.n, args.temp, args.seed)
+    text = markdown(doc)
+    print(text)
+    if args.out:
+        args.out.with_suffix(".json").write_text(json.dumps(doc, indent=1))
+        args.out.with_suffix(".md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
