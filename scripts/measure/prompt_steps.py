@@ -9,7 +9,8 @@ what it cost, each accepted draft saved one such step, and the net (saved - cost
 run's time. That net is drafting's own effect on the prompt; what it cannot see is a plain step
 made slower by the drafting around it (the same file: 16 pairs, median -0.8 ms inside
 `llama_decode`; auto's own Python 0.23 ms a one-row step, 0.3 %).
-The plain runs' own spread (their plain-step medians, run to run) is printed as the noise.
+`specllama bench` reports the same net per prompt (bench/own_steps.py: `drafting_net`); this adds each
+round's net and the plain runs' own spread (their plain-step medians, run to run) as the noise.
 
 Runs as `specllama bench` does: one engine, prompts in file order, `none` and `auto` alternating
 which goes first, caches emptied between runs, the cost cache and the suffix drafter's calibration
@@ -25,7 +26,6 @@ import argparse
 import json
 import platform
 import statistics
-import time
 from pathlib import Path
 
 from specllama.llama import thread_wait
@@ -34,40 +34,27 @@ CONFIGS = "none;auto:k=auto"
 
 
 def run_steps(runtime, prompt: list[int], config, n: int, sampling) -> dict:
-    """One generation, each step's wall time (from the end of the step before) and what it drafted."""
+    """One generation: its tokens/s and its drafting priced on its own plain steps (bench/own_steps.py,
+    what `specllama bench` reports as drafting's own net)."""
+    import statistics
+
+    from specllama.bench.own_steps import OwnSteps
     from specllama.decoding.events import StepEvent
 
     runtime.reset()
-    steps, tokens, last = [], 0, time.perf_counter()
+    steps, tokens = OwnSteps(), 0
     try:
         for event in runtime.generate(prompt, config.generation(n, sampling)):
             if isinstance(event, StepEvent):
-                now = time.perf_counter()
-                steps.append({"s": now - last, "drafted": event.drafted, "accepted": event.accepted})
-                last = now
+                steps.add(event)
             elif hasattr(event, "id"):
                 tokens += 1
     finally:
         runtime.reset()
-    return {"tokens": tokens, "steps": steps}
-
-
-def priced(run: dict) -> dict:
-    """The run's steps after the first (the first carries the prompt), priced on its own plain steps."""
-    steps = run["steps"][1:]
-    plain = [s["s"] for s in steps if not s["drafted"]]
-    step = statistics.median(plain) if plain else None
-    seconds = sum(s["s"] for s in steps)
-    out = {"seconds": seconds, "tok_s": (run["tokens"] - 1) / seconds if seconds else 0.0, "plain_step_s": step}
-    drafting = [s for s in steps if s["drafted"]]
-    if step and drafting:
-        cost = sum(s["s"] - step for s in drafting)
-        saved = sum(s["accepted"] for s in drafting) * step
-        out.update(drafting_steps=len(drafting), drafted=sum(s["drafted"] for s in drafting),
-                   accepted=sum(s["accepted"] for s in drafting), net_share=(saved - cost) / seconds)
-    else:
-        out.update(drafting_steps=0, drafted=0, accepted=0, net_share=0.0)
-    return out
+    return {"seconds": steps.seconds, "tok_s": tokens / steps.seconds if steps.seconds else 0.0,
+            "plain_step_s": statistics.median(steps.plain) if steps.plain else None,
+            "drafting_steps": len(steps.drafting), "drafted": sum(d for _, d, _ in steps.drafting),
+            "accepted": sum(a for _, _, a in steps.drafting), "net_share": steps.net_share()}
 
 
 def measure(prompts_file: Path, repeat: int, n: int, temperature: float, seed: int) -> dict:
@@ -90,14 +77,22 @@ def measure(prompts_file: Path, repeat: int, n: int, temperature: float, seed: i
             for index, (pid, prompt) in enumerate(prompts):
                 shift = (index + r) % len(configs)  # bench's order: who goes first alternates
                 for config in configs[shift:] + configs[:shift]:
-                    run = priced(run_steps(runtime, prompt, config, n, sampling))
+                    run = run_steps(runtime, prompt, config, n, sampling)
                     runs.append({"prompt": pid, "config": config.label, "round": r, **run})
                     print(f"  {config.label:12s} {pid:18s} round {r}: {run['tok_s']:.2f} tok/s, plain step "
-                          f"{run['plain_step_s'] * 1000:.1f} ms, drafting's net {run['net_share'] * 100:+.1f} %", flush=True)
+                          f"{_ms(run['plain_step_s'])}, drafting's net {_pct(run['net_share'])}", flush=True)
         threads = runtime.describe().threads
     return {"machine": f"{cpu_model()}, {threads} threads", "python": platform.python_version(),
             "prompts": str(prompts_file), "repeat": repeat, "max_tokens": n, "temperature": temperature,
             "seed": seed, "thread_wait": thread_wait.in_force(), "runs": runs, "prompts_summary": summarise(runs)}
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
+
+
+def _pct(share: float | None) -> str:
+    return "- (no plain step to price on)" if share is None else f"{share * 100:+.1f} %"
 
 
 def summarise(runs: list[dict]) -> list[dict]:
@@ -105,12 +100,11 @@ def summarise(runs: list[dict]) -> list[dict]:
     for pid in dict.fromkeys(r["prompt"] for r in runs):
         plain = [r for r in runs if r["prompt"] == pid and r["config"] == "none"]
         auto = [r for r in runs if r["prompt"] == pid and r["config"] != "none"]
-        steps = [r["plain_step_s"] for r in plain]
+        steps = [r["plain_step_s"] for r in plain if r["plain_step_s"]]
+        nets = [r["net_share"] for r in auto if r["net_share"] is not None]
         ratio = statistics.median(r["tok_s"] for r in auto) / statistics.median(r["tok_s"] for r in plain)
-        out.append({"prompt": pid, "ratio": ratio,
-                    "net_share": statistics.median(r["net_share"] for r in auto),
-                    "net_shares": [r["net_share"] for r in auto],
-                    "plain_step_spread": max(steps) / min(steps) - 1,
+        out.append({"prompt": pid, "ratio": ratio, "net_share": statistics.median(nets) if nets else None,
+                    "net_shares": nets, "plain_step_spread": max(steps) / min(steps) - 1,
                     "drafted": sum(r["drafted"] for r in auto), "accepted": sum(r["accepted"] for r in auto)})
     return out
 
@@ -126,7 +120,7 @@ def markdown(doc: dict) -> str:
              "|---|---|---|---|---|"]
     for p in doc["prompts_summary"]:
         rounds = " ".join(f"{x * 100:+.1f}" for x in p["net_shares"])
-        lines.append(f"| {p['prompt']} | {p['ratio']:.3f}x | **{p['net_share'] * 100:+.1f} %** ({rounds}) | "
+        lines.append(f"| {p['prompt']} | {p['ratio']:.3f}x | **{_pct(p['net_share'])}** ({rounds}) | "
                      f"{p['plain_step_spread'] * 100:.0f} % | {p['drafted']} / {p['accepted']} |")
     return "\n".join(lines) + "\n"
 

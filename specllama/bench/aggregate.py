@@ -38,6 +38,9 @@ class PromptResult:
     finish_reason: str
     drafted_by: dict = field(default_factory=dict)  # per source (suffix, model): drafts verified, all repeats
     accepted_by: dict = field(default_factory=dict)  # ... and accepted
+    # drafting's own net on this prompt, median over repeats: each run's drafting priced on its own
+    # plain steps (own_steps.py), free of the machine's drift between runs; None for `none`
+    drafting_net: float | None = None
 
 
 @dataclass
@@ -61,6 +64,10 @@ class ConfigSummary:
     peak_rss_bytes: int | None = None
     drafted_by: dict = field(default_factory=dict)  # per source (suffix, model): drafts verified, all runs
     accepted_by: dict = field(default_factory=dict)  # ... and accepted
+    # drafting's own net per prompt (PromptResult.drafting_net): the worst prompt's, which, and the median
+    min_drafting_net: float | None = None
+    min_drafting_net_prompt: str | None = None
+    median_drafting_net: float | None = None
     failed: str | None = None
 
 
@@ -91,6 +98,7 @@ def prompt_results(runs: list[RunRecord], verdicts: list[Comparison | None]) -> 
         stats = pooled([r.summary for r, _ in group])
         judged = [v for _, v in group if v is not None]
         worst = max(judged, key=lambda v: _SEVERITY[v.verdict]) if judged else None
+        nets = [r.drafting_net for r, _ in group if r.drafting_net is not None]
         results.append(PromptResult(
             config=label, prompt_id=group[0][0].prompt_id, tokens=group[0][0].summary.tokens,
             tokens_per_s=median_tps, runs_tokens_per_s=tps,
@@ -99,7 +107,8 @@ def prompt_results(runs: list[RunRecord], verdicts: list[Comparison | None]) -> 
             identical=worst.verdict if worst else None,
             divergence=comparison_dict(worst) if worst and not worst.identical else None,
             finish_reason=group[0][0].summary.finish_reason,
-            drafted_by=dict(stats.drafted_by), accepted_by=dict(stats.accepted_by)))
+            drafted_by=dict(stats.drafted_by), accepted_by=dict(stats.accepted_by),
+            drafting_net=statistics.median(nets) if nets else None))
     return results
 
 
@@ -125,6 +134,11 @@ def _fill(summary: ConfigSummary, config: BenchConfig, mine: list[tuple[RunRecor
     summary.geomean_speedup = geomean(speedups)
     summary.min_speedup = min(speedups, default=None)
     summary.max_speedup = max(speedups, default=None)
+    nets = [p for p in results if p.drafting_net is not None]
+    if nets:
+        worst = min(nets, key=lambda p: p.drafting_net)
+        summary.min_drafting_net, summary.min_drafting_net_prompt = worst.drafting_net, str(worst.prompt_id)
+        summary.median_drafting_net = statistics.median(p.drafting_net for p in nets)
     summary.acceptance = stats.acceptance
     summary.drafted_by, summary.accepted_by = dict(stats.drafted_by), dict(stats.accepted_by)
     summary.mean_accepted = stats.mean_accepted

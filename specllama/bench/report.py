@@ -74,6 +74,15 @@ def cost_curve_line(curve: CostCurve | None, head_cost: float | None = None, swi
             f"n = 1..{curve.max_n}: {ratios}; draft/target cost ratio c = {c}{head}{back}")
 
 
+def drafting_net_lines(summaries: list[ConfigSummary]) -> list[str]:
+    """Per drafting config, its drafts' own net on the worst prompt and the median one (own_steps.py):
+    what the tok/s ratios say with the machine's drift between runs left out."""
+    return [f"drafting's own net, {s.config}: worst prompt {s.min_drafting_net:+.1%} ({s.min_drafting_net_prompt}), "
+            f"median prompt {s.median_drafting_net:+.1%} of the run's time (each run's drafting steps priced on its "
+            "own plain steps: the machine's drift between runs left out)"
+            for s in summaries if s.min_drafting_net is not None]
+
+
 def terminal_table(summaries: list[ConfigSummary], curve: CostCurve | None, machine: dict,
                    head_cost: float | None = None, switch: float | None = None) -> str:
     rows = [HEADERS] + summary_rows(summaries)
@@ -81,7 +90,8 @@ def terminal_table(summaries: list[ConfigSummary], curve: CostCurve | None, mach
     widths = [max(len(r[i]) for r in full) for i in range(len(HEADERS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    lines += ["", cost_curve_line(curve, head_cost, switch), _machine_line(machine),
+    lines += [""] + drafting_net_lines(summaries)
+    lines += [cost_curve_line(curve, head_cost, switch), _machine_line(machine),
               "speedup: geometric mean over prompts of (tok/s / tok/s of none on the same prompt); "
               "predicted: the cost model E / (K*c + T(K+1)/T(1)) at the measured acceptance; "
               "pred. (steps): the same cost model over the steps as they happened"]
@@ -103,6 +113,9 @@ def markdown(summaries: list[ConfigSummary], curve: CostCurve | None, machine: d
     out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in r + [""] * (len(HEADERS) - len(r))) + " |"
             for r in rows]
     draft = models.get("draft")
+    nets = drafting_net_lines(summaries)
+    if nets:
+        out += [""] + [line + "." for line in nets]
     out += ["", f"Target `{models['target']['file']}`" + (f", draft `{draft['file']}`" if draft else "") + ". "
             + _machine_line(machine) + "."]
     if curve is not None:

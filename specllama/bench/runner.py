@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from specllama.bench.configs import BenchConfig
+from specllama.bench.own_steps import OwnSteps
 from specllama.decoding.engine import Summary
+from specllama.decoding.events import StepEvent, TokenEvent
 from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.llama.machine import current_rss_bytes
@@ -36,6 +38,7 @@ class RunRecord:
     summary: Summary
     token_ids: list[int] = field(repr=False)  # what was generated, for the identical-output check
     rss_bytes: int | None = None
+    drafting_net: float | None = None  # drafting's own gain or loss, priced on this run's plain steps (own_steps.py)
 
 
 # (runs done, runs in total, what is running now, the record just finished or None)
@@ -55,15 +58,22 @@ class BenchRunner:
         self.progress = progress or (lambda *a: None)
         self.failed: dict[str, str] = {}  # config label -> why it was dropped
 
-    def run_once(self, config: BenchConfig, prompt: Sequence[int], max_tokens: int) -> tuple[Summary, list[int]]:
+    def run_once(self, config: BenchConfig, prompt: Sequence[int], max_tokens: int) -> tuple[Summary, list[int], OwnSteps]:
         rt = self.runtime
         rt.reset()  # every run starts from empty caches: none inherits another's decoded prompt
         request = config.generation(max_tokens, self.sampling)
+        ids, steps = [], OwnSteps()
         try:
-            tokens, summary = rt.generate(prompt, request).tokens()
+            generation = rt.generate(prompt, request)
+            for event in generation:
+                if isinstance(event, TokenEvent):
+                    ids.append(event.id)
+                elif isinstance(event, StepEvent):
+                    steps.add(event)
+            summary = generation.summary
         finally:
             rt.reset()  # a failed run must not leave half a sequence for the next one
-        return summary, [e.id for e in tokens]
+        return summary, ids, steps
 
     def _attempt(self, config: BenchConfig, prompt: Sequence[int], max_tokens: int):
         """One run, or None when the configuration cannot run here (e.g. a verification mode the
@@ -101,8 +111,9 @@ class BenchRunner:
                     done += 1
                     record = None
                     if outcome is not None:
-                        summary, ids = outcome
-                        record = RunRecord(config, prompt.id, repeat, summary, ids, current_rss_bytes())
+                        summary, ids, steps = outcome
+                        record = RunRecord(config, prompt.id, repeat, summary, ids, current_rss_bytes(),
+                                           None if config.is_baseline else steps.net_share())
                         records.append(record)
                     self.progress(done, self.total_runs, f"{config.label} on {prompt.id}", record)
         # A configuration that failed part-way is dropped whole: half its prompts would skew its means.

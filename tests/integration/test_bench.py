@@ -184,6 +184,10 @@ def test_bench_json_schema(tiny_models, tmp_path, capsys, monkeypatch):
                 "identical"} <= r.keys()
         assert r["tokens"] == 10 and r["tokens_per_s"] > 0 and len(r["runs_tokens_per_s"]) == 2
         assert r["identical"] == "identical", r  # the target drafting for itself: exact by construction
+        # Each run's drafting priced on its own plain steps, a share of the run's time: nothing for `none`,
+        # nor for a run whose every step drafted (stairs here: no plain step to price them on).
+        net = r["drafting_net"]
+        assert (net is None) if r["config"] in ("none", "model:k=3,verify=stairs") else (-1 < net < 1), r
         if r["config"] == "none":
             assert r["speedup"] == 1.0 and r["acceptance"] is None
         elif r["config"].startswith("model") and r["config"] != "model:k=auto":
@@ -207,6 +211,11 @@ def test_bench_json_schema(tiny_models, tmp_path, capsys, monkeypatch):
     # per-source counts: a model config's drafts all come from the model
     assert set(k2["drafted_by"]) == {"model"} and k2["accepted_by"]["model"] == k2["drafted_by"]["model"] > 0
     assert set(summary["auto:k=auto"]["drafted_by"]) <= {"suffix", "model"}
+    # The worst prompt by drafting's own net is one of the prompts, and the report says it.
+    assert summary["none"]["min_drafting_net"] is None
+    assert k2["min_drafting_net_prompt"] in ("code", "emoji")
+    assert k2["min_drafting_net"] <= k2["median_drafting_net"]
+    assert f"drafting's own net, model:k=2: worst prompt {k2['min_drafting_net']:+.1%}" in out
     assert "| config |" in out_md.read_text()
 
 

@@ -1,0 +1,56 @@
+"""What drafting itself gained or lost in one benchmark run, priced on that run's own plain steps.
+
+Why: a prompt's tok/s ratio compares two runs made seconds apart, and on a shared machine the same
+one-row step can take 71 ms in one run and 91 ms in the next (2-vCPU Xeon VM:
+bench/measured/xeon-20261127-plain-step-drift), so over 2-4 repeats a prompt's ratio moves by
++-10 % with no change in the work, and the "worst prompt" mostly names the unluckiest pair. Within
+one run, a drafting step's excess over the run's median plain step is what it cost, each accepted
+draft saved one such step, and
+
+    net = (saved - cost) / the run's step time
+
+is drafting's own effect on the prompt, measured, and free of the drift between runs. What it
+cannot see is a plain step made slower by the drafting around it: measured, none (the same file:
+16 interleaved pairs, median -0.8 ms inside llama_decode).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from specllama.decoding.events import StepEvent
+
+
+@dataclass
+class OwnSteps:
+    plain: list[float] = field(default_factory=list)  # seconds of each step that verified no draft
+    # (seconds, drafts sent, drafts accepted) of each step that verified drafts
+    drafting: list[tuple[float, int, int]] = field(default_factory=list)
+
+    def add(self, step: StepEvent) -> None:
+        seconds = step.t_draft + step.t_verify + step.t_python  # the whole step, asking included
+        if step.drafted:
+            self.drafting.append((seconds, step.drafted, step.accepted))
+        else:
+            self.plain.append(seconds)
+
+    @property
+    def seconds(self) -> float:
+        """The run's steps' time."""
+        return sum(self.plain) + sum(s for s, _, _ in self.drafting)
+
+    def net_share(self) -> float | None:
+        """(saved - cost) / the run's step time; 0 for a run that drafted nothing; None where the run
+        had no plain step to price its drafts on (or no time at all)."""
+        total = self.seconds
+        if total <= 0:
+            return None
+        if not self.drafting:
+            return 0.0
+        if not self.plain:
+            return None
+        step = statistics.median(self.plain)
+        cost = sum(s - step for s, _, _ in self.drafting)
+        saved = sum(accepted for _, _, accepted in self.drafting) * step
+        return (saved - cost) / total
