@@ -5,10 +5,10 @@ of the same work (bench/measured/xeon-20261127-plain-step-drift: one pair differ
 `llama_decode` alone), so a per-prompt tok/s ratio over 2-4 repeats moves by +-10 % and a "worst
 prompt" figure mostly names the unluckiest pair. Here each `auto` run's drafting steps are priced
 against that same run's plain steps: a drafting step's excess over the run's median plain step is
-what it cost, each accepted draft saved one such step, and the net (saved - cost) is a share of the
-run's time. That net is drafting's own effect on the prompt; what it cannot see is a plain step
-made slower by the drafting around it (the same file: 16 pairs, median -0.8 ms inside
-`llama_decode`; auto's own Python 0.23 ms a one-row step, 0.3 %).
+what it cost, each accepted draft saved one such step, asking on the other steps cost its time, and
+the net (saved - cost) is a share of the run's time (bench/own_steps.py): drafting's own effect on
+the prompt. What it cannot see is a plain step made slower by the drafting around it (the same
+file: 16 pairs, median -0.8 ms inside `llama_decode`).
 `specllama bench` reports the same net per prompt (bench/own_steps.py: `drafting_net`); this adds each
 round's net and the plain runs' own spread (their plain-step medians, run to run) as the noise.
 
@@ -36,8 +36,6 @@ CONFIGS = "none;auto:k=auto"
 def run_steps(runtime, prompt: list[int], config, n: int, sampling) -> dict:
     """One generation: its tokens/s and its drafting priced on its own plain steps (bench/own_steps.py,
     what `specllama bench` reports as drafting's own net)."""
-    import statistics
-
     from specllama.bench.own_steps import OwnSteps
     from specllama.decoding.events import StepEvent
 
@@ -114,7 +112,8 @@ def markdown(doc: dict) -> str:
              f"temperature {doc['temperature']})", "",
              f"{doc['machine']}, thread wait {doc['thread_wait']}. tok/s ratio: median `auto` over median `none`; "
              "drafting's net: per `auto` run, (accepted drafts x the run's median plain step - the drafting steps' "
-             "excess over it) / the run's time, median over rounds; plain runs' spread: their plain-step medians, "
+             "excess over it - asking on the other steps) / the run's time (bench/own_steps.py), median over rounds; "
+             "plain runs' spread: their plain-step medians, "
              "slowest over fastest - 1 (the machine's drift between runs, with no change in the work).", "",
              "| prompt | tok/s ratio | drafting's net (rounds) | plain runs' spread | drafted / accepted |",
              "|---|---|---|---|---|"]

@@ -4,14 +4,17 @@ Why: a prompt's tok/s ratio compares two runs made seconds apart, and on a share
 one-row step can take 71 ms in one run and 91 ms in the next (2-vCPU Xeon VM:
 bench/measured/xeon-20261127-plain-step-drift), so over 2-4 repeats a prompt's ratio moves by
 +-10 % with no change in the work, and the "worst prompt" mostly names the unluckiest pair. Within
-one run, a drafting step's excess over the run's median plain step is what it cost, each accepted
-draft saved one such step, and
+one run, a plain step without the asking (what plain decoding pays a token) is the yardstick: a
+drafting step's excess over it is what the step cost, each accepted draft saved one, and asking a
+drafter on a step that then sent nothing cost its asking time (on a GPU's 2 ms step that is a few
+per cent, paid on every step: policy/realised.py). So
 
-    net = (saved - cost) / the run's step time
+    net = (saved - drafting steps' excess - asking on the other steps) / the run's step time
 
 is drafting's own effect on the prompt, measured, and free of the drift between runs. What it
-cannot see is a plain step made slower by the drafting around it: measured, none (the same file:
-16 interleaved pairs, median -0.8 ms inside llama_decode).
+cannot see is a plain step made slower by the drafting around it (measured: none; the same file,
+16 interleaved pairs, median -0.8 ms inside llama_decode) and the policy's other Python on a plain
+step (0.07 ms of the 0.23 ms `auto` adds to one there, the rest being the asking counted here).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from specllama.decoding.events import StepEvent
 
 @dataclass
 class OwnSteps:
-    plain: list[float] = field(default_factory=list)  # seconds of each step that verified no draft
+    plain: list[float] = field(default_factory=list)  # seconds of each step that verified no draft...
+    asking: list[float] = field(default_factory=list)  # ... and of that, asking drafters for one
     # (seconds, drafts sent, drafts accepted) of each step that verified drafts
     drafting: list[tuple[float, int, int]] = field(default_factory=list)
 
@@ -34,6 +38,7 @@ class OwnSteps:
             self.drafting.append((seconds, step.drafted, step.accepted))
         else:
             self.plain.append(seconds)
+            self.asking.append(step.t_draft)
 
     @property
     def seconds(self) -> float:
@@ -41,16 +46,12 @@ class OwnSteps:
         return sum(self.plain) + sum(s for s, _, _ in self.drafting)
 
     def net_share(self) -> float | None:
-        """(saved - cost) / the run's step time; 0 for a run that drafted nothing; None where the run
-        had no plain step to price its drafts on (or no time at all)."""
+        """(saved - cost) / the run's step time; for a run that drafted nothing, minus its asking; None
+        where the run had no plain step to price its drafts on (or no time at all)."""
         total = self.seconds
-        if total <= 0:
+        if total <= 0 or not self.plain:
             return None
-        if not self.drafting:
-            return 0.0
-        if not self.plain:
-            return None
-        step = statistics.median(self.plain)
-        cost = sum(s - step for s, _, _ in self.drafting)
+        step = statistics.median(s - a for s, a in zip(self.plain, self.asking))  # plain decoding's token
+        cost = sum(s - step for s, _, _ in self.drafting) + sum(self.asking)
         saved = sum(accepted for _, _, accepted in self.drafting) * step
         return (saved - cost) / total

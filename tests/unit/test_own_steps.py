@@ -6,16 +6,16 @@ from specllama.bench.own_steps import OwnSteps
 from specllama.decoding.events import StepEvent
 
 
-def _step(seconds: float, drafted: int = 0, accepted: int = 0) -> StepEvent:
+def _step(seconds: float, drafted: int = 0, accepted: int = 0, asking: float = 0.0) -> StepEvent:
     # The engine's split of a step's time: asking, the decode, the Python around them.
-    return StepEvent(k=drafted, drafted=drafted, accepted=accepted, t_draft=0.1 * seconds, t_verify=0.8 * seconds,
-                     t_python=0.1 * seconds)
+    return StepEvent(k=drafted, drafted=drafted, accepted=accepted, t_draft=asking, t_verify=0.9 * (seconds - asking),
+                     t_python=0.1 * (seconds - asking))
 
 
-def _run(scale: float, plain: list[float], drafting: list[tuple[float, int, int]]) -> OwnSteps:
+def _run(scale: float, plain: list[float], drafting: list[tuple[float, int, int]], asking: float = 0.0) -> OwnSteps:
     steps = OwnSteps()
     for s in plain:
-        steps.add(_step(s * scale))
+        steps.add(_step(s * scale + asking, asking=asking))
     for s, drafted, accepted in drafting:
         steps.add(_step(s * scale, drafted, accepted))
     return steps
@@ -42,3 +42,12 @@ def test_a_run_without_drafts_nets_zero_and_one_without_a_plain_step_cannot_be_p
     assert _run(1.0, [0.08, 0.09], []).net_share() == 0.0
     assert _run(1.0, [], [(0.1, 2, 2)]).net_share() is None
     assert OwnSteps().net_share() is None
+
+
+def test_asking_on_steps_that_send_nothing_is_drafting_s_cost():
+    # A GPU-like run: 2 ms steps, 0.1 ms asking the suffix drafter on each, one draft of 3 kept whole
+    # in a 2.5 ms step. Plain decoding's token is the 2 ms step without the asking.
+    steps = _run(1.0, [0.002] * 50, [(0.0025, 3, 3)], asking=0.0001)
+    total = 50 * 0.0021 + 0.0025
+    assert steps.net_share() == pytest.approx((3 * 0.002 - 0.0005 - 50 * 0.0001) / total)
+    assert _run(1.0, [0.002] * 50, [], asking=0.0001).net_share() == pytest.approx(-50 * 0.0001 / (50 * 0.0021))
