@@ -51,3 +51,25 @@ def test_asking_on_steps_that_send_nothing_is_drafting_s_cost():
     total = 50 * 0.0021 + 0.0025
     assert steps.net_share() == pytest.approx((3 * 0.002 - 0.0005 - 50 * 0.0001) / total)
     assert _run(1.0, [0.002] * 50, [], asking=0.0001).net_share() == pytest.approx(-50 * 0.0001 / (50 * 0.0021))
+
+
+def test_the_plain_steps_right_after_a_draft_are_its_cost_where_they_run_slow():
+    # The H100's shape (cost/online.py): a 2-row verify step 2.6 plain steps, the two plain steps
+    # after it 1.9 each while llama.cpp records its graph again. A one-token guess kept (saved 1)
+    # then costs 1.6 + 0.9 + 0.9 plain steps: a loss the drafting step's own excess alone would hide.
+    steps = OwnSteps()
+    for _ in range(10):
+        steps.add(_step(0.002))
+    for _ in range(3):
+        steps.add(_step(0.0052, 1, 1))
+        steps.add(_step(0.0038))
+        steps.add(_step(0.0038))
+        for _ in range(5):
+            steps.add(_step(0.002))
+    total = 25 * 0.002 + 3 * (0.0052 + 2 * 0.0038)
+    assert steps.net_share() == pytest.approx(3 * (0.002 - 0.0032 - 2 * 0.0018) / total)
+    # On a CPU those steps run like any other: no charge beyond the drafting step's own.
+    cpu = OwnSteps()
+    for s, d, a in [(0.08, 0, 0)] * 10 + [(0.12, 1, 1), (0.08, 0, 0), (0.08, 0, 0)] + [(0.08, 0, 0)] * 5:
+        cpu.add(_step(s, d, a))
+    assert cpu.net_share() == pytest.approx((0.08 - 0.04) / (17 * 0.08 + 0.12))
