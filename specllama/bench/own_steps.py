@@ -11,7 +11,7 @@ CUDA graph again: cost/online.py's switch cost, ~0.9 plain steps each on an H100
 around 0), and asking a drafter on a step that then sent nothing cost its asking time (on a GPU's
 2 ms step a few per cent, paid on every step: policy/realised.py). So
 
-    net = (saved - drafting steps' excess - the steps after them's excess - asking elsewhere) / run time
+    net = (saved - the drafting steps' excess - that of the 2 steps after each - asking elsewhere) / run time
 
 is drafting's own effect on the prompt, measured, and free of the drift between runs. What it
 cannot see is a plain step made slower by the drafting around it (measured: none; the same file,
