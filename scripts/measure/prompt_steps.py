@@ -33,23 +33,11 @@ from specllama.llama import thread_wait
 CONFIGS = "none;auto:k=auto"
 
 
-def run_steps(runtime, prompt: list[int], config, n: int, sampling) -> dict:
-    """One generation: its tokens/s and its drafting priced on its own plain steps (bench/own_steps.py,
-    what `specllama bench` reports as drafting's own net)."""
-    from specllama.bench.own_steps import OwnSteps
-    from specllama.decoding.events import StepEvent
-
-    runtime.reset()
-    steps, tokens = OwnSteps(), 0
-    try:
-        for event in runtime.generate(prompt, config.generation(n, sampling)):
-            if isinstance(event, StepEvent):
-                steps.add(event)
-            elif hasattr(event, "id"):
-                tokens += 1
-    finally:
-        runtime.reset()
-    return {"seconds": steps.seconds, "tok_s": tokens / steps.seconds if steps.seconds else 0.0,
+def run_steps(runner, prompt: list[int], config, n: int) -> dict:
+    """One generation as `specllama bench` runs it (BenchRunner.run_once: caches emptied around it): its
+    tokens/s and its drafting priced on its own plain steps (bench/own_steps.py, bench's drafting_net)."""
+    _, ids, steps = runner.run_once(config, prompt, n)
+    return {"seconds": steps.seconds, "tok_s": len(ids) / steps.seconds if steps.seconds else 0.0,
             "plain_step_s": statistics.median(steps.plain) if steps.plain else None,
             "drafting_steps": len(steps.drafting), "drafted": sum(d for _, d, _ in steps.drafting),
             "accepted": sum(a for _, _, a in steps.drafting), "net_share": steps.net_share()}
@@ -58,6 +46,7 @@ def run_steps(runtime, prompt: list[int], config, n: int, sampling) -> dict:
 def measure(prompts_file: Path, repeat: int, n: int, temperature: float, seed: int) -> dict:
     from specllama.batch.prompts_file import read_prompts
     from specllama.bench.configs import parse_configs
+    from specllama.bench.runner import BenchRunner
     from specllama.decoding.sampling import SamplingParams
     from specllama.llama.machine import cpu_model
     from specllama.runtime.loaded import open_runtime
@@ -69,13 +58,14 @@ def measure(prompts_file: Path, repeat: int, n: int, temperature: float, seed: i
     runs = []
     with open_runtime(LoadOptions(load_draft=False)) as runtime:
         prompts = [(str(item.id), runtime.prompt_tokens(item.prompt, item.system)) for item in items]
+        runner = BenchRunner(runtime, [], configs, max_tokens=n, sampling=sampling)
         for config in configs:  # bench's warm-up: weights paged in, buffers sized
-            run_steps(runtime, prompts[0][1], config, 8, sampling)
+            run_steps(runner, prompts[0][1], config, 8)
         for r in range(repeat):
             for index, (pid, prompt) in enumerate(prompts):
                 shift = (index + r) % len(configs)  # bench's order: who goes first alternates
                 for config in configs[shift:] + configs[:shift]:
-                    run = run_steps(runtime, prompt, config, n, sampling)
+                    run = run_steps(runner, prompt, config, n)
                     runs.append({"prompt": pid, "config": config.label, "round": r, **run})
                     print(f"  {config.label:12s} {pid:18s} round {r}: {run['tok_s']:.2f} tok/s, plain step "
                           f"{_ms(run['plain_step_s'])}, drafting's net {_pct(run['net_share'])}", flush=True)
