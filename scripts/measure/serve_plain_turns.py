@@ -5,7 +5,8 @@ a plain run wrote), every request sent to both servers in turn, then all of them
 Why: over the replay our plain server measured 0.95-0.96x of llama-server while `run --no-draft` is
 at parity on short prompts. Sending each conversation twice shows what a prompt cache does when a
 conversation comes back after others took the slot (llama-server's RAM cache restores it), which the
-replay, each session once and in turn, never asks.
+replay, each session once and in turn, never asks. Each answer is streamed: the time to its first
+text (prefill, the request's own preparation) and the decode rate after it are apart, per server.
 
     flock /tmp/specllama-heavy.lock .venv/bin/python scripts/measure/serve_plain_turns.py \
         --llama-server PATH [--rounds 2] [--out bench/measured/NAME]
@@ -45,12 +46,21 @@ def conversations(sessions: dict, texts: list[str]) -> list[tuple[str, list[dict
     return out
 
 
-async def ask(server: bs.Server, messages: list[dict], extra: dict) -> tuple[float, int]:
+async def ask(server: bs.Server, messages: list[dict], extra: dict) -> tuple[float, float, int]:
+    """(seconds to the first text, seconds in all, completion tokens), streamed: the first split
+    tells prefill and the request's own preparation from the decode that follows."""
     async with server.client() as client:
         start = time.perf_counter()
-        r = await client.chat.completions.create(model=server.model, messages=messages, max_tokens=2000,
-                                                 temperature=0, extra_body=extra)
-        return time.perf_counter() - start, r.usage.completion_tokens
+        first, tokens = None, 0
+        stream = await client.chat.completions.create(model=server.model, messages=messages, max_tokens=2000,
+                                                      temperature=0, extra_body=extra, stream=True,
+                                                      stream_options={"include_usage": True})
+        async for chunk in stream:
+            if first is None and chunk.choices and chunk.choices[0].delta.content:
+                first = time.perf_counter() - start
+            if chunk.usage:
+                tokens = chunk.usage.completion_tokens
+        return first or 0.0, time.perf_counter() - start, tokens
 
 
 def main(argv=None) -> int:
@@ -74,23 +84,36 @@ def main(argv=None) -> int:
             for cid, messages in convs:
                 pair = [("specllama none", ours, {"drafter": "none"}), ("llama-server", theirs, {})]
                 for name, server, extra in (pair if r % 2 == 0 else pair[::-1]):
-                    seconds, tokens = asyncio.run(ask(server, messages, extra))
-                    runs.append({"round": r, "request": cid, "server": name, "seconds": round(seconds, 3), "tokens": tokens})
-                    print(f"round {r} {cid:12s} {name:15s} {seconds:6.2f} s {tokens} tokens", flush=True)
+                    first, seconds, tokens = asyncio.run(ask(server, messages, extra))
+                    runs.append({"round": r, "request": cid, "server": name, "first_s": round(first, 3),
+                                 "seconds": round(seconds, 3), "tokens": tokens})
+                    rate = (tokens - 1) / (seconds - first) if seconds > first and tokens > 1 else 0.0
+                    print(f"round {r} {cid:12s} {name:15s} first {first:5.2f} s, all {seconds:6.2f} s, {tokens} tokens, "
+                          f"{rate:5.2f} tok/s after the first", flush=True)
     finally:
         ours.stop()
         theirs.stop()
     head = (f"{cpu_model()}, threads {args.threads}; target {target.name}; both servers fresh, --ctx 4096, greedy; "
             f"{args.rounds} rounds, each request to both servers in turn (the order flips each round)")
-    lines = ["| round | request | specllama none s | llama-server s | ratio |", "|---|---|---|---|---|"]
+    lines = ["| round | request | tokens | specllama none: first s / all s / tok/s after | "
+             "llama-server: first s / all s / tok/s after | ratio (all) |", "|---|---|---|---|---|---|"]
+
+    def cell(x: dict) -> str:
+        after = x["seconds"] - x["first_s"]
+        rate = (x["tokens"] - 1) / after if after > 0 and x["tokens"] > 1 else 0.0
+        return f"{x['first_s']:.2f} / {x['seconds']:.2f} / {rate:.2f}"
+
     for r in range(args.rounds):
         for cid, _ in convs:
-            a, b = (next(x["seconds"] for x in runs if x["round"] == r and x["request"] == cid and x["server"] == s)
+            a, b = (next(x for x in runs if x["round"] == r and x["request"] == cid and x["server"] == s)
                     for s in ("specllama none", "llama-server"))
-            lines.append(f"| {r} | {cid} | {a:.2f} | {b:.2f} | {b / a:.3f}x |")
+            lines.append(f"| {r} | {cid} | {a['tokens']}/{b['tokens']} | {cell(a)} | {cell(b)} | "
+                         f"{b['seconds'] / a['seconds']:.3f}x |")
     totals = {s: sum(x["seconds"] for x in runs if x["server"] == s) for s in ("specllama none", "llama-server")}
+    firsts = {s: sum(x["first_s"] for x in runs if x["server"] == s) for s in totals}
     lines += ["", f"total: specllama none {totals['specllama none']:.1f} s, llama-server {totals['llama-server']:.1f} s "
-              f"({totals['llama-server'] / totals['specllama none']:.3f}x)"]
+              f"({totals['llama-server'] / totals['specllama none']:.3f}x); of which to the first text: "
+              f"{firsts['specllama none']:.1f} s and {firsts['llama-server']:.1f} s"]
     print(head + "\n" + "\n".join(lines))
     if args.out:
         write_report(args.out, "Plain decoding through serve against llama-server, request by request", "serve_plain_turns.py",

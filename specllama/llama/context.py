@@ -16,8 +16,8 @@ from typing import Sequence
 import numpy as np
 
 from specllama.errors import ContextOverflowError, ModelFileError, SpecllamaError
+from specllama.llama import decode_threads, thread_share
 from specllama.llama import rollback as rb
-from specllama.llama import thread_share
 from specllama.llama.attention import flash_attention
 from specllama.llama.backend import C, default_threads, last_llama_error
 from specllama.llama.device_argmax import DeviceArgmax
@@ -286,6 +286,7 @@ class DecodeContext:
     def _submit(self, tokens, positions, seqs, want) -> list[np.ndarray]:
         self._batch.fill(tokens, positions, seqs, want)
         self._follow_machine()
+        decode_threads.noted()  # one decoding thread a process (llama/decode_threads.py)
         start = time.perf_counter()
         rc = C.llama_decode(self._ctx, self._batch.raw)
         self.llama_seconds += time.perf_counter() - start

@@ -31,6 +31,7 @@ from specllama.decoding.request import K_AUTO_MAX
 from specllama.decoding.request_queue import RequestQueue
 from specllama.decoding.suffix_drafter import SuffixDrafter
 from specllama.errors import IncompatiblePairError
+from specllama.llama import decode_threads
 from specllama.llama.backend import gpu_offload_supported
 from specllama.llama.context import DecodeContext
 from specllama.llama.gguf_meta import check_compatibility
@@ -278,14 +279,21 @@ class Runtime:
         the first request does not pay for the backend's first use of its kernels (a GPU loads them
         lazily, per batch shape) nor for paging the weights in. On the lent H100 a fresh serve's first
         answer took 2.8-3.0 ms a token where llama-server's took 2.5 and our later ones 2.2-2.4
-        (bench/measured/lent-20261127-gpu-replay, inventory/0). Nothing is timed into the step costs."""
+        (bench/measured/lent-20261127-gpu-replay, inventory/0). Nothing is timed into the step costs.
+        Its decodes run on a thread that ends with them: the caller's thread (a server's main thread)
+        decoding once and the engine thread for good would leave OpenMP's threads asleep at every
+        barrier (llama/decode_threads.py)."""
         tokens = (self.tokenize("warm up the kernels: a prompt, a verify batch, one token") * 2)[:16] or [0]
-        for ctx in (self.target_ctx, self.draft_ctx):
-            if ctx is None:
-                continue
-            ctx.decode(tokens[:-5], logits="none")  # a prompt's chunk
-            ctx.decode(tokens[-5:-1], logits="all")  # a verify batch's rows
-            ctx.decode(tokens[-1:], logits="last")  # a plain step
+
+        def decodes() -> None:
+            for ctx in (self.target_ctx, self.draft_ctx):
+                if ctx is None:
+                    continue
+                ctx.decode(tokens[:-5], logits="none")  # a prompt's chunk
+                ctx.decode(tokens[-5:-1], logits="all")  # a verify batch's rows
+                ctx.decode(tokens[-1:], logits="last")  # a plain step
+
+        decode_threads.on_passing_thread(decodes, name="specllama-warm-up")
         self.engine.reset()  # every cache and drafter emptied: the first request starts as from a fresh load
 
     def detokenize(self, tokens: Sequence[int]) -> str:

@@ -59,7 +59,10 @@ def test_a_context_other_than_the_one_asked_for_is_said(tiny_models):
 
 
 def test_a_warm_up_leaves_every_cache_empty_and_the_answers_alike(tiny_models):
+    import threading
+
     from specllama.decoding.engine import GenerationConfig, TokenEvent
+    from specllama.llama import decode_threads
 
     options = LoadOptions(target=str(tiny_models["a"]), draft=str(tiny_models["b"]), n_ctx=256)
     config = GenerationConfig(max_tokens=12, drafter="model", k=2)
@@ -68,8 +71,13 @@ def test_a_warm_up_leaves_every_cache_empty_and_the_answers_alike(tiny_models):
         with open_runtime(options) as rt:
             calls = rt.target_ctx.llama_calls, rt.draft_ctx.llama_calls
             if warm:
+                here = decode_threads.decodes_by_thread().get(threading.current_thread(), 0)
                 rt.warm_up()
                 assert rt.target_ctx.llama_calls == calls[0] + 3 and rt.draft_ctx.llama_calls == calls[1] + 3
+                # on a thread that ended with it: none of its decodes ran on the caller's thread, which
+                # a server's engine thread would then share OpenMP's cores with (llama/decode_threads.py)
+                assert decode_threads.decodes_by_thread().get(threading.current_thread(), 0) == here
+                assert not any(t.name == "specllama-warm-up" for t in decode_threads.decodes_by_thread())
                 assert rt.target_ctx.past(0) == 0 and rt.draft_ctx.past(0) == 0
                 assert rt.step_costs.steps == 0  # nothing timed into the costs
             answers.append([e.id for e in rt.generate(rt.prompt_tokens("count to five"), config)

@@ -1,0 +1,70 @@
+"""Which threads run llama.cpp's decodes: one long-lived thread a process, because of how OpenMP waits.
+
+Every OS thread that starts a decode gets an OpenMP team of its own (libgomp keeps a pool of worker
+threads per thread that opens a parallel region), and those workers stay until that thread exits.
+libgomp counts the workers of all pools, and once they outnumber the cores every barrier spins its
+"throttled" count (100 PAUSEs unless OMP_WAIT_POLICY=ACTIVE, whatever GOMP_SPINCOUNT says) before it
+sleeps in a futex: the sleeping wait thread_wait.py exists to avoid, without anyone asking for it.
+
+Measured on the 2-core Xeon (1.5B target, one-token decodes at a fill of 400, 40 a phase, 3 rounds;
+scripts/measure/decode_threads.py, bench/measured/xeon-20261127-decode-threads): from one thread
+78-88 ms a token, 2.00 cores busy, 0-1 voluntary context switches a phase; the same decodes after
+another thread (still alive) ran one decode 90-110 ms, 1.85 cores, ~24,000 switches. `serve` did just
+that from f2e95c2 on (its warm-up on the main thread, its requests on the engine thread): plain
+serving fell to 0.90-0.96x of llama-server while `run --no-draft` stayed level, its two busy threads
+at 1.82 cores where llama-server's are at 1.97.
+
+So: a process decodes on one thread that lives as long as it does (run's main thread, serve's
+engine thread); a one-off decode elsewhere (a server's warm-up before its engine starts) runs on a
+thread of its own that exits before decoding goes on (`on_passing_thread`), which hands its workers
+back. The chat's generations each run on a worker thread that ends with them: one at a time, fine.
+`noted` keeps the count per thread that tests check.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+_decodes: dict[threading.Thread, int] = {}  # decodes each thread ran (a finished one's dropped)
+_last: threading.Thread | None = None
+
+
+def noted() -> None:
+    """Called before every decode: a count, and a look for finished threads when a new one decodes."""
+    global _last
+    thread = threading.current_thread()
+    if thread is not _last:
+        _last = thread
+        if thread not in _decodes:
+            for gone in [t for t in list(_decodes) if not t.is_alive()]:  # a finished chat worker's, say
+                del _decodes[gone]
+            _decodes[thread] = 0
+    _decodes[thread] += 1
+
+
+def decodes_by_thread() -> dict[threading.Thread, int]:
+    """The threads that decoded and are still alive, with how many decodes each ran."""
+    return {t: n for t, n in list(_decodes.items()) if t.is_alive()}
+
+
+def on_passing_thread(work: Callable[[], T], name: str = "specllama-passing") -> T:
+    """Run `work` on a thread of its own and wait for it: its decodes leave no OpenMP pool behind
+    once it exits. Its exception, if any, is raised here."""
+    result: list = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(work())
+        except BaseException as e:  # noqa: BLE001 - handed to the caller, whatever it is
+            failure.append(e)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+    return result[0]
