@@ -11,8 +11,9 @@ scripts/measure/decode_threads.py, bench/measured/xeon-20261127-decode-threads):
 78-88 ms a token, 2.00 cores busy, 0-1 voluntary context switches a phase; the same decodes after
 another thread (still alive) ran one decode 90-110 ms, 1.85 cores, ~24,000 switches. `serve` did just
 that from f2e95c2 on (its warm-up on the main thread, its requests on the engine thread): plain
-serving fell to 0.90-0.96x of llama-server while `run --no-draft` stayed level, its two busy threads
-at 1.82 cores where llama-server's are at 1.97.
+serving fell to 0.90-0.96x of llama-server while `run --no-draft` stayed level, its two decoding
+threads at 0.94 + 0.88 cores and 143,620 voluntary switches an answer where llama-server's are at
+0.99 + 0.98 and 1,144 (bench/measured/xeon-20261127-serve-thread-cores; after: 0.98 + 0.98 and 493).
 
 So: a process decodes on one thread that lives as long as it does (run's main thread, serve's
 engine thread); a one-off decode elsewhere (a server's warm-up before its engine starts) runs on a
