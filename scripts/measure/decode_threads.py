@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from report_files import measured_model, write_report  # noqa: E402
+from report_files import measured_model, show_and_write  # noqa: E402
 
 from specllama.llama import thread_wait  # noqa: E402
 
@@ -86,10 +86,8 @@ def main(argv=None) -> int:
     lines = ["| round | phase | median ms | cores | voluntary switches |", "|---|---|---|---|---|"]
     lines += [f"| {x['round']} | {x['phase']} | {x['median_ms']:.1f} | {x['cores']:.2f} | {x['voluntary_switches']} |"
               for x in runs]
-    print(head + "\n" + "\n".join(lines))
-    if args.out:
-        write_report(args.out, "Decodes from one thread, and after another thread decoded", "decode_threads.py",
-                     argv if argv is not None else sys.argv[1:], head, lines, {"runs": runs})
+    show_and_write(args.out, "Decodes from one thread, and after another thread decoded", "decode_threads.py",
+                   argv if argv is not None else sys.argv[1:], head, lines, {"runs": runs})
     return 0
 
 

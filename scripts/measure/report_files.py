@@ -35,3 +35,11 @@ def write_report(out: str, title: str, script: str, argv: list[str] | None, head
     Path(out + ".md").write_text(f"# {title} ({when})\n\nCommand: `{cmd}`\n\n{head}\n\n" + "\n".join(lines) + "\n"
                                  + (f"\n{tail}\n" if tail else ""))
     Path(out + ".json").write_text(json.dumps({"when": when, "about": head, **data}, indent=1) + "\n")
+
+
+def show_and_write(out: str | None, title: str, script: str, argv: list[str] | None, head: str, lines: list[str],
+                   data: dict) -> None:
+    """Print a measurement's head and table; with an --out path, write OUT.md and OUT.json too."""
+    print(head + "\n" + "\n".join(lines))
+    if out:
+        write_report(out, title, script, argv, head, lines, data)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts" / "measure"))
 
 import bench_serve as bs  # noqa: E402
-from report_files import write_report  # noqa: E402
+from report_files import show_and_write  # noqa: E402
 
 from specllama.llama.machine import cpu_model  # noqa: E402
 
@@ -44,6 +44,21 @@ def conversations(sessions: dict, texts: list[str]) -> list[tuple[str, list[dict
             out.append((f"{session['id']}/{n}", messages))
             messages = messages + [{"role": "assistant", "content": next(answers)}]
     return out
+
+
+TARGET = Path.home() / ".cache/specllama/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"  # the default pair's
+
+
+def server_settings(threads: int, llama_server: str | None) -> argparse.Namespace:
+    """What bench_serve.py's server constructors read: fresh servers, --ctx 4096, parallel auto, no cost cache kept."""
+    return argparse.Namespace(threads=threads, ctx=4096, parallel="auto", specllama_args=[], keep_costs=False,
+                              llama_server=llama_server)
+
+
+def replay_requests() -> list[tuple[str, list[dict]]]:
+    """The replay's requests with a plain run's answers (`conversations`), from the files this script names."""
+    texts = next(r for r in json.loads(ANSWERS.read_text()) if r["drafter"] == "none")["texts"]
+    return conversations(json.loads((REPO / "bench" / "agent_sessions.json").read_text()), texts)
 
 
 async def ask(server: bs.Server, messages: list[dict], extra: dict) -> tuple[float, float, int]:
@@ -70,11 +85,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", help="write OUT.md and OUT.json")
     args = p.parse_args(argv)
-    settings = argparse.Namespace(threads=args.threads, ctx=4096, parallel="auto", specllama_args=[], keep_costs=False,
-                                  llama_server=args.llama_server)
-    target = Path.home() / ".cache/specllama/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-    texts = next(r for r in json.loads(ANSWERS.read_text()) if r["drafter"] == "none")["texts"]
-    convs = conversations(json.loads((REPO / "bench" / "agent_sessions.json").read_text()), texts)
+    settings, target, convs = server_settings(args.threads, args.llama_server), TARGET, replay_requests()
     log = Path("/tmp/serve_plain_turns.log")
     ours = bs.specllama_server(settings, log)
     theirs = bs.llama_server(settings, target, "llama-server", log)
@@ -114,10 +125,8 @@ def main(argv=None) -> int:
     lines += ["", f"total: specllama none {totals['specllama none']:.1f} s, llama-server {totals['llama-server']:.1f} s "
               f"({totals['llama-server'] / totals['specllama none']:.3f}x); of which to the first text: "
               f"{firsts['specllama none']:.1f} s and {firsts['llama-server']:.1f} s"]
-    print(head + "\n" + "\n".join(lines))
-    if args.out:
-        write_report(args.out, "Plain decoding through serve against llama-server, request by request", "serve_plain_turns.py",
-                     argv if argv is not None else sys.argv[1:], head, lines, {"runs": runs})
+    show_and_write(args.out, "Plain decoding through serve against llama-server, request by request", "serve_plain_turns.py",
+                   argv if argv is not None else sys.argv[1:], head, lines, {"runs": runs})
     return 0
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -28,7 +27,7 @@ sys.path.insert(0, str(REPO / "scripts" / "measure"))
 
 import bench_serve as bs  # noqa: E402
 import serve_plain_turns as spt  # noqa: E402
-from report_files import write_report  # noqa: E402
+from report_files import show_and_write  # noqa: E402
 
 from specllama.llama.machine import cpu_model  # noqa: E402
 
@@ -80,12 +79,8 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", help="write OUT.md and OUT.json")
     args = p.parse_args(argv)
-    settings = argparse.Namespace(threads=args.threads, ctx=4096, parallel="auto", specllama_args=[], keep_costs=False,
-                                  llama_server=args.llama_server)
-    target = Path.home() / ".cache/specllama/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-    texts = next(r for r in json.loads(spt.ANSWERS.read_text()) if r["drafter"] == "none")["texts"]
-    convs = spt.conversations(json.loads((REPO / "bench" / "agent_sessions.json").read_text()), texts)
-    _, messages = next(c for c in convs if c[0] == "textstats/0")
+    settings, target = spt.server_settings(args.threads, args.llama_server), spt.TARGET
+    _, messages = next(c for c in spt.replay_requests() if c[0] == "textstats/0")
     log = Path("/tmp/serve_thread_cores.log")
     runs = []
     for make, extra in ((lambda: bs.specllama_server(settings, log), {"drafter": "none"}),
@@ -106,10 +101,8 @@ def main(argv=None) -> int:
     lines += [f"| {r['server']} | {r['seconds']:.2f} | {r['tokens']} | {r['tok_s_after_first']:.2f} | "
               f"{' + '.join(f'{b:.2f}' for b in r['busiest_threads_cores'])} | {r['cores']:.2f} | {r['voluntary_switches']} |"
               for r in runs]
-    print(head + "\n" + "\n".join(lines))
-    if args.out:
-        write_report(args.out, "Each server thread's share of the cores during one answer", "serve_thread_cores.py",
-                     argv if argv is not None else sys.argv[1:], head, lines, {"runs": runs})
+    show_and_write(args.out, "Each server thread's share of the cores during one answer", "serve_thread_cores.py",
+                   argv if argv is not None else sys.argv[1:], head, lines, {"runs": runs})
     return 0
 
 
