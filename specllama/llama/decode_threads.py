@@ -16,21 +16,28 @@ threads at 0.94 + 0.88 cores and 143,620 voluntary switches an answer where llam
 0.99 + 0.98 and 1,144 (bench/measured/xeon-20261127-serve-thread-cores; after: 0.98 + 0.98 and 493).
 
 So: a process decodes on one thread that lives as long as it does (run's main thread, serve's
-engine thread); a one-off decode elsewhere (a server's warm-up before its engine starts) runs on a
-thread of its own that exits before decoding goes on (`on_passing_thread`), which hands its workers
-back. The chat's generations each run on a worker thread that ends with them: one at a time, fine.
-`noted` keeps the count per thread that tests check.
+engine thread, the chat's `on_decode_thread`); a one-off decode elsewhere (a server's warm-up before
+its engine starts) runs on a thread of its own that exits before decoding goes on
+(`on_passing_thread`), which hands its workers back. The chat needs the former because Textual runs
+its thread workers on asyncio's default executor, whose threads live on: an answer started while
+the last one's worker thread had not yet gone idle (Esc, then a new message) would get a second
+executor thread, and every later answer would decode with sleeping barriers. `noted` keeps the count
+per thread that tests check.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
+from concurrent.futures import Future
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
 
 _decodes: dict[threading.Thread, int] = {}  # decodes each thread ran (a finished one's dropped)
 _last: threading.Thread | None = None
+_work: queue.SimpleQueue | None = None  # the decoding thread's, once started
+_start = threading.Lock()
 
 
 def noted() -> None:
@@ -69,3 +76,26 @@ def on_passing_thread(work: Callable[[], T], name: str = "specllama-passing") ->
     if failure:
         raise failure[0]
     return result[0]
+
+
+def on_decode_thread(work: Callable[[], T]) -> T:
+    """Run `work` on this process's one decoding thread (started on first use, a daemon that lives as
+    long as the process) and wait for it; its exception, if any, is raised here. Calls from several
+    threads run one after the other, in the order they came."""
+    global _work
+    with _start:
+        if _work is None:
+            _work = queue.SimpleQueue()
+            threading.Thread(target=_serve, args=(_work,), name="specllama-decode", daemon=True).start()
+    done: Future = Future()
+    _work.put((work, done))
+    return done.result()
+
+
+def _serve(work_queue: queue.SimpleQueue) -> None:
+    while True:
+        work, done = work_queue.get()
+        try:
+            done.set_result(work())
+        except BaseException as e:  # noqa: BLE001 - handed to the caller, whatever it is
+            done.set_exception(e)

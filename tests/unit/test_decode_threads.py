@@ -53,3 +53,22 @@ def test_work_on_a_passing_thread_returns_its_result_and_raises_its_error():
 
     with pytest.raises(ValueError, match="from the passing thread"):
         decode_threads.on_passing_thread(fails)
+
+
+def test_the_decoding_thread_is_one_thread_for_every_caller_and_raises_its_errors():
+    ran_on = []
+
+    def work():
+        ran_on.append(threading.current_thread())
+        return len(ran_on)
+
+    first = decode_threads.on_decode_thread(work)
+    on_thread(lambda: decode_threads.on_decode_thread(work))  # from another thread: the same decoding thread
+    assert first == 1 and len(ran_on) == 2 and ran_on[0] is ran_on[1] and ran_on[0].name == "specllama-decode"
+
+    def fails():
+        raise RuntimeError("from the decoding thread")
+
+    with pytest.raises(RuntimeError, match="from the decoding thread"):
+        decode_threads.on_decode_thread(fails)
+    assert decode_threads.on_decode_thread(work) == 3  # it lives on after an error

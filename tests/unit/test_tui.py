@@ -208,6 +208,32 @@ def test_escape_stops_the_answer_and_keeps_its_text():
     run(scenario)
 
 
+def test_every_answer_is_decoded_on_the_one_decoding_thread():
+    # Not on Textual's worker threads (asyncio's executor, whose threads live on): a second thread that
+    # ever decoded would leave OpenMP's threads asleep at every barrier (llama/decode_threads.py).
+    async def scenario():
+        runtime = FakeRuntime(SCRIPT * 20, step_delay=0.02)
+        played_on, play = [], runtime.engine._play
+
+        def recording(*args):
+            for event in play(*args):
+                played_on.append(threading.current_thread().name)
+                yield event
+
+        runtime.engine._play = recording
+        async with chat_app(runtime).run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: pilot.app.runtime is not None)
+            pilot.app.ask("go on")
+            reply = pilot.app.query(ChatMessage).last()
+            await wait_until(pilot, lambda: reply.text)
+            await pilot.press("escape")
+            await wait_until(pilot, lambda: not pilot.app.busy)
+            await send(pilot, "again")
+            assert pilot.app.last_summary.finish_reason == "stop"
+        assert played_on and set(played_on) == {"specllama-decode"}, set(played_on)
+    run(scenario)
+
+
 def test_an_engine_error_becomes_a_notification_and_the_app_lives_on():
     async def scenario():
         notices = []

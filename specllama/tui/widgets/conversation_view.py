@@ -25,6 +25,7 @@ from textual.message import Message
 from specllama.decoding.cancel import CancelHandle
 from specllama.decoding.engine import Summary
 from specllama.errors import SpecllamaError
+from specllama.llama.decode_threads import on_decode_thread
 from specllama.tui.cadence import Cadence
 from specllama.tui.streaming import LiveStats, ReplyChunk, ReplyDone, stream_reply
 from specllama.tui.widgets.chat_message import ChatMessage
@@ -87,10 +88,16 @@ class ConversationView(VerticalScroll):
 
     @work(thread=True, exit_on_error=False, group="generate")
     def _generate(self, reply_id: int, runtime, prompt: list[int], config, cancel: CancelHandle, thinking=None) -> None:
-        try:
+        def answer() -> None:
             generation = runtime.generate(prompt, config, cancel)
             summary = stream_reply(reply_id, generation, self.post_message, self.flush_interval, thinking=thinking)
             self.post_message(ReplyDone(reply_id, summary))
+
+        try:
+            # On the process's one decoding thread, not this worker's (an executor thread of Textual's
+            # that lives on): two threads that ever decoded leave OpenMP's threads asleep at every
+            # barrier (llama/decode_threads.py).
+            on_decode_thread(answer)
         except Exception as e:  # SpecllamaError or a bug: both become a notification, never a crash
             if not isinstance(e, SpecllamaError):
                 self._errors.append(traceback.format_exc())
