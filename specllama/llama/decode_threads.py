@@ -48,7 +48,7 @@ def noted() -> None:
     if thread is not _last:
         _last = thread
         if thread not in _decodes:
-            for gone in [t for t in list(_decodes) if not t.is_alive()]:  # a finished chat worker's, say
+            for gone in [t for t in list(_decodes) if not t.is_alive()]:  # a warm-up's passing thread, say
                 del _decodes[gone]
             _decodes[thread] = 0
     _decodes[thread] += 1
