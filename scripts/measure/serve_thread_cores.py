@@ -29,6 +29,7 @@ import bench_serve as bs  # noqa: E402
 import serve_plain_turns as spt  # noqa: E402
 from report_files import show_and_write  # noqa: E402
 
+from specllama.llama.cpu_load import stat_ticks  # noqa: E402
 from specllama.llama.machine import cpu_model  # noqa: E402
 
 
@@ -38,10 +39,11 @@ def thread_ticks(pid: int) -> dict[tuple[str, str], int]:
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
-            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:  # a thread that ended meanwhile
             continue
-        out[(tid, name)] = int(fields[11]) + int(fields[12])
+        ticks = stat_ticks(f"/proc/{pid}/task/{tid}/stat")
+        if ticks is not None:
+            out[(tid, name)] = ticks
     return out
 
 

@@ -25,7 +25,7 @@ import time
 from collections import deque
 from typing import Callable
 
-from specllama.llama.cpu_load import cpu_times
+from specllama.llama.cpu_load import cpu_times, stat_ticks
 
 PERIOD_S = 1.0
 CONFIRM = 2
@@ -35,12 +35,7 @@ KEPT_CHANGES = 64
 
 def own_ticks() -> int | None:
     """Scheduler ticks this process (all its threads) has run, user and system; None without /proc."""
-    try:
-        with open("/proc/self/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of proc(5)
+    return stat_ticks("/proc/self/stat")
 
 
 def cores_left(others: float, cores: int) -> int:
