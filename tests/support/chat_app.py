@@ -147,6 +147,18 @@ async def send(pilot, text: str) -> None:
     await wait_until(pilot, lambda: not app.busy)
 
 
+async def stopped_with_escape(pilot, text: str):
+    """Ask, let the answer's text show, stop it with Esc, wait until the app is idle: the reply widget."""
+    app = pilot.app
+    await wait_until(pilot, lambda: app.runtime is not None)
+    app.ask(text)
+    reply = app.query("ChatMessage").last()
+    await wait_until(pilot, lambda: reply.text)
+    await pilot.press("escape")
+    await wait_until(pilot, lambda: not app.busy)
+    return reply
+
+
 def origin_per_char(segments) -> list[str]:
     return [origin for text, origin in segments for _ in text]
 

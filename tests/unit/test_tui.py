@@ -32,6 +32,7 @@ from tests.support.chat_app import (
     origin_per_char,
     run,
     send,
+    stopped_with_escape,
     wait_until,
 )
 
@@ -195,12 +196,7 @@ def test_escape_stops_the_answer_and_keeps_its_text():
     async def scenario():
         runtime = FakeRuntime(SCRIPT * 50, step_delay=0.02)
         async with chat_app(runtime).run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: pilot.app.runtime is not None)
-            pilot.app.ask("go on forever")
-            reply = pilot.app.query(ChatMessage).last()
-            await wait_until(pilot, lambda: reply.text)
-            await pilot.press("escape")
-            await wait_until(pilot, lambda: not pilot.app.busy)
+            reply = await stopped_with_escape(pilot, "go on forever")
             summary = pilot.app.last_summary
             assert summary.finish_reason == "cancelled" and 0 < summary.steps < 50 * len(SCRIPT)
             assert reply.text == summary.text == pilot.app.conversation.last_answer
@@ -222,12 +218,7 @@ def test_every_answer_is_decoded_on_the_one_decoding_thread():
 
         runtime.engine._play = recording
         async with chat_app(runtime).run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: pilot.app.runtime is not None)
-            pilot.app.ask("go on")
-            reply = pilot.app.query(ChatMessage).last()
-            await wait_until(pilot, lambda: reply.text)
-            await pilot.press("escape")
-            await wait_until(pilot, lambda: not pilot.app.busy)
+            await stopped_with_escape(pilot, "go on")
             await send(pilot, "again")
             assert pilot.app.last_summary.finish_reason == "stop"
         assert played_on and set(played_on) == {"specllama-decode"}, set(played_on)
