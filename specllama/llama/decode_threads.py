@@ -62,21 +62,11 @@ def decodes_by_thread() -> dict[threading.Thread, int]:
 def on_passing_thread(work: Callable[[], T], name: str = "specllama-passing") -> T:
     """Run `work` on a thread of its own and wait for it: its decodes leave no OpenMP pool behind
     once it exits. Its exception, if any, is raised here."""
-    result: list = []
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            result.append(work())
-        except BaseException as e:  # noqa: BLE001 - handed to the caller, whatever it is
-            failure.append(e)
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
+    done: Future = Future()
+    thread = threading.Thread(target=_settle, args=(work, done), name=name, daemon=True)
     thread.start()
     thread.join()
-    if failure:
-        raise failure[0]
-    return result[0]
+    return done.result()
 
 
 def on_decode_thread(work: Callable[[], T]) -> T:
@@ -95,8 +85,12 @@ def on_decode_thread(work: Callable[[], T]) -> T:
 
 def _serve(work_queue: queue.SimpleQueue) -> None:
     while True:
-        work, done = work_queue.get()
-        try:
-            done.set_result(work())
-        except BaseException as e:  # noqa: BLE001 - handed to the caller, whatever it is
-            done.set_exception(e)
+        _settle(*work_queue.get())
+
+
+def _settle(work: Callable, done: Future) -> None:
+    """`work`'s result or exception into `done`, for the thread that waits on it."""
+    try:
+        done.set_result(work())
+    except BaseException as e:  # noqa: BLE001 - handed to the caller, whatever it is
+        done.set_exception(e)
