@@ -1,5 +1,5 @@
-"""What the draft policy's choices cost on real texts, without running the model: each recorded greedy
-answer is replayed through the real engine and drafters on a fake target whose next token is the
+"""What the draft policy's choices cost on real texts, without running the model: each recorded (greedy or
+sampled) answer is replayed through the real engine and drafters on a fake target whose next token is the
 recorded one and whose decode of n rows costs the T(n) measured on this machine (virtual time).
 
 Why: on 2 shared cores a real A/B run of the agentic replay takes ~4 minutes a round and its per-request
@@ -10,12 +10,14 @@ and texts a change would alter (greedy texts do not change with drafting, so onl
 
 Input: a bench_serve.py JSON (its agentic runs keep every answer; the `none` arm's are the target's
 greedy text) and the target GGUF (its tokenizer and chat template only: nothing is decoded); or a
-prompt set's greedy answers as token ids, recorded once with the real target (`--record`), each
-replayed as `specllama bench` runs it (one engine, reset between prompts: bench empties the caches
-and the drafters' history between runs and keeps the costs and the suffix drafter's calibration).
+prompt set's answers as token ids, recorded once with the real target (`--record`; greedy, or sampled
+with `--temp T --seed S`: see record()), each replayed as `specllama bench` runs it (one engine, reset
+between prompts: bench empties the caches and the drafters' history between runs and keeps the costs
+and the suffix drafter's calibration).
 
     python scripts/measure/policy_replay.py bench/measured/vm-20261125-serve-replay-blocks.json
     python scripts/measure/policy_replay.py --record bench/prompts_heldout.jsonl -n 96 greedy-heldout.json
+    python scripts/measure/policy_replay.py --record bench/prompts_unseen.jsonl --temp 0.7 --seed 1 unseen-s1.json
     python scripts/measure/policy_replay.py --record agentic greedy-agentic.json
     python scripts/measure/policy_replay.py --record agentic --sessions bench/agent_sessions_heldout.json greedy-held.json
     python scripts/measure/policy_replay.py greedy-heldout.json
@@ -62,7 +64,7 @@ ROWS_MS = {1: 35.0, 2: 60.4, 3: 87.1, 4: 104.5, 6: 147.7, 8: 229.4, 9: 248.2, 12
 T1 = ROWS_MS[1] / 1000
 PREFILL_S = 1 / 80  # a prompt row (the same for every arm)
 SESSIONS = REPO / "bench" / "agent_sessions.json"
-TRUTH: dict = {}  # the text being replayed: its prompt and recorded answer (the oracle's hindsight)
+TRUTH: dict = {}  # the text being replayed: its prompt, recorded answer (the oracle's hindsight) and, sampled, its odds
 
 
 class SuffixOracle(SourceChoice):
@@ -266,6 +268,18 @@ class TimedSuffixDrafter(SuffixDrafter):
             self.clock.now += PROPOSE_S * len(requests)
         return super().propose(requests)
 
+    def observe(self, seq, outcome):
+        """A sampled recording: each judged draft learnt with the odds the real verifier would report, the
+        target's tempered probability of that token there (TRUTH["odds"]), not the replay's 1/0."""
+        followed = self.shadows.get(seq)
+        odds_at = TRUTH.get("odds")
+        if odds_at and outcome.odds and followed and followed[-1].proposal.tokens[:len(outcome.sent.tokens)] == outcome.sent.tokens:
+            at = followed[-1].at - len(TRUTH["prompt"])
+            odds = tuple(odds_at[at + i].get(token, 0.0) if 0 <= at + i < len(odds_at) else odds
+                         for i, (token, odds) in enumerate(zip(outcome.sent.tokens, outcome.odds)))
+            outcome = replace(outcome, odds=odds)
+        super().observe(seq, outcome)
+
 
 PROPOSE_S = 0.0
 CALIBRATORS: dict = {}  # mode -> its suffix drafter's calibrator after the replay (--calibration)
@@ -275,14 +289,17 @@ def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False) -> list[d
     """Each recorded prompt in each mode, on one engine a mode; `fresh`: the engine knows nothing of the costs
     at first (an empty cost cache: it learns them from its own steps), else it knows ROWS_MS from the start."""
     vocab = Vocabulary()
-    items = [(item["id"], vocab(item["prompt"]), vocab(item["answer"])) for item in recorded["items"]]
+    temperature = recorded.get("temperature", 0.0)
+    items = [(item["id"], vocab(item["prompt"]), vocab(item["answer"]),
+              sampled_odds(item["top"], temperature, vocab) if temperature > 0 else None)
+             for item in recorded["items"]]
     size = len(vocab.ids) + 2
     fake_llm.VOCAB = fake_llm.FakeModel.n_vocab = size
     out = []
     for mode in modes:
         MODE[0] = mode
         engine = None
-        for pid, prompt, answer in items:
+        for pid, prompt, answer, odds in items:
             # bench: one engine reset between prompts (caches and the drafters' history emptied; the costs and
             # the suffix drafter's calibration kept); the agentic sessions: one server, in turn (bench_serve.py)
             if engine is None:
@@ -299,7 +316,7 @@ def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False) -> list[d
                 engine.reset()
             truth.clear()
             truth.update(prompt=prompt, answer=answer + [fake_llm.EOG])
-            TRUTH.update(truth)
+            TRUTH.update(truth, odds=odds)
             start = clock.now
             events = list(engine.generate(prompt, config_for(mode, len(answer) + 1)))
             steps = [e for e in events if isinstance(e, StepEvent)]
@@ -309,21 +326,51 @@ def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False) -> list[d
     return out
 
 
-def record(prompts: str, n: int, out: Path, sessions_file: Path = SESSIONS) -> None:
-    """Each prompt's greedy answer by the real target (plain decoding), as token ids with the target's
-    log-probability of each. PROMPTS "agentic": `sessions_file`'s sessions as an agent sends them (each turn
-    re-sends the conversation with the model's own answers; by default the replay's, bench_serve.py's)."""
+def sampled_odds(tops: list, temperature: float, vocab: "Vocabulary") -> list[dict[int, float]]:
+    """Per answer position, each recorded likely token's probability at `temperature` (its raw logprob / T,
+    normalised over the tokens recorded there: the rest of the vocabulary is left out, a few per cent at T 0.7):
+    the odds a deterministic draft of that token is accepted with, as the sampling verifier reports them."""
+    out = []
+    for top in tops:
+        ids = vocab([t for t, _ in top])
+        weights = np.exp((np.array([lp for _, lp in top]) - top[0][1]) / temperature)
+        out.append(dict(zip(ids, (weights / weights.sum()).tolist())))
+    return out
+
+
+# Likely tokens a sampled recording keeps per position: at most TOP_RECORDED, each within TOP_NATS of the best (a
+# token 1e-4 as likely as the best is accepted 1e-4^(1/T) as often: nothing at T 0.7), so a set's file stays small.
+TOP_RECORDED, TOP_NATS = 8, 9.2
+
+
+def kept(top: list) -> list:
+    return [[t, round(lp, 3)] for t, lp in top[:TOP_RECORDED] if lp >= top[0][1] - TOP_NATS]
+
+
+def record(prompts: str, n: int, out: Path, sessions_file: Path = SESSIONS, temperature: float = 0.0,
+           seed: int | None = None) -> None:
+    """Each prompt's answer by the real target (plain decoding), as token ids with the target's log-probability
+    of each: greedy, or sampled at `temperature` with `seed`, then with the TOP_RECORDED likeliest tokens a
+    position too. A sampled answer replays as a greedy one does (a draft is accepted where it equals the recorded
+    token): the sampling verifier accepts a deterministic draft d with p(d) and otherwise commits a token other than
+    d, so "accepted iff equal" is the same coupling the real run makes, and the top tokens give the odds it learns
+    from. PROMPTS "agentic": `sessions_file`'s sessions as an agent sends them (each turn re-sends the conversation
+    with the model's own answers; by default the replay's, bench_serve.py's)."""
     from specllama.batch.prompts_file import read_prompts
     from specllama.decoding.events import TokenEvent
+    from specllama.decoding.sampling import SamplingParams
     from specllama.runtime.loaded import open_runtime
     from specllama.runtime.options import LoadOptions
 
-    items = []
+    items, tops = [], []  # tops: each answer's likeliest tokens a position, sampled recordings only
     with open_runtime(LoadOptions(load_draft=False, n_ctx=8192)) as runtime:
         def answer(prompt: list[int], max_tokens: int) -> tuple[list[int], list[float]]:
             runtime.reset()
-            config = GenerationConfig(max_tokens=max_tokens, drafter="none", k=0, logprobs=0)  # greedy by default
+            config = GenerationConfig(max_tokens=max_tokens, drafter="none", k=0,
+                                      logprobs=TOP_RECORDED if temperature > 0 else 0,
+                                      sampling=SamplingParams(temperature=temperature, seed=seed))
             events = [e for e in runtime.generate(prompt, config) if isinstance(e, TokenEvent)]
+            tops.append([kept(e.logprobs.top) for e in events])
             return [e.id for e in events], [round(e.logprobs.logprob, 4) for e in events]
 
         if prompts == "agentic":
@@ -342,7 +389,11 @@ def record(prompts: str, n: int, out: Path, sessions_file: Path = SESSIONS) -> N
         target = runtime.describe().target.file
     if prompts == "agentic":
         prompts = f"agentic ({repo_path(sessions_file)})"
-    out.write_text(json.dumps({"prompts": prompts, "target": target, "max_tokens": n, "items": items,
+    sampled = {}
+    if temperature > 0:
+        items = [{**item, "top": top} for item, top in zip(items, tops)]
+        sampled = {"temperature": temperature, "seed": seed}
+    out.write_text(json.dumps({"prompts": prompts, "target": target, "max_tokens": n, **sampled, "items": items,
                                "one_engine": prompts.startswith("agentic")}) + "\n")
 
 
@@ -359,10 +410,14 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("replay", type=Path, help="a bench_serve.py --parts agentic JSON, or answers recorded with --record")
     p.add_argument("--record", metavar="PROMPTS",
-                   help="record PROMPTS' greedy answers into REPLAY (loads the target); 'agentic': the replay's sessions")
+                   help="record PROMPTS' answers (greedy unless --temp) into REPLAY (loads the target); "
+                        "'agentic': the replay's sessions")
     p.add_argument("--sessions", type=Path, default=SESSIONS,
                    help="with --record agentic: the edit sessions to answer (default: the replay's, bench/agent_sessions.json)")
     p.add_argument("-n", type=int, default=96, help="with --record: tokens an answer (bench's default)")
+    p.add_argument("--temp", type=float, default=0.0,
+                   help="with --record: sample the answers at this temperature (default 0: greedy)")
+    p.add_argument("--seed", type=int, default=None, help="with --record --temp: the sampling seed")
     p.add_argument("--target", type=Path,
                    default=Path.home() / ".cache/specllama/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
     p.add_argument("--round", type=int, default=None, help="the round whose `none` texts to replay (default: the last)")
@@ -398,7 +453,7 @@ def main() -> int:
     if args.prefill_ms is not None:
         PREFILL_S = args.prefill_ms / 1000
     if args.record:
-        record(args.record, args.n, args.replay, args.sessions)
+        record(args.record, args.n, args.replay, args.sessions, args.temp, args.seed)
         return 0
     data = json.loads(args.replay.read_text())
     if isinstance(data, dict):  # recorded answers
@@ -406,7 +461,9 @@ def main() -> int:
             data = {**data, "items": [{**item, "id": f"{item['id']}#{n}"}
                                       for n in range(1, args.repeat + 1) for item in data["items"]]}
         rows = prompt_runs(data, args.modes.split(","), args.fresh_costs)
-        source = f"{data['prompts']}, {data['max_tokens']} tokens an answer, recorded greedy"
+        how = (f"sampled at temperature {data['temperature']}, seed {data['seed']}" if data.get("temperature")
+               else "greedy")
+        source = f"{data['prompts']}, {data['max_tokens']} tokens an answer, recorded {how}"
     else:
         from specllama.llama.model import GGUFModel
 

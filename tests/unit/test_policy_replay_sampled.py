@@ -1,0 +1,72 @@
+"""scripts/measure/policy_replay.py replays a sampled answer (recorded with --temp) as the real run would
+learn from it: a draft is accepted where it equals the recorded token (the sampling verifier accepts a
+deterministic draft d with p(d) and otherwise commits another token, so this is the real run's coupling),
+and each judged draft is learnt at the target's tempered probability of that token there, not at the
+replay's 1/0. Without the second part the replay of a sampled text learnt from coin flips where the real
+engine learns the odds."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specllama.decoding.policy import registry
+from specllama.decoding.suffix_drafter import SuffixDrafter
+from tests.support import fake_llm
+
+MEASURE = Path(__file__).resolve().parents[2] / "scripts" / "measure"
+
+
+@pytest.fixture
+def policy_replay(monkeypatch):
+    # The script registers its question policies (oracle, steady shapes) at import: into a copy here,
+    # so no other test sees them; and it resizes the fake model's vocabulary, restored after.
+    monkeypatch.setattr(registry, "POLICIES", dict(registry.POLICIES))
+    monkeypatch.setattr(fake_llm, "VOCAB", fake_llm.VOCAB)
+    monkeypatch.setattr(fake_llm.FakeModel, "n_vocab", fake_llm.FakeModel.n_vocab)
+    monkeypatch.syspath_prepend(str(MEASURE))
+    sys.modules.pop("policy_replay", None)
+    yield importlib.import_module("policy_replay")
+    sys.modules.pop("policy_replay", None)
+
+
+def tempered(logprobs, temperature=0.7):
+    weights = np.exp(np.array(logprobs) / temperature)
+    return weights / weights.sum()
+
+
+def test_sampled_odds_are_each_recorded_tokens_tempered_probability(policy_replay):
+    vocab = policy_replay.Vocabulary()
+    odds = policy_replay.sampled_odds([[[7, -0.1], [9, -2.5]], [[9, -0.01]]], 0.7, vocab)
+    p = tempered([-0.1, -2.5])
+    assert odds == [{1: pytest.approx(p[0]), 2: pytest.approx(p[1])}, {2: pytest.approx(1.0)}]
+
+
+def test_a_sampled_replay_learns_each_judged_draft_at_its_recorded_odds(policy_replay, monkeypatch):
+    file = list(range(10, 40))
+    prompt = [2, *file, 3]
+    answer = file[:20]  # the answer copies the prompt: the suffix drafter drafts it
+    # each recorded token at logprob -0.2 with one alternative at -1.0 (not in the text)
+    tops = [[[t, -0.2], [t + 100, -1.0]] for t in answer]
+    recorded = {"temperature": 0.7, "seed": 1, "items": [{"id": "copy", "prompt": prompt, "answer": answer, "top": tops}]}
+    learnt = []
+    original = SuffixDrafter.observe
+
+    def observe(self, seq, outcome):
+        learnt.extend(outcome.odds)
+        return original(self, seq, outcome)
+
+    monkeypatch.setattr(SuffixDrafter, "observe", observe)
+    rows = policy_replay.prompt_runs(recorded, ["auto"])
+    assert rows[0]["accepted"] > 0
+    p = tempered([-0.2, -1.0])[0]  # 0.76: what the real verifier reports for an accepted copy token
+    accepted = [odds for odds in learnt if odds > 0]
+    assert accepted and all(odds == pytest.approx(p) for odds in accepted)
+    # Greedy, the same text learns 1 for every accepted draft.
+    learnt.clear()
+    policy_replay.prompt_runs({"items": recorded["items"]}, ["auto"])
+    assert learnt and set(learnt) <= {0.0, 1.0} and 1.0 in learnt
