@@ -137,16 +137,17 @@ class Server:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def specllama_server(args, log: Path) -> Server:
+def specllama_server(args, log: Path, env: dict | None = None) -> Server:
     """A fresh `specllama serve`; unless --keep-costs, with an empty cost cache of its own, so what it
-    decides is what a new user's first session gets (not what earlier runs on this machine learnt)."""
+    decides is what a new user's first session gets (not what earlier runs on this machine learnt).
+    `env` adds to its environment."""
     port = free_port()
     cmd = [sys.executable, "-m", "specllama", "serve", "--port", str(port), "--threads", str(args.threads),
            "--ctx", str(args.ctx), "--parallel", args.parallel, *args.specllama_args]
     # The prompt cache's disk folder is the server's own too: an earlier round's entries would make
     # a "fresh" server start warm (llama-server keeps nothing across restarts).
     scratch = Path(tempfile.mkdtemp(prefix="bench-serve-"))
-    env = {"SPECLLAMA_PROMPT_CACHE": str(scratch / "prompt-cache")}
+    env = {"SPECLLAMA_PROMPT_CACHE": str(scratch / "prompt-cache"), **(env or {})}
     if not args.keep_costs:
         env["SPECLLAMA_COSTS"] = str(scratch / "costs")
     return Server("specllama serve", cmd, port, log, env=env, scratch=scratch)
