@@ -163,10 +163,12 @@ async def answer(state: ServerState, request: Request, job: Job, writer: Writer)
     events: asyncio.Queue = asyncio.Queue()
     wants_tokens = job.stream or job.top_logprobs is not None
 
-    def sink(event) -> None:  # called in the engine thread
-        if wants_tokens or not isinstance(event, TokenEvent):
+    def sink(batch: list) -> None:  # called in the engine thread: a step's events, handed to the loop at once
+        if not wants_tokens:
+            batch = [event for event in batch if not isinstance(event, TokenEvent)]
+        if batch:
             try:
-                loop.call_soon_threadsafe(events.put_nowait, event)
+                loop.call_soon_threadsafe(events.put_nowait, batch)
             except RuntimeError:  # the event loop has closed: the server is gone
                 pass
 
@@ -188,9 +190,12 @@ async def answer(state: ServerState, request: Request, job: Job, writer: Writer)
     tokens: list[TokenEvent] = []
     while True:
         event = await _next_event(request, events, state.stopping.give_up)
+        if not isinstance(event, list):
+            break
+        tokens += [e for e in event if isinstance(e, TokenEvent)]
+        event = event[-1]  # a batch's last event: a token, or what ended the request
         if not isinstance(event, TokenEvent):
             break
-        tokens.append(event)
     if event is None:  # the client left: its slot is freed, nobody reads an answer
         state.worker.cancel(tag)
         log_request(route, 499, None)
@@ -241,9 +246,12 @@ async def _stream(state: ServerState, request: Request, tag: int, events: asynci
                 logged = True
                 log_request(route, 503, None)
                 return
+            # A step's tokens come together (EngineWorker._route): written as one chunk, one send, not one each.
+            lines = [line for e in event if isinstance(e, TokenEvent) for line in writer.token(e)]
+            if lines:
+                yield "".join(lines)
+            event = event[-1]  # a batch's last event: a token, or what ended the request
             if isinstance(event, TokenEvent):
-                for line in writer.token(event):
-                    yield line
                 continue
             finished = True
             if isinstance(event, DoneEvent):
@@ -276,9 +284,10 @@ def keep_alive(writer: Writer) -> list[str]:
 
 
 async def _next_event(request: Request, events: asyncio.Queue, give_up: asyncio.Event, quiet: float | None = None):
-    """The request's next event; None when the client disconnects first, GAVE_UP when the server
-    stopped long enough ago that it answers without waiting for the engine any more, QUIET when
-    `quiet` seconds passed without any of those (a stream's keep-alive is due)."""
+    """The request's next events, as the engine thread handed them on (a list: one step's tokens, or what
+    ended the request after any tokens not yet handed on); None when the client disconnects first, GAVE_UP
+    when the server stopped long enough ago that it answers without waiting for the engine any more,
+    QUIET when `quiet` seconds passed without any of those (a stream's keep-alive is due)."""
     if not events.empty():
         return events.get_nowait()
     get = asyncio.ensure_future(events.get())
