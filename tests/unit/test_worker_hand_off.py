@@ -1,7 +1,7 @@
 """serve's engine thread hands a request's events to its handler one step at a time: a step's tokens
 together, then what ended the request. Each hand-off wakes the event loop, whose thread, on a machine whose
-cores all decode, runs in a decoding thread's place: a step that accepted a 30-token copy used to hand on 30
-times while the next decode ran (bench/measured/xeon-20261127-serve-step-split)."""
+cores all decode, runs in a decoding thread's place (bench/measured/xeon-20261127-serve-step-split): a step that
+accepted a 30-token copy used to hand on 30 times while the next decode ran."""
 
 from __future__ import annotations
 
