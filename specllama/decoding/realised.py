@@ -18,6 +18,19 @@ on a GPU whose step takes 2 ms it was 11 % (bench/measured/lent-20261126-gpu-hel
 source also keeps a longer record over every step that asked it (DECAY_ASKED), where a step that
 sent nothing gained its one token at 1 + (asking seconds / T(1)) plain steps; a source that does not
 pay for its asking is benched like one whose drafts lose, and while benched it is not asked.
+
+That verdict takes MIN_ASKED steps and starts afresh with every request, so a short answer paid for
+asking on most of its steps: on the lent H200 at 084f315, `auto` ran 0.96x of plain on held-out
+prompts of 96 tokens, and the five that drafted nothing at all still lost 4-10 % (median of 3 runs)
+(bench/measured/lent-20261127-r2-gpu-heldout-t0). So where asking is a real share of a step
+(ASK_SHARE), a source that has sent nothing yet on this text also backs off at once: after each ask
+that sent nothing it skips one step, then three (MAX_GAP). Once one of its drafts is sent it is asked
+every step for the rest of the text: a text that copied once copies again, and gaps there found the
+restarts of the agentic replay's copies late (-1.5 % on its texts, replayed, where backing off
+after every unsent ask). Replayed with the H200's learnt costs and 0.13 ms an ask
+(bench/measured/xeon-20261127-policy-replay-sparse-asking.md): held-out 1.023x -> 1.045x of plain,
+tuning 1.045x -> 1.060x, similar 0.967x -> 0.983x, copies 1.665x -> 1.692x, agentic 2.216x ->
+2.219x; the CPU curves' decisions are unchanged (asking is 0.3-1 % of a step there).
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ MIN_ASKED = 24  # steps asked before that verdict
 # drafts themselves, which the draft record already gives: replayed on recorded answers without the
 # share, a failed copy in it benched the suffix drafter for the next copy (copies 1.13x -> 1.08x).
 ASK_SHARE = 0.03
+MAX_GAP = 4  # where asking is dear, a source that sent nothing yet is asked at most every 4th step
 
 
 @dataclass
@@ -60,6 +74,11 @@ class RealisedSpeed:
     # Benched because asking did not pay: not even asked until back (a source benched for its drafts
     # is still asked, so that its calibration goes on learning from the proposals it would have sent).
     unasked: set[str] = field(default_factory=set)
+    # Where asking is dear: steps between asks of a source that sent nothing yet on this text, steps
+    # left before its next ask, and the sources that sent a draft on it (asked every step from then on).
+    gap: dict[str, int] = field(default_factory=dict)
+    waiting: dict[str, int] = field(default_factory=dict)
+    sent: set[str] = field(default_factory=set)
 
     def observe(self, source: str, tokens: int, seconds: float, t1: float | None, t_ask: float = 0.0) -> None:
         """A step that verified `source`'s draft emitted `tokens` in `seconds` (drafting
@@ -70,6 +89,8 @@ class RealisedSpeed:
         r.tokens = r.tokens * DECAY + tokens
         r.cost = r.cost * DECAY + seconds / t1
         r.steps += 1
+        self.sent.add(source)
+        self.waiting.pop(source, None)
         if r.steps >= MIN_STEPS and r.gain < 1.0 - MARGIN:
             self._bench(source, r)
             return
@@ -87,6 +108,9 @@ class RealisedSpeed:
         """A step asked `source` and sent nothing: its one token cost a plain step plus the asking."""
         if source and t1 and t_ask >= 0:
             self._asked(source, 1, 1.0 + t_ask / t1, t_ask / t1)
+            if t_ask > ASK_SHARE * t1 and source not in self.sent:  # dear, and nothing sent yet: back off
+                self.gap[source] = min(MAX_GAP, 2 * self.gap.get(source, 1))
+                self.waiting[source] = self.gap[source] - 1
 
     def _asked(self, source: str, tokens: int, cost: float, asking: float) -> None:
         r = self.asked.setdefault(source, _Record())
@@ -111,11 +135,15 @@ class RealisedSpeed:
             if self.benched[source] <= 0:
                 del self.benched[source]
                 self.unasked.discard(source)
+        for source in list(self.waiting):
+            self.waiting[source] -= 1
+            if self.waiting[source] <= 0:
+                del self.waiting[source]
 
     def avoid(self) -> frozenset[str]:
         """Sources benched now."""
         return frozenset(self.benched)
 
     def not_asked(self) -> frozenset[str]:
-        """Sources benched now for what asking them costs: not to be asked at all."""
-        return frozenset(self.unasked)
+        """Sources not to be asked this step for what asking them costs: benched for it, or backing off."""
+        return frozenset(self.unasked | self.waiting.keys())

@@ -165,9 +165,9 @@ class DearToAsk(SuffixDrafter):
 
 @pytest.mark.parametrize("t1, ask_s, asked_every_step", [(0.002, 0.0003, False), (0.036, 0.0001, True)])
 def test_a_drafter_that_costs_more_to_ask_than_it_gives_is_not_asked(t1, ask_s, asked_every_step):
-    """Every step asks and sends nothing. Where asking is 15 % of a step (a GPU) the realised check
-    stops asking, for longer and longer; where it is 0.3 % (2 CPU cores) asking goes on: there it is
-    the drafts' own record that decides."""
+    """Every step asks and sends nothing. Where asking is 15 % of a step (a GPU) the drafter is asked
+    ever more rarely, then not at all, for longer and longer; where it is 0.3 % (2 CPU cores) asking
+    goes on: there it is the drafts' own record that decides."""
     clock = FakeClock()
     drafter = DearToAsk(clock, ask_s)
     engine = Engine(FakeContext(counting_rule(), clock=clock, cost=lambda rows: t1 * (1 + 0.5 * (rows - 1))),
@@ -178,7 +178,8 @@ def test_a_drafter_that_costs_more_to_ask_than_it_gives_is_not_asked(t1, ask_s, 
     if asked_every_step:
         assert drafter.asked >= len(steps) - 1  # every step but the first (its token comes with the prompt)
     else:
-        assert drafter.asked <= len(steps) // 2
+        # asked at most every 4th step (backing off from its first ask), and not at all while benched
+        assert drafter.asked <= len(steps) // 4
         assert clock.now <= (t1 + ask_s) * len(steps) - (len(steps) // 2) * ask_s
 
 

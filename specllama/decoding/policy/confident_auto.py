@@ -27,7 +27,7 @@ class ConfidentAuto(PolicyBase):
         self.realised = RealisedSpeed()
 
     def ask(self, room: int, alone: bool) -> Ask:
-        if self.drafter.name in self.realised.avoid():
+        if self.drafter.name in self.realised.avoid() | self.realised.not_asked():
             return NO_DRAFT
         return Ask(self.drafter, min(room, K_COPY_MAX))
 
