@@ -20,7 +20,10 @@
 # Times at the first sitting (2026-11-26, bench/measured/lent-20261126-*): the GPU part ~75 s, the CPU
 # part ~200 s. The second (lent-20261126-r2-*), as this file runs now: ~7 minutes for all, after a
 # 2.5-minute wait for the CUDA build; with the boot and 29 model pieces of 56 MiB (a call carries the tree
-# too: 62 MiB pieces were refused) it took 775 s of the session's 900.
+# too: 62 MiB pieces were refused) it took 775 s of the session's 900. The fourth (lent-20261127-r2-*, an H200,
+# 30 s of idle before a machine goes back): pieces of 55 MiB (the tree is ~8 MB now: `split -b 55M` after
+# prepare.sh), 28 calls of ~6 s each, then `assemble.sh && device_figures.sh gpu` in one call (321 s, the
+# CUDA build still running for the first ~150 s of it), then `cpu` (267 s): 807 s of 900, no time for argmax.
 set -u
 . .device/kit/env.sh
 unset OMP_WAIT_POLICY  # env.sh's PASSIVE: the figures are at full speed (specllama's default; libgomp's for llama-server)
