@@ -34,13 +34,13 @@ step() {  # step SECONDS NAME COMMAND...: a step's own limit, its time in the lo
   local limit=$1 name=$2; shift 2; echo "=== $name ($(date +%T), limit ${limit}s)"
   local t0=$SECONDS; timeout -k 5 "$limit" "$@"; echo "=== $name: rc $? in $((SECONDS - t0)) s"; save
 }
-figures() {  # figures LABEL NOTE REPEAT ROUNDS
-  local L=$1 note=$2 rep=$3 rounds=$4
+figures() {  # figures LABEL NOTE REPEAT ROUNDS [PLAIN_ROUNDS (default ROUNDS)]
+  local L=$1 note=$2 rep=$3 rounds=$4 plain_rounds=${5:-$4}
   # The default is libgomp's own 300,000-PAUSE spin since 8d33260 (the first sitting's 1,000 had ours at
   # 0.924x of llama-server on the 16 threads), so one arm.
   local arms=default
-  [ -n "${ONLY_REPLAY:-}" ] || step 150 "$L plain vs llama-server" python3 $M/thread_wait.py --arms $arms --llama-server "$B/llama-server" \
-    --target "$T" --threads 16 --rounds "$rounds" --note "$note" --out "$R/$L-plain"
+  [ -n "${ONLY_REPLAY:-}" ] || step $((40 + 45 * plain_rounds)) "$L plain vs llama-server" python3 $M/thread_wait.py --arms $arms \
+    --llama-server "$B/llama-server" --target "$T" --threads 16 --rounds "$plain_rounds" --note "$note" --out "$R/$L-plain"
   [ -n "${ONLY_REPLAY:-}" ] || for temp in 0 0.7; do
     step 150 "$L held-out temp $temp" env SPECLLAMA_COSTS="$(mktemp -d)" python3 -m specllama bench \
       --prompts bench/prompts_heldout.jsonl --configs "none;auto:k=auto" -n 96 --repeat "$rep" --temp $temp --seed 7 \
@@ -62,9 +62,11 @@ case ${1:-all} in
   argmax) export SPECLLAMA_BACKEND_ARGMAX=1  # greedy rows' argmax on the GPU (llama/device_argmax.py): ours only
           figures gpu-argmax "$GPU; specllama with SPECLLAMA_BACKEND_ARGMAX=1" 3 2 ;;
   gpu) figures gpu "$GPU" 3 2 ;;
-  cpu) export CUDA_VISIBLE_DEVICES=; figures cpu "16 CPU threads, the GPU hidden (CUDA_VISIBLE_DEVICES=)" 1 1 ;;
+  # On 16 threads one round of plain decoding gave 1.053x of llama-server at the second sitting and 0.901x at the
+  # fourth (lent-20261127-r2-cpu-plain): 3 rounds of it (~40 s each), the rest once.
+  cpu) export CUDA_VISIBLE_DEVICES=; figures cpu "16 CPU threads, the GPU hidden (CUDA_VISIBLE_DEVICES=)" 1 1 3 ;;
   all) figures gpu "$GPU" 3 2
-       ( export CUDA_VISIBLE_DEVICES=; figures cpu "16 CPU threads, the GPU hidden (CUDA_VISIBLE_DEVICES=)" 1 1 )
+       ( export CUDA_VISIBLE_DEVICES=; figures cpu "16 CPU threads, the GPU hidden (CUDA_VISIBLE_DEVICES=)" 1 1 3 )
        step 120 "gpu held-out sessions replay" python3 $M/bench_serve.py --parts agentic --rounds 2 --modes auto,none \
          --threads 16 --sessions-file bench/agent_sessions_heldout.json --llama-server "$B/llama-server" --target "$T" \
          --note "$GPU; the held-out agent sessions" --out "$R/gpu-replay-heldout" -- -m "$T" -md "$D"
