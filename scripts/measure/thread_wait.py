@@ -69,15 +69,20 @@ def clean_env(changes: dict) -> dict:
     return {**env, "PYTHONPATH": path, **changes}
 
 
-def specllama_run(target: Path, prompt: str, args, env_changes: dict) -> float:
+def specllama_run(target: Path, prompt: str, args, env_changes: dict) -> tuple[float, list[str]]:
+    """(generation tok/s, what the run said of its threads: how they wait and each time they followed
+    other processes). Why the second: one round on the lent 16 cores gave 1.053x of llama-server at
+    one sitting and 0.901x at another, with nothing to tell whether `auto` spun or the thread cap moved."""
     cmd = [sys.executable, "-m", "specllama", "run", "-m", str(target), "--no-draft", "-n", str(args.max_tokens),
-           "-t", str(args.threads), "--stats", "-q", prompt]
+           "-t", str(args.threads), "--stats", "-v", prompt]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=clean_env(env_changes),
                           stdin=subprocess.DEVNULL)
-    match = re.search(r"([\d.]+) tok(?:ens)?/s", done.stderr)
+    match = re.search(r"tokens in [\d.]+ s · ([\d.]+) tok/s", done.stderr)
     if done.returncode != 0 or not match:
         raise SystemExit(f"`{' '.join(cmd)}` failed:\n{done.stderr[-2000:]}")
-    return float(match.group(1))
+    threads = [line.removeprefix("specllama: ") for line in done.stderr.splitlines()
+               if line.startswith(("specllama: threads between ops", "specllama: decoding with"))]
+    return float(match.group(1)), threads
 
 
 def llama_server_run(server: str, target: Path, prompt: str, args, port: int) -> float:
@@ -120,17 +125,18 @@ def main() -> None:
     target = Path(args.target) if args.target else store.ensure(load_registry().model("qwen2.5-coder-1.5b"))
     arms = args.arms.split(",") + (["llama-server"] if args.llama_server else [])
     runs: dict[str, list[float]] = {arm: [] for arm in arms}
+    threads: dict[str, list[list[str]]] = {arm: [] for arm in arms if arm != "llama-server"}
     port = 18000 + os.getpid() % 1000
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     try:
-        measure(args, target, arms, runs, port)
+        measure(args, target, arms, runs, threads, port)
     finally:
         for proc in busy:
             proc.kill()
-    report(args, target, runs)
+    report(args, target, runs, threads)
 
 
-def measure(args, target: Path, arms: list[str], runs: dict, port: int) -> None:
+def measure(args, target: Path, arms: list[str], runs: dict, threads: dict, port: int) -> None:
     for r in range(args.rounds):
         for i, prompt in enumerate(PROMPTS):
             order = arms if (r + i) % 2 == 0 else arms[::-1]
@@ -138,12 +144,13 @@ def measure(args, target: Path, arms: list[str], runs: dict, port: int) -> None:
                 if arm == "llama-server":
                     tps = llama_server_run(args.llama_server, target, prompt, args, port)
                 else:
-                    tps = specllama_run(target, prompt, args, arm_env(arm))
+                    tps, said = specllama_run(target, prompt, args, arm_env(arm))
+                    threads[arm].append(said)
                 runs[arm].append(tps)
                 print(f"round {r + 1} prompt {i + 1} {arm:12s} {tps:6.2f} tok/s", file=sys.stderr, flush=True)
 
 
-def report(args, target: Path, runs: dict) -> None:
+def report(args, target: Path, runs: dict, threads: dict) -> None:
     base = statistics.median(runs["llama-server"]) if "llama-server" in runs else None
     lines = [f"# Plain decoding by thread wait level ({time.strftime('%Y-%m-%d %H:%M')})", "",
              f"{cpu_model()}, {os.cpu_count()} cores, -t {args.threads}; target {target.name}; greedy, "
@@ -154,13 +161,18 @@ def report(args, target: Path, runs: dict) -> None:
         med = statistics.median(values)
         ratio = f"{med / base:.3f}x" if base else "-"
         lines.append(f"| {arm} | {med:.2f} | {min(values):.2f} | {max(values):.2f} | {ratio} |")
+    for arm, said in threads.items():  # each distinct thing a run of the arm said of its threads, with how many said it
+        seen: dict[str, int] = {}
+        for line in (line for run in said for line in run):
+            seen[line] = seen.get(line, 0) + 1
+        lines.append(f"\n{arm}'s threads: " + ("; ".join(f"{line} ({n}x)" for line, n in seen.items()) or "-"))
     report = "\n".join(lines) + "\n"
     print(report)
     if args.out:
         Path(args.out + ".md").write_text(report)
         Path(args.out + ".json").write_text(json.dumps({"runs": runs, "threads": args.threads, "target": target.name,
                                                         "max_tokens": args.max_tokens, "prompts": PROMPTS, "busy": args.busy,
-                                                        "note": args.note,
+                                                        "note": args.note, "threads_said": threads,
                                                         "cpu": cpu_model()}, indent=1))
 
 
