@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -60,6 +61,14 @@ def arm_env(arm: str) -> dict:
     if arm.startswith("spin:"):
         return {"GOMP_SPINCOUNT": str(int(arm[5:]))}
     raise SystemExit(f"unknown arm {arm!r}")
+
+
+def switches() -> int:
+    """Voluntary context switches of every finished child so far. A run's share (the difference around
+    it) tells spinning barriers from sleeping ones: ~500 a plain answer on 2 cores against ~60,000 where
+    OpenMP's barriers slept (llama/decode_threads.py), and libgomp throttles its spin as soon as its
+    workers outnumber the cores, which on 16 threads and 16 cores one extra thread would do."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_nvcsw
 
 
 def clean_env(changes: dict) -> dict:
@@ -126,41 +135,47 @@ def main() -> None:
     arms = args.arms.split(",") + (["llama-server"] if args.llama_server else [])
     runs: dict[str, list[float]] = {arm: [] for arm in arms}
     threads: dict[str, list[list[str]]] = {arm: [] for arm in arms if arm != "llama-server"}
+    switched: dict[str, list[int]] = {}  # arm -> each run's voluntary context switches (loading included)
     port = 18000 + os.getpid() % 1000
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     try:
-        measure(args, target, arms, runs, threads, port)
+        measure(args, target, arms, runs, threads, switched, port)
     finally:
         for proc in busy:
             proc.kill()
-    report(args, target, runs, threads)
+    report(args, target, runs, threads, switched)
 
 
-def measure(args, target: Path, arms: list[str], runs: dict, threads: dict, port: int) -> None:
+def measure(args, target: Path, arms: list[str], runs: dict, threads: dict, switched: dict, port: int) -> None:
     for r in range(args.rounds):
         for i, prompt in enumerate(PROMPTS):
             order = arms if (r + i) % 2 == 0 else arms[::-1]
             for arm in order:
+                before = switches()
                 if arm == "llama-server":
                     tps = llama_server_run(args.llama_server, target, prompt, args, port)
                 else:
                     tps, said = specllama_run(target, prompt, args, arm_env(arm))
                     threads[arm].append(said)
                 runs[arm].append(tps)
-                print(f"round {r + 1} prompt {i + 1} {arm:12s} {tps:6.2f} tok/s", file=sys.stderr, flush=True)
+                switched.setdefault(arm, []).append(switches() - before)
+                print(f"round {r + 1} prompt {i + 1} {arm:12s} {tps:6.2f} tok/s, {switched[arm][-1]} voluntary switches",
+                      file=sys.stderr, flush=True)
 
 
-def report(args, target: Path, runs: dict, threads: dict) -> None:
+def report(args, target: Path, runs: dict, threads: dict, switched: dict) -> None:
     base = statistics.median(runs["llama-server"]) if "llama-server" in runs else None
     lines = [f"# Plain decoding by thread wait level ({time.strftime('%Y-%m-%d %H:%M')})", "",
              f"{cpu_model()}, {os.cpu_count()} cores, -t {args.threads}; target {target.name}; greedy, "
              f"--no-draft, -n {args.max_tokens}; {args.rounds} rounds x {len(PROMPTS)} held-out prompts, interleaved; "
              f"{args.busy} busy process(es) beside." + (f" {args.note}" if args.note else ""),
-             "", "| arm | median tok/s | min | max | vs llama-server |", "|---|---|---|---|---|"]
+             "", "| arm | median tok/s | min | max | vs llama-server | voluntary switches a run (median; loading included) |",
+             "|---|---|---|---|---|---|"]
     for arm, values in runs.items():
         med = statistics.median(values)
         ratio = f"{med / base:.3f}x" if base else "-"
-        lines.append(f"| {arm} | {med:.2f} | {min(values):.2f} | {max(values):.2f} | {ratio} |")
+        lines.append(f"| {arm} | {med:.2f} | {min(values):.2f} | {max(values):.2f} | {ratio} | "
+                     f"{statistics.median(switched[arm]):.0f} |")
     for arm, said in threads.items():  # each distinct thing a run of the arm said of its threads, with how many said it
         seen: dict[str, int] = {}
         for line in (line for run in said for line in run):
@@ -173,6 +188,7 @@ def report(args, target: Path, runs: dict, threads: dict) -> None:
         Path(args.out + ".json").write_text(json.dumps({"runs": runs, "threads": args.threads, "target": target.name,
                                                         "max_tokens": args.max_tokens, "prompts": PROMPTS, "busy": args.busy,
                                                         "note": args.note, "threads_said": threads,
+                                                        "voluntary_switches": switched,
                                                         "cpu": cpu_model()}, indent=1))
 
 
