@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from specllama.decoding.schema_finite import unsatisfiable_ref
 from specllama.errors import SpecllamaError
@@ -42,6 +43,21 @@ def lark_json(schema: dict) -> str:
     return json.dumps({**schema, "x-guidance": JSON_LAYOUT})
 
 
+@contextmanager
+def engine_panics(what: str, error: type[SpecllamaError] = SpecllamaError) -> Iterator[None]:
+    """llguidance's Rust panics inside the block raised as `error` ("WHAT: the panic's first line").
+    Why: a panic reaches Python as pyo3's PanicException, a BaseException, which no `except Exception`
+    catches: a fuzzed schema whose error message held a 3-byte character across byte 100 made
+    validate_grammar panic while it cut the message short ("end byte index 100 is not a char
+    boundary"), and serve answered 500 with a traceback (tests/integration/test_serve_mutated_bodies)."""
+    try:
+        yield
+    except BaseException as e:
+        if type(e).__name__ != "PanicException":
+            raise
+        raise error(f"{what}: {_first_line(str(e))}") from None
+
+
 def check_constraint(c: Constraint, tokenizer: Any = None) -> None:
     """Raise a SpecllamaError naming what cannot be enforced (an unknown kind, a missing schema,
     an unsupported JSON-schema keyword, a grammar that does not compile). `tokenizer`: an
@@ -49,7 +65,9 @@ def check_constraint(c: Constraint, tokenizer: Any = None) -> None:
     in a Lark grammar); None checks the grammar alone."""
     from llguidance import LLMatcher  # noqa: PLC0415 (a runtime dependency, loaded when needed)
 
-    error = LLMatcher.validate_grammar(grammar_text(c), tokenizer)
+    text = grammar_text(c)
+    with engine_panics(f"{_label(c)} cannot be enforced: the grammar engine failed on it"):
+        error = LLMatcher.validate_grammar(text, tokenizer)
     if error:
         raise SpecllamaError(f"{_label(c)} cannot be enforced: {_first_line(error)}")
 
@@ -57,6 +75,13 @@ def check_constraint(c: Constraint, tokenizer: Any = None) -> None:
 def grammar_text(c: Constraint) -> str:
     """The constraint as an llguidance grammar (its JSON form, which embeds Lark, regex or a
     schema); a SpecllamaError for a malformed constraint."""
+    if c.kind not in KINDS:
+        raise SpecllamaError(f"unknown constraint kind '{c.kind}': choose one of {', '.join(KINDS)}")
+    with engine_panics(f"{_label(c)} cannot be enforced: the grammar engine failed on it"):
+        return _grammar_text(c)
+
+
+def _grammar_text(c: Constraint) -> str:
     from llguidance import LLMatcher  # noqa: PLC0415
 
     if c.kind not in KINDS:

@@ -22,6 +22,7 @@ that contains the trigger is checked (and its rows masked) from the token that c
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import warnings
@@ -32,7 +33,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from specllama.decoding.constraint import Constraint, check_constraint, grammar_text
+from specllama.decoding.constraint import Constraint, check_constraint, engine_panics, grammar_text
 from specllama.decoding.drafters import Proposal
 from specllama.errors import SpecllamaError
 
@@ -50,6 +51,16 @@ _compiled_lock = threading.Lock()
 class GrammarFault(SpecllamaError):
     """A request's grammar cannot go on: it broke one of llguidance's limits (too many Earley items
     in a step, too many alternatives in a row) or refused a token. That request fails; others go on."""
+
+
+def _fails_the_request(method):
+    """A Guide call whose llguidance panic (constraint.engine_panics) fails this request, not the engine
+    thread: the engine catches a request's Exception, and a panic is not one."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        with engine_panics("the grammar engine stopped this answer", GrammarFault):
+            return method(self, *args, **kwargs)
+    return guarded
 
 
 def _limits():
@@ -98,6 +109,7 @@ class Guide:
 
     # --- the engine's three calls --------------------------------------------------------------
 
+    @_fails_the_request
     def shape(self, proposal: Proposal, room: int) -> Proposal:
         """The proposal cut at its first forbidden token, with the forced tokens after it (at
         most `room` tokens in all; none when this request does not draft)."""
@@ -116,6 +128,7 @@ class Guide:
         m.rollback(n - start)
         return _append(proposal, forced, GRAMMAR) if forced else proposal
 
+    @_fails_the_request
     def mask(self, draft: Sequence[int], rows: np.ndarray, greedy: bool) -> np.ndarray:
         """The target's rows (row i scored after draft[:i]) with the tokens the grammar forbids
         at -inf. Greedy needs a row's mask only where its argmax is forbidden (the argmax among
@@ -139,6 +152,7 @@ class Guide:
             m.rollback(consumed)
         return out
 
+    @_fails_the_request
     def advance(self, token: int) -> None:
         """One emitted token (never an end-of-generation one: the engine stops before those)."""
         if self.complete:
@@ -190,10 +204,11 @@ def _matcher(constraint: Constraint, tokenizer: Any, matcher_type) -> Any:
             return fresh.deep_copy()
     check_constraint(constraint, tokenizer)
     try:
-        fresh = matcher_type(tokenizer, text, log_level=0, limits=_limits())
-        if fresh.is_error():
-            raise GrammarFault(f"the constraint cannot be enforced: {_error_line(fresh.get_error())}")
-        _probe(fresh.deep_copy(), tokenizer)
+        with engine_panics("the constraint cannot be enforced: the grammar engine failed on it", GrammarFault):
+            fresh = matcher_type(tokenizer, text, log_level=0, limits=_limits())
+            if fresh.is_error():
+                raise GrammarFault(f"the constraint cannot be enforced: {_error_line(fresh.get_error())}")
+            _probe(fresh.deep_copy(), tokenizer)
     except GrammarFault as e:
         _keep_compiled(key, e)
         raise

@@ -125,6 +125,12 @@ def test_the_well_formed_bodies_are_answered(server):
     ("/v1/responses", {"model": "a", "input": "hi", "tools": [{"type": "function", "name": "f", "parameters": []}]}),
     ("/v1/responses", {"model": "a", "input": "hi", "tools": [{"type": "function", "name": [], "parameters": {}}]}),
     ("/v1/chat/completions", {"model": "a", "messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"}),
+    # Found by the fuzzing below: llguidance panicked cutting this schema's error message at byte 100, inside 'ࠀ'
+    # (a PanicException is no Exception), and the server answered 500 with a traceback.
+    ("/v1/responses", {"model": "a", "max_output_tokens": 2, "input": "hi", "tools": [{
+        "type": "function", "name": "f", "parameters": {"type": "object", "properties": {"a": {
+            "type": "string", "maxLength": {"type": {"type": False, "content": 6.103515625e-05, "text": False},
+                                            "text": {"type": None, "text": "0\x1f\u0800"}}}}}}]}),
 ])
 def test_the_known_cases_are_400s_in_their_apis_shape(server, route, body):
     _check(server, route, body)

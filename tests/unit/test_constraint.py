@@ -88,3 +88,34 @@ def test_schemas_whose_every_instance_is_infinite_are_refused_naming_the_ref(sch
     with pytest.raises(SpecllamaError, match="has no (finite )?instance") as caught:
         check_constraint(Constraint("json_schema", schema=schema))
     assert ref in str(caught.value)
+
+
+def test_a_panic_inside_the_grammar_engine_is_a_refusal_not_a_crash():
+    """llguidance panicked cutting this schema's error message at byte 100, inside a 3-byte character; the
+    panic reached Python as a BaseException no `except Exception` catches (serve answered 500)."""
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": {
+        "type": {"type": False, "content": 6.103515625e-05, "text": False}, "text": {"type": None, "text": "0\x1f\u0800"}}}}}
+    with pytest.raises(SpecllamaError) as caught:
+        check_constraint(Constraint("json_schema", schema=schema))
+    assert "grammar engine failed" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_panic_in_a_requests_grammar_fails_that_request_as_a_grammar_fault():
+    from specllama.decoding.grammar import GrammarFault, _fails_the_request
+
+    class PanicException(BaseException):  # pyo3's name for a Rust panic: a BaseException
+        pass
+
+    class Panicking:
+        @_fails_the_request
+        def mask(self):
+            raise PanicException("index out of bounds")
+
+        @_fails_the_request
+        def interrupted(self):
+            raise KeyboardInterrupt
+
+    with pytest.raises(GrammarFault, match="index out of bounds"):
+        Panicking().mask()
+    with pytest.raises(KeyboardInterrupt):  # only panics are turned into the request's failure
+        Panicking().interrupted()
