@@ -84,8 +84,6 @@ def grammar_text(c: Constraint) -> str:
 def _grammar_text(c: Constraint) -> str:
     from llguidance import LLMatcher  # noqa: PLC0415
 
-    if c.kind not in KINDS:
-        raise SpecllamaError(f"unknown constraint kind '{c.kind}': choose one of {', '.join(KINDS)}")
     if c.trigger is not None and not c.trigger:
         raise SpecllamaError("a constraint's trigger must not be empty")
     if c.kind == "json_object":
