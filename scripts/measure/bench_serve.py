@@ -304,6 +304,13 @@ def agent_ask(session: dict, n: int, change: str) -> str:
     return f"{session['file']}:\n```python\n{session['content']}```\n\n{change}" if n == 0 else change
 
 
+def first_request(session_id: str, sessions_file: Path = REPO / "bench" / "agent_sessions.json") -> tuple[str, str]:
+    """(system message, user message) of a session's first turn, as the replay sends it."""
+    sessions = json.loads(sessions_file.read_text())
+    session = next(s for s in sessions["sessions"] if s["id"] == session_id)
+    return sessions["system"], agent_ask(session, 0, session["turns"][0])
+
+
 async def replay(server: Server, sessions: dict, mode: str, max_tokens: int) -> dict:
     """Each session as an agent runs it: turn 1 sends the file and the first change; every next turn
     re-sends everything so far (with the model's own answers) plus the next change."""

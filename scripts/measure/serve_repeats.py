@@ -66,10 +66,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="write OUT.json (every text) and OUT.md")
     ap.add_argument("serve_args", nargs="*", help="after --: options for specllama serve")
     args = ap.parse_args()
-    sessions = json.loads((HERE.parents[1] / "bench" / "agent_sessions.json").read_text())
-    session = next(s for s in sessions["sessions"] if s["id"] == args.session)
-    messages = [{"role": "system", "content": sessions["system"]},
-                {"role": "user", "content": bench_serve.agent_ask(session, 0, session["turns"][0])}]
+    system, prompt = bench_serve.first_request(args.session)
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
     server_args = argparse.Namespace(threads=args.threads, ctx=4096, parallel="auto", specllama_args=args.serve_args,
                                      keep_costs=False)
     log = Path(tempfile.mkdtemp(prefix="serve-repeats-")) / "serve.log"
@@ -79,7 +77,6 @@ def main() -> int:
     finally:
         server.stop()
     texts = Counter(r["text"] for r in rows)
-    order = {text: n for n, (text, _) in enumerate(texts.most_common())}
     seconds = sorted(r["seconds"] for r in rows)
     lines = [f"# {args.session}/0 sent {args.n} times to one specllama serve ({time.strftime('%Y-%m-%d %H:%M')})", "",
              f"serve {' '.join(args.serve_args) or '(defaults)'}, --threads {args.threads}, greedy, "
@@ -87,9 +84,9 @@ def main() -> int:
              "the default pair; a fresh server with an empty cost cache",
              "", f"seconds: first {rows[0]['seconds']}, median {seconds[len(seconds) // 2]}, max {seconds[-1]}", "",
              "| text | answers | characters | tokens | which answers |", "|---|---|---|---|---|"]
-    for text, count in texts.most_common():
+    for number, (text, count) in enumerate(texts.most_common(), start=1):
         mine = [r for r in rows if r["text"] == text]
-        lines.append(f"| {order[text] + 1} | {count} | {len(text)} | {mine[0]['tokens']} | "
+        lines.append(f"| {number} | {count} | {len(text)} | {mine[0]['tokens']} | "
                      f"{', '.join(str(r['i']) for r in mine[:12])}{' ...' if len(mine) > 12 else ''} |")
     report = "\n".join(lines) + "\n"
     print(report)

@@ -94,9 +94,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     system, prompt = None, QUESTION
     if args.session:
-        sessions = json.loads((REPO / "bench" / "agent_sessions.json").read_text())
-        session = next(s for s in sessions["sessions"] if s["id"] == args.session)
-        system, prompt = sessions["system"], bs.agent_ask(session, 0, session["turns"][0])
+        system, prompt = bs.first_request(args.session)
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     settings = spt.server_settings(args.threads, args.llama_server)
     scratch = Path(tempfile.mkdtemp(prefix="serve-step-split-"))
