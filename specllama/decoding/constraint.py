@@ -58,15 +58,16 @@ def engine_panics(what: str, error: type[SpecllamaError] = SpecllamaError) -> It
         raise error(f"{what}: {_first_line(str(e))}") from None
 
 
-def check_constraint(c: Constraint, tokenizer: Any = None) -> None:
+def check_constraint(c: Constraint, tokenizer: Any = None, text: str | None = None) -> None:
     """Raise a SpecllamaError naming what cannot be enforced (an unknown kind, a missing schema,
     an unsupported JSON-schema keyword, a grammar that does not compile). `tokenizer`: an
     llguidance LLTokenizer, when the check should also cover the vocabulary (special tokens named
-    in a Lark grammar); None checks the grammar alone."""
+    in a Lark grammar); None checks the grammar alone. `text`: grammar_text(c) where the caller
+    has it already (the grammar engine, which compiles it next)."""
     from llguidance import LLMatcher  # noqa: PLC0415 (a runtime dependency, loaded when needed)
 
-    text = grammar_text(c)
-    with engine_panics(f"{_label(c)} cannot be enforced: the grammar engine failed on it"):
+    text = grammar_text(c) if text is None else text
+    with engine_panics(_engine_failed(c)):
         error = LLMatcher.validate_grammar(text, tokenizer)
     if error:
         raise SpecllamaError(f"{_label(c)} cannot be enforced: {_first_line(error)}")
@@ -77,7 +78,7 @@ def grammar_text(c: Constraint) -> str:
     schema); a SpecllamaError for a malformed constraint."""
     if c.kind not in KINDS:
         raise SpecllamaError(f"unknown constraint kind '{c.kind}': choose one of {', '.join(KINDS)}")
-    with engine_panics(f"{_label(c)} cannot be enforced: the grammar engine failed on it"):
+    with engine_panics(_engine_failed(c)):
         return _grammar_text(c)
 
 
@@ -119,6 +120,10 @@ def schema_problem(schema: dict) -> str | None:
         return "has no instance: a required property or item can never be valid (its schema is false)"
     return (f"has no finite instance: every value of '{ref}' must contain another one (through required properties "
             "or minItems), so no answer could ever be complete")
+
+
+def _engine_failed(c: Constraint) -> str:
+    return f"{_label(c)} cannot be enforced: the grammar engine failed on it"
 
 
 def _label(c: Constraint) -> str:

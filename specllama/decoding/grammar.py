@@ -202,7 +202,7 @@ def _matcher(constraint: Constraint, tokenizer: Any, matcher_type) -> Any:
             if isinstance(fresh, GrammarFault):  # refused before: a client repeating it costs no second compile
                 raise GrammarFault(str(fresh))
             return fresh.deep_copy()
-    check_constraint(constraint, tokenizer)
+    check_constraint(constraint, tokenizer, text)
     try:
         with engine_panics("the constraint cannot be enforced: the grammar engine failed on it", GrammarFault):
             fresh = matcher_type(tokenizer, text, log_level=0, limits=_limits())
