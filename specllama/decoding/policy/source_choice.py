@@ -47,7 +47,7 @@ def choose_source(suffix: Proposal, decoding: Mapping[str, PositionAcceptance] |
         if rate > best_rate:
             best, best_k, best_rate = name, k, rate
     offered = (suffix.confidence or [])[:len(suffix.tokens)] if "suffix" not in avoid else []
-    suffix_rate = free_rate(offered, ratio)
+    suffix_rate = free_rate(offered, ratio) if offered else 1.0
     if suffix_rate > best_rate or (offered and suffix.certain):  # a near-certain copy goes first
         return "suffix", 0
     return best, best_k
@@ -72,6 +72,9 @@ class SourceChoice(PolicyBase):
         self.records = {name: kit.record(name) for name in self.decoding if name in kit.records}
         self.acceptance = self.records.get("model")
         self.realised = RealisedSpeed()
+        # The sources that follow every target decode (an MTP head): none in a suffix-only setup,
+        # whose steps then skip _follow's checks (a GPU step is ~2 ms: its Python counts, issue 42).
+        self._followers = {name: d.follow for name, d in self.decoding.items() if hasattr(d, "follow")}
         self._cap = 0
         self._slot = 0
 
@@ -87,6 +90,8 @@ class SourceChoice(PolicyBase):
     def ask(self, room: int, alone: bool) -> Ask:
         self._cap = min(room, K_AUTO_MAX)  # a decoding source's longest draft
         if self.suffix.name in self.realised.not_asked():  # asking it does not pay: not even asked
+            if not self.records:  # no decoding source to turn to: a plain step
+                return NO_DRAFT
             choice, k = choose_source(Proposal(()), self.records, self._cap, self._avoid(), self.kit.costs.step_ratio)
             return Ask(self.decoding[choice], k) if choice in self.decoding else NO_DRAFT
         return Ask(self.suffix, min(room, K_COPY_MAX))
@@ -102,6 +107,8 @@ class SourceChoice(PolicyBase):
                 proposal = replace(proposal, confidence=tuple(record.fast[:len(proposal.tokens)]))
             return proposal, None
         proposal = long_enough(proposal)
+        if not proposal.tokens and not self.records:  # nothing offered, no other source: a plain step
+            return proposal, None
         avoid = self._avoid()
         choice, k = choose_source(proposal, self.records, self._cap, avoid, self.kit.costs.step_ratio)
         if choice in self.decoding:
@@ -138,9 +145,9 @@ class SourceChoice(PolicyBase):
         """A source that must follow every target decode (an MTP head) does so only while it may be
         chosen: not benched or waiting, and some draft length pays on its record and the costs.
         Else each step would pay for feeding a head that drafts nothing (it catches up when chosen)."""
+        if not self._followers:
+            return
         avoid = self._avoid()
-        for name, drafter in self.decoding.items():
-            follow = getattr(drafter, "follow", None)
-            if follow is not None:
-                record = self.records.get(name)
-                follow(self._slot, name not in avoid and record is not None and record.choose() > 0)
+        for name, follow in self._followers.items():
+            record = self.records.get(name)
+            follow(self._slot, name not in avoid and record is not None and record.choose() > 0)
