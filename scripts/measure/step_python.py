@@ -13,6 +13,13 @@ shared: the least disturbed run is the closest to the code's own cost). Compare 
 this file from each checkout in turn (`git worktree add /tmp/base COMMIT`, copy this file there).
 
     python scripts/measure/step_python.py --set heldout --modes none,auto --repeat 7
+
+With --curve (a bench --json run's learnt costs, e.g. the lent GPU's) the engine decides as it would
+there: where asking is dear it asks less often (realised.py's back-off), so the per-step figure is the
+Python a step pays on that machine's decisions, measured on this one's CPU.
+
+    python scripts/measure/step_python.py --curve bench/measured/lent-20261127-r2-gpu-heldout-t0.json \
+        --propose-ms 0.13 --aftermath 0.93
 """
 
 from __future__ import annotations
@@ -39,9 +46,15 @@ def main() -> int:
     p.add_argument("--set", default="heldout", help="recorded answers in %(default)s's folder: heldout, agentic, copy, ...")
     p.add_argument("--modes", default="none,auto")
     p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--curve", type=Path, metavar="BENCH_JSON", help="decide on these learnt costs (policy_replay.py's)")
+    p.add_argument("--propose-ms", type=float, default=0.0, help="with --curve: what an ask costs there, in virtual ms")
+    p.add_argument("--aftermath", type=float, default=0.0, help="with --curve: policy_replay.py's --aftermath")
     args = p.parse_args()
+    if args.curve:
+        policy_replay.use_curve(args.curve)
+        policy_replay.PROPOSE_S, policy_replay.AFTERMATH = args.propose_ms / 1000, args.aftermath
     recorded = json.loads((ANSWERS / f"{args.set}.json").read_text())
-    timed = {"seconds": 0.0, "calls": 0}
+    timed = {"seconds": 0.0, "calls": 0, "asked": 0}
     draft = engine_module.Engine._draft
 
     def timed_draft(self, running, asks):
@@ -51,19 +64,20 @@ def main() -> int:
         finally:
             timed["seconds"] += time.perf_counter() - start
             timed["calls"] += 1
+            timed["asked"] += any(ask.drafts for ask in asks)
 
     engine_module.Engine._draft = timed_draft
     for mode in args.modes.split(","):
         step_us = ask_us = float("inf")
         for _ in range(args.repeat):
-            timed.update(seconds=0.0, calls=0)
+            timed.update(seconds=0.0, calls=0, asked=0)
             start = time.perf_counter()
             policy_replay.prompt_runs(recorded, [mode], fresh=True)
             steps = max(1, timed["calls"])
             step_us = min(step_us, (time.perf_counter() - start) / steps * 1e6)
             ask_us = min(ask_us, timed["seconds"] / steps * 1e6)
-        print(f"{args.set} {mode}: {timed['calls']} steps; per step, least of {args.repeat}: "
-              f"whole {step_us:.0f} us, asking the drafters {ask_us:.0f} us", flush=True)
+        print(f"{args.set} {mode}: {timed['calls']} steps, {timed['asked']} of them asked; per step, least of "
+              f"{args.repeat}: whole {step_us:.0f} us, asking the drafters {ask_us:.0f} us", flush=True)
     return 0
 
 

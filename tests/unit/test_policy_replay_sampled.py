@@ -70,3 +70,14 @@ def test_a_sampled_replay_learns_each_judged_draft_at_its_recorded_odds(policy_r
     learnt.clear()
     policy_replay.prompt_runs({"items": recorded["items"]}, ["auto"])
     assert learnt and set(learnt) <= {0.0, 1.0} and 1.0 in learnt
+
+
+def test_a_curve_whose_last_point_dips_prices_bigger_batches_above_it(policy_replay, monkeypatch):
+    """A learnt curve may end lower than the point before it (the lent H200's at --temp 0.7: 16 rows at 1.49
+    plain steps, 15 at 5.12, the latter never timed). Extended past its end on that last slope, 64 rows cost
+    less than nothing and the replay printed negative seconds; the average slope from one row keeps it rising."""
+    monkeypatch.setattr(policy_replay, "ROWS_MS", {1: 2.0, 2: 3.0, 15: 10.0, 16: 3.0})
+    assert policy_replay.ratio(16) == pytest.approx(1.5)
+    assert policy_replay.ratio(64) > policy_replay.ratio(16) > 0
+    monkeypatch.setattr(policy_replay, "ROWS_MS", {1: 2.0, 2: 3.0, 16: 10.0})
+    assert policy_replay.ratio(30) == pytest.approx((10.0 + 14 * 7.0 / 14) / 2.0)  # a rising end: its own slope
