@@ -176,11 +176,13 @@ def report(args, target: Path, runs: dict, threads: dict, switched: dict) -> Non
         ratio = f"{med / base:.3f}x" if base else "-"
         lines.append(f"| {arm} | {med:.2f} | {min(values):.2f} | {max(values):.2f} | {ratio} | "
                      f"{statistics.median(switched[arm]):.0f} |")
-    for arm, said in threads.items():  # each distinct thing a run of the arm said of its threads, with how many said it
+    for arm, said in threads.items():  # each distinct thing a run of the arm said of its threads, with how many runs said it
         seen: dict[str, int] = {}
-        for line in (line for run in said for line in run):
+        for line in (line for run in said for line in set(run)):
             seen[line] = seen.get(line, 0) + 1
-        lines.append(f"\n{arm}'s threads: " + ("; ".join(f"{line} ({n}x)" for line, n in seen.items()) or "-"))
+        # "in N of M runs": a bare "(9x)" after the choice line read like nine changes of the thread cap
+        lines.append(f"\n{arm}'s threads: " + ("; ".join(f"{line} (in {n} of {len(said)} runs)"
+                                                           for line, n in seen.items()) or "-"))
     report = "\n".join(lines) + "\n"
     print(report)
     if args.out:
