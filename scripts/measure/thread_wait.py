@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,9 +178,7 @@ def report(args, target: Path, runs: dict, threads: dict, switched: dict) -> Non
         lines.append(f"| {arm} | {med:.2f} | {min(values):.2f} | {max(values):.2f} | {ratio} | "
                      f"{statistics.median(switched[arm]):.0f} |")
     for arm, said in threads.items():  # each distinct thing a run of the arm said of its threads, with how many runs said it
-        seen: dict[str, int] = {}
-        for line in (line for run in said for line in set(run)):
-            seen[line] = seen.get(line, 0) + 1
+        seen = Counter(line for run in said for line in set(run))
         # "in N of M runs": a bare "(9x)" after the choice line read like nine changes of the thread cap
         lines.append(f"\n{arm}'s threads: " + ("; ".join(f"{line} (in {n} of {len(said)} runs)"
                                                            for line, n in seen.items()) or "-"))

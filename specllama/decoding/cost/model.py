@@ -76,6 +76,8 @@ def best_length(acceptance: Sequence[float], ratio: Ratio, draft_cost: float = 0
     """The k in 0..len(acceptance) with the best rate (k = 0: plain decoding, rate 1); a draft must
     promise at least `min_gain` times plain decoding's rate, else 0. Lengths whose cost is unknown
     are skipped."""
+    if not acceptance:  # nothing to size (most steps' suffix proposal): plain decoding, no costs read
+        return 0
     plain = 1.0 / (ratio(1) or 1.0)
     best_k, best = 0, plain
     for k, e in enumerate(expected_tokens(acceptance)):

@@ -47,7 +47,7 @@ def choose_source(suffix: Proposal, decoding: Mapping[str, PositionAcceptance] |
         if rate > best_rate:
             best, best_k, best_rate = name, k, rate
     offered = (suffix.confidence or [])[:len(suffix.tokens)] if "suffix" not in avoid else []
-    suffix_rate = free_rate(offered, ratio) if offered else 1.0
+    suffix_rate = free_rate(offered, ratio)
     if suffix_rate > best_rate or (offered and suffix.certain):  # a near-certain copy goes first
         return "suffix", 0
     return best, best_k
