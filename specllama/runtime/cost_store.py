@@ -27,7 +27,7 @@ import json
 import math
 import os
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -89,11 +89,13 @@ class CostStore:
 
     def curve(self, draft: Path | None) -> CostCurve | None:
         """The startup curve cached for the target with this draft file (the longest measured),
-        without loading anything; None when never measured."""
-        for max_n in (MAX_N_PARALLEL, MAX_N):
-            curve = load_cached(self._key(draft, max_n))
-            if curve is not None:
-                return curve
+        else the target's alone (its draft's cost then unknown), without loading anything; None
+        when never measured."""
+        for name in (draft, None) if draft is not None else (None,):
+            for max_n in (MAX_N_PARALLEL, MAX_N):
+                curve = load_cached(self._key(name, max_n))
+                if curve is not None:
+                    return curve if name == draft else replace(curve, draft_ratio=None)
         return None
 
     def learned(self, draft: Path | None) -> dict | None:
@@ -146,8 +148,15 @@ class CostStore:
 
     def measure(self, target_ctx, draft_ctx, *, remeasure: bool, on_measure: Callable[[], None] | None,
                 max_n: int) -> CostCurve:
-        """The startup curve: timed now (clearing both contexts) unless cached."""
-        curve, _ = cost_curve_for(target_ctx, draft_ctx, remeasure=remeasure, on_measure=on_measure, max_n=max_n)
+        """The startup curve: timed now (clearing both contexts) unless cached. One timed with a
+        draft model loaded is kept for the target alone as well: its T(n)/T(1) do not depend on the
+        draft, and a session that leaves the draft unloaded (`--drafter auto` where it does not pay,
+        as on 2 cores) looks the curve up without one. Before, `specllama costs` on the default pair
+        cached a curve no such session ever read."""
+        curve, measured_now = cost_curve_for(target_ctx, draft_ctx, remeasure=remeasure, on_measure=on_measure,
+                                             max_n=max_n)
+        if draft_ctx is not None and (measured_now or load_cached(self._key(None, max_n)) is None):
+            save(self._key(None, max_n), replace(curve, draft_ratio=None))
         return curve
 
     def _decision_id(self, draft: Path | None) -> str:

@@ -84,3 +84,29 @@ def test_costs_shows_what_going_back_to_plain_decoding_costs_where_earlier_runs_
     doc = json.loads(capsys.readouterr().out)
     assert doc["learnt"]["switch_ratio"] == 1.86
     assert doc["source_bets"][0]["break_even_after_plain"]["1"] == "never"
+
+
+def test_a_curve_timed_with_the_draft_serves_a_session_without_it_and_the_other_way(
+        tiny_models, tmp_path, monkeypatch, capsys):
+    """`specllama costs` on a pair caches the target's curve for draftless sessions too (`--drafter
+    auto` leaves an unpaying draft unloaded, and such a session looks its curve up without one); a
+    curve timed without a draft primes a session with one, its draft's cost then from file sizes."""
+    from specllama.runtime.cost_store import CostStore
+
+    monkeypatch.setenv("SPECLLAMA_COSTS", str(tmp_path / "pair"))
+    target, draft = tiny_models["a"], tiny_models["b"]
+    assert main(["costs", "--target", str(target), "--draft", str(draft), "--ctx", "512", "-t", "1", "--json"]) == 0
+    timed = json.loads(capsys.readouterr().out)["curve"]
+    store = CostStore(target, 1, 1, 0, False)
+    alone = store.curve(None)
+    assert alone is not None and alone.ratios == timed["ratios"] and alone.draft_ratio is None
+    assert store.curve(draft).draft_ratio == timed["draft_ratio"] > 0
+
+    monkeypatch.setenv("SPECLLAMA_COSTS", str(tmp_path / "target"))
+    assert main(["costs", "--target", str(target), "--ctx", "512", "-t", "1", "--json"]) == 0
+    timed = json.loads(capsys.readouterr().out)["curve"]
+    with_draft = store.curve(draft)
+    assert with_draft.ratios == timed["ratios"] and with_draft.draft_ratio is None
+    size_ratio = draft.stat().st_size / target.stat().st_size
+    assert store.prior(draft).draft_ratio == pytest.approx(size_ratio)
+    assert not store.draft_cost_known(draft)

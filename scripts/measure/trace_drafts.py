@@ -1,0 +1,62 @@
+"""One line per drafting step of a real run: what `-k auto` sent, its odds, how much was accepted, and
+what the step cost against a plain one, with each prompt's start marked. Any specllama command line
+follows (bench, run), run in this process with the step's observer wrapped.
+
+Why: bench's per-prompt "drafting's own net" says a prompt lost to drafting, not which bets lost; this
+shows them (bench/measured/vm-20261127-r4-trace-unseen.txt: edit-js-async's two 8-token copies sent at
+0.96-0.99 odds that broke on their first token).
+
+    python scripts/measure/trace_drafts.py bench --prompts bench/prompts_unseen.jsonl \
+        --configs "none;auto:k=auto" -n 96 --repeat 1 --seed 7 -t 2 2> trace.txt
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from specllama.cli.main import main  # noqa: E402
+
+
+def _threads(argv: list[str]) -> int | None:
+    for flag in ("-t", "--threads"):
+        if flag in argv[:-1]:
+            return int(argv[argv.index(flag) + 1])
+    return None
+
+
+def wrap_observer() -> None:
+    """Print every drafting step; imported here, after the threads' wait level is set: the policy's
+    module loads llama.cpp, and OpenMP reads that level once, when it loads (llama/thread_wait.py)."""
+    from specllama.decoding.policy.source_choice import SourceChoice
+
+    observe, start, steps = SourceChoice.observe, SourceChoice.start, [0]
+
+    def observing(self, outcome):
+        steps[0] += 1
+        if outcome.drafted:
+            odds = ",".join(f"{c:.2f}" for c in (outcome.sent.confidence or ())[:8])
+            print(f"step {steps[0]:3d} {outcome.source} sent {outcome.drafted:2d} accepted {outcome.n_accepted:2d} "
+                  f"odds [{odds}] {outcome.seconds * 1e3:6.1f} ms, plain step {(outcome.t1 or 0) * 1e3:5.1f} ms, "
+                  f"T({outcome.drafted + 1})/T(1) {self.kit.costs.ratio(outcome.drafted + 1):.2f}: {outcome.text!r}",
+                  file=sys.stderr)
+        return observe(self, outcome)
+
+    def starting(self, slot, prompt):
+        steps[0] = 0
+        print(f"--- a prompt of {len(prompt)} tokens", file=sys.stderr)
+        return start(self, slot, prompt)
+
+    SourceChoice.observe, SourceChoice.start = observing, starting
+
+
+if __name__ == "__main__":
+    from specllama.llama import thread_wait
+
+    argv = sys.argv[1:]
+    level = argv[argv.index("--thread-wait") + 1] if "--thread-wait" in argv[:-1] else None
+    thread_wait.configure(level, _threads(argv))
+    wrap_observer()
+    sys.exit(main(argv))
