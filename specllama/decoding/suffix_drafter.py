@@ -43,7 +43,8 @@ from specllama.decoding.drafters import DrafterBase, DraftRequest, Proposal
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.proposal import PER_TOKEN, certain_lead
 from specllama.decoding.suffix_groups import draft_group, draft_groups, suffix_calibrator
-from specllama.decoding.suffix_index import SuffixIndex
+from specllama.decoding.suffix_index import ContextKey, SuffixIndex
+from specllama.decoding.suffix_renames import Renames
 from specllama.errors import SpecllamaError
 
 CORPUS_CHUNK_CHARS = 1 << 16  # the corpus is tokenized and indexed in pieces of about this size
@@ -116,6 +117,7 @@ class SuffixDrafter(DrafterBase):
         self.live: dict[int, SuffixIndex] = {}  # engine slot -> that sequence's text
         self.shadows: dict[int, list[_Shadow]] = {}  # engine slot -> its proposals followed as its text moves on
         self.texts: dict[int, TextRecord] = {}  # engine slot -> its text's own acceptance per draft group
+        self.renames: dict[int, Renames] = {}  # engine slot -> what its text renames in what it copies
         self.prompt_ends: dict[int, int] = {}  # engine slot -> where its text's own output starts in its live text
         # engine slot -> (its text's length, the longest match found, self.documents_added) at its last
         # query: what the next query can find at most (_cannot_match)
@@ -130,35 +132,61 @@ class SuffixDrafter(DrafterBase):
         if r.k <= 0 or len(r.committed) == 0:
             return SuffixProposal([], source=self.name)
         self._judge_shadows(r.seq, r.committed)
-        if self._cannot_match(r.seq, len(r.committed)):
+        renames = self.renames.get(r.seq)
+        if renames is not None and renames.follow(r.committed):
+            self.reach.pop(r.seq, None)  # a new rename may make a longer match than the last query found
+        renaming = renames is not None and renames.any_used
+        if not renaming and self._cannot_match(r.seq, len(r.committed)):
             return SuffixProposal([], source=self.name)
         live = self._live(r.seq)
         live.sync_live(r.committed)
         context = live.live_tokens
-        length, positions, where, best = 0, None, "", None
-        key = live.live_key(max(live.max_match, self.history.max_match, self.corpus.max_match))
-        for name, index in (("live", live), ("history", self.history), ("corpus", self.corpus)):
-            if index.stored_positions == 0:
-                continue
-            found, ps = index.longest_match(context, key)
-            if found > length and len(ps):  # every position found has a continuation
-                length, positions, where, best = found, ps, name, index
+        depth = max(live.max_match, self.history.max_match, self.corpus.max_match)
+        length, positions, where, best = self._longest(context, live.live_key(depth), live)
+        through = False  # found through the renames
+        if renaming:
+            # The text's end as the source has it, its new names read back as the old: where the
+            # source's line goes on after "tmp +=", the text's "buffer +=" is found too.
+            tail = context[-depth:]
+            read = renames.as_source(tail)
+            if read != tail:
+                found = self._longest(read, ContextKey.of(read, depth), live)
+                if found[0] > length:
+                    length, positions, where, best = found
+                    through = True
         self.reach[r.seq] = (len(context), length, self.documents_added)
         if length < self.min_match:
             # Nothing to draft from: the path after the match is not walked (on the held-out texts
             # most steps' longest match is a token or two; the walk was a fifth of asking's time).
             return SuffixProposal([], source=self.name, match_length=length)
         match = best.follow(length, positions, r.k)
-        raw = raw_confidence(match.counts, match.totals)
+        tokens, raw = match.tokens, raw_confidence(match.counts, match.totals)
+        renamed: dict[int, tuple[int, ...]] = {}
+        if renaming:
+            tokens, origin, by = renames.as_text(tokens)
+            tokens, raw = tokens[:r.k], [raw[i] for i in origin[:r.k]]
+            renamed = {j: old for j, old in enumerate(by[:r.k]) if old is not None}
         own = where == "live" and live.live_offset(match.at) >= self.prompt_ends.get(r.seq, len(context))
         conf = self._odds(r.seq, raw, draft_groups(match.length, len(raw), own))
         certain = certain_lead(conf, len(conf)) if match.length >= NEAR_CERTAIN_MATCH else 0
         # All that matched, up to the cap: under -k auto the policy cuts it where it pays.
-        proposal = SuffixProposal(match.tokens, None, conf, self.name, certain, raw, match.length, where, own)
+        proposal = SuffixProposal(tokens, None, conf, self.name, certain, raw, match.length, where, own)
         followed = self.shadows.setdefault(r.seq, [])
         del followed[:max(0, len(followed) + 1 - MAX_FOLLOWED)]  # the oldest go first
-        followed.append(_Shadow(proposal, len(r.committed)))
+        followed.append(_Shadow(proposal, len(r.committed), renamed=renamed, renamed_copy=through or bool(renamed)))
         return proposal
+
+    def _longest(self, context: Sequence[int], key: ContextKey, live: SuffixIndex):
+        """(length, positions, index name, index) of the longest match of the context's end in the
+        slot's live text, the history or the corpus (ties: the nearer)."""
+        length, positions, where, best = 0, None, "", None
+        for name, index in (("live", live), ("history", self.history), ("corpus", self.corpus)):
+            if index.stored_positions == 0:
+                continue
+            found, ps = index.longest_match(context, key)
+            if found > length and len(ps):  # every position found has a continuation
+                length, positions, where, best = found, ps, name, index
+        return length, positions, where, best
 
     def _cannot_match(self, seq: int, length: int) -> bool:
         """Whether this slot's text, now `length` tokens, cannot have a match of min_match tokens, from
@@ -176,7 +204,8 @@ class SuffixDrafter(DrafterBase):
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:
         self.reach.pop(seq, None)
         self.shadows.pop(seq, None)  # a new text on this slot: the last one's proposals are not its,
-        self.texts.pop(seq, None)  # nor the last one's record
+        self.texts.pop(seq, None)  # nor the last one's record,
+        self.renames.pop(seq, None)  # nor its renames
         self._live(seq).sync_live(prompt)
         self.prompt_ends[seq] = len(prompt)
 
@@ -190,22 +219,28 @@ class SuffixDrafter(DrafterBase):
             self.reach.pop(seq, None)
         if seq in self.shadows:  # a proposal whose text (or the part it was judged on) is gone goes too
             self.shadows[seq] = [s for s in self.shadows[seq] if s.at + s.judged <= n_tokens]
+        if seq in self.renames:  # and a break whose text is gone (the renames learnt stay)
+            self.renames[seq].pending = [b for b in self.renames[seq].pending if b.at < n_tokens]
 
     def observe(self, seq: int, outcome: StepOutcome) -> None:
         """Feed the verification of what was sent (the policy may have cut it) to the calibrator
         and the text's record: each judged token with the odds the target accepted it with."""
         sent = outcome.sent
         if sent.tokens and isinstance(sent, SuffixProposal):
+            followed = self.shadows.get(seq)
+            mine = bool(followed) and followed[-1].proposal.tokens[:len(sent.tokens)] == sent.tokens
             groups = draft_groups(sent.match_length, len(sent.tokens), sent.own)
             for raw, odds, group in zip(sent.raw_confidence, outcome.odds, groups):
-                self._learn(seq, raw, odds, group)
-            followed = self.shadows.get(seq)
-            if followed and followed[-1].proposal.tokens[:len(sent.tokens)] == sent.tokens:
+                self._learn(seq, raw, odds, group, shared=not (mine and followed[-1].renamed_copy))
+            if mine:
+                shadow, accepted = followed[-1], outcome.n_accepted
+                self._judge_renames(seq, shadow, range(min(len(sent.tokens), accepted + 1)), accepted)
                 # What the target judged is learnt above; the proposal is followed on after it only
                 # when every sent token passed (past a rejection, its later tokens say nothing).
-                if outcome.n_accepted == len(sent.tokens):
-                    followed[-1].judged = len(sent.tokens)
+                if accepted == len(sent.tokens):
+                    shadow.judged = len(sent.tokens)
                 else:
+                    self._renames(seq).broke(shadow.at + accepted, shadow.proposal.tokens[accepted:])
                     followed.pop()
 
     def finish(self, seq: int, committed: Sequence[int]) -> None:
@@ -218,6 +253,7 @@ class SuffixDrafter(DrafterBase):
         self.live.clear()
         self.shadows.clear()
         self.texts.clear()
+        self.renames.clear()
         self.prompt_ends.clear()
         self.reach.clear()
         self.history.clear()
@@ -258,8 +294,12 @@ class SuffixDrafter(DrafterBase):
             proposal, at = shadow.proposal, shadow.at
             for i in range(shadow.judged, min(len(proposal.tokens), len(committed) - at)):
                 hit = committed[at + i] == proposal.tokens[i]
-                self._learn(seq, proposal.raw_confidence[i], hit, draft_group(proposal.match_length, i, proposal.own))
+                self._learn(seq, proposal.raw_confidence[i], hit, draft_group(proposal.match_length, i, proposal.own),
+                            shared=not shadow.renamed_copy)
+                if i in shadow.renamed:
+                    self._renames(seq).judged(shadow.renamed[i], hit)
                 if not hit:
+                    self._renames(seq).broke(at + i, proposal.tokens[i:])
                     break
                 shadow.judged = i + 1
             else:
@@ -279,11 +319,30 @@ class SuffixDrafter(DrafterBase):
             out.append(odds)
         return out
 
-    def _learn(self, seq: int, raw: float, odds: float, group: int) -> None:
+    def _learn(self, seq: int, raw: float, odds: float, group: int, shared: bool = True) -> None:
         """One judged token of this slot's text (1/0, or the odds it was accepted with): the shared
-        calibration and the text's own record learn it alike."""
-        self.calibrator.update(raw, odds, group)
+        calibration and the text's own record learn it alike, but for a copy its renames helped
+        (`shared` False): that is this text's own fact, and the calibration is what every text's
+        copies start from. Fed the renamed copies' hits, it sent 8-token drafts at 0.88 odds into the
+        prose prompts after the rename prompts, which broke at once (bench/prompts_unseen2.jsonl on 2
+        cores: french 0.97x -> 0.90x in three runs of three); kept out, no recorded set lost more than
+        0.3 % replayed (bench/measured/vm-20261127-r4-policy-replay-renames.md, -renames-ab)."""
+        if shared:
+            self.calibrator.update(raw, odds, group)
         self._text(seq).observe(group, odds)
+
+    def _judge_renames(self, seq: int, shadow: _Shadow, positions: range, accepted: int) -> None:
+        """The verifier judged these of a sent draft's tokens (the first `accepted` right): the
+        renames that wrote any of them learn it."""
+        for i in positions:
+            if i in shadow.renamed:
+                self._renames(seq).judged(shadow.renamed[i], i < accepted)
+
+    def _renames(self, seq: int) -> Renames:
+        renames = self.renames.get(seq)
+        if renames is None:
+            renames = self.renames[seq] = Renames()
+        return renames
 
     def _text(self, seq: int) -> TextRecord:
         record = self.texts.get(seq)
@@ -305,6 +364,8 @@ class _Shadow:
     proposal: SuffixProposal
     at: int  # the committed length it was proposed at
     judged: int = 0  # leading tokens judged right so far (by verification or the text)
+    renamed: dict[int, tuple[int, ...]] = field(default_factory=dict)  # position -> the old name whose rename wrote it
+    renamed_copy: bool = False  # found or written through the text's renames
 
 
 def _pieces(text: str, size: int):
