@@ -291,13 +291,12 @@ class SuffixDrafter(DrafterBase):
         token with probability p(token), the odds the verifier would accept that token with."""
         followed = []
         for shadow in self.shadows.get(seq, ()):
-            proposal, at = shadow.proposal, shadow.at
+            proposal, at, renamed, shared = shadow.proposal, shadow.at, shadow.renamed, not shadow.renamed_copy
             for i in range(shadow.judged, min(len(proposal.tokens), len(committed) - at)):
                 hit = committed[at + i] == proposal.tokens[i]
-                self._learn(seq, proposal.raw_confidence[i], hit, draft_group(proposal.match_length, i, proposal.own),
-                            shared=not shadow.renamed_copy)
-                if i in shadow.renamed:
-                    self._renames(seq).judged(shadow.renamed[i], hit)
+                self._learn(seq, proposal.raw_confidence[i], hit, draft_group(proposal.match_length, i, proposal.own), shared)
+                if renamed and i in renamed:
+                    self._renames(seq).judged(renamed[i], hit)
                 if not hit:
                     self._renames(seq).broke(at + i, proposal.tokens[i:])
                     break

@@ -37,6 +37,7 @@ SEEN_BEFORE_USE = 2  # breaks a rename must explain before copies follow it (see
 class _Break:
     at: int  # where in the text the copy broke
     copy: tuple[int, ...]  # what the copy said from there on
+    read: int = 0  # new names up to this many tokens long were tried against the text already
 
 
 @dataclass
@@ -63,6 +64,9 @@ class Renames:
     def follow(self, text: Sequence[int]) -> bool:
         """Catch up with the text: read the watched breaks it now reaches past, and drop each rule
         whose old name the text wrote itself since its first break. True when a rule came into use."""
+        if not self.rules and not self.pending:  # most steps of most texts
+            self.scanned = len(text)
+            return False
         learnt = self.learn(text) if self.pending else False
         start = max(0, self.scanned - MAX_OLD + 1)
         for old, rule in list(self.rules.items()):
@@ -84,7 +88,10 @@ class Renames:
         learnt, waiting = False, []
         for b in self.pending:
             ahead = len(text) - b.at
-            rename = _rename(b.copy, text[b.at:b.at + WATCH])
+            rename = None
+            if ahead - RESYNC > b.read:  # a longer new name can be tried now (asked every step: tried once)
+                rename = _rename(b.copy, tuple(text[b.at:b.at + WATCH]), b.read + 1)
+                b.read = ahead - RESYNC
             if rename is not None:
                 old, new = rename
                 rule = self.rules.get(old)
@@ -129,17 +136,18 @@ class Renames:
         return any(rule.used for rule in self.rules.values())
 
 
-def _rename(copy: Sequence[int], text: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """(old, new) when the text is the copy with its first len(old) tokens written as `new` and the
-    next RESYNC alike (the shortest such pair); None when the text does not show one (yet)."""
-    for size in range(2, MAX_OLD + MAX_NEW + 1):
-        for k in range(max(1, size - MAX_NEW), min(MAX_OLD, size - 1) + 1):
-            m = size - k
-            after = copy[k:k + RESYNC]
-            if len(after) == RESYNC and len(text) >= m + RESYNC and list(text[m:m + RESYNC]) == list(after):
-                old, new = tuple(copy[:k]), tuple(text[:m])
-                if old != new:
-                    return old, new
+def _rename(copy: Sequence[int], text: Sequence[int], shortest: int = 1) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(old, new) when the text is the copy with its first len(old) tokens written as `new` (at least
+    `shortest` tokens long) and the next RESYNC alike, the shortest new name first, then the shortest
+    old; None when the text does not show one (yet)."""
+    copy, text = tuple(copy), tuple(text)
+    for m in range(max(1, shortest), MAX_NEW + 1):
+        if len(text) < m + RESYNC:
+            break
+        resumed = text[m:m + RESYNC]
+        for k in range(1, MAX_OLD + 1):
+            if copy[k:k + RESYNC] == resumed and copy[:k] != text[:m]:
+                return copy[:k], text[:m]
     return None
 
 
@@ -155,7 +163,7 @@ def _substitute(tokens: Sequence[int], rules: dict[tuple[int, ...], tuple[int, .
     longest key first; with, per output token, the input index it comes from and the key that
     wrote it (None: copied as it was)."""
     out, origin, by = [], [], []
-    if not rules:
+    if not rules or {key[0] for key in rules}.isdisjoint(tokens):  # the usual case, at C speed
         return list(tokens), list(range(len(tokens))), [None] * len(tokens)
     lengths = sorted({len(k) for k in rules}, reverse=True)
     i, n = 0, len(tokens)
