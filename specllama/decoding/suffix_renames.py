@@ -100,7 +100,7 @@ class Renames:
                     learnt = learnt or rule.seen == SEEN_BEFORE_USE
                 elif len(self.rules) < MAX_RULES and (old, new) not in self.banned:
                     self.rules[old] = _Rule(new, since=b.at)
-            elif rename is None and ahead < WATCH:
+            elif ahead < WATCH:
                 waiting.append(b)
         self.pending = waiting
         return learnt
