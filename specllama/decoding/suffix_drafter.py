@@ -325,7 +325,7 @@ class SuffixDrafter(DrafterBase):
         copies start from. Fed the renamed copies' hits, it sent 8-token drafts at 0.88 odds into the
         prose prompts after the rename prompts, which broke at once (bench/prompts_unseen2.jsonl on 2
         cores: french 0.97x -> 0.90x in three runs of three); kept out, no recorded set lost more than
-        0.3 % replayed (bench/measured/vm-20261127-r4-policy-replay-renames.md, -renames-ab)."""
+        0.1 % replayed (bench/measured/vm-20261127-r4-policy-replay-renames.md, -renames-ab)."""
         if shared:
             self.calibrator.update(raw, odds, group)
         self._text(seq).observe(group, odds)
