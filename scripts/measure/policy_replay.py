@@ -36,6 +36,7 @@ import sys
 from collections import deque
 from dataclasses import replace
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -288,16 +289,22 @@ PROPOSE_S = 0.0
 CALIBRATORS: dict = {}  # mode -> its suffix drafter's calibrator after the replay (--calibration)
 
 
-def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False) -> list[dict]:
+def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False, eog: Sequence[int] = ()) -> list[dict]:
     """Each recorded prompt in each mode, on one engine a mode; `fresh`: the engine knows nothing of the costs
-    at first (an empty cost cache: it learns them from its own steps), else it knows ROWS_MS from the start."""
+    at first (an empty cost cache: it learns them from its own steps), else it knows ROWS_MS from the start.
+    `eog`: the target's end-of-generation ids: each answer then ends with the one that ends the prompts' turns,
+    as the real one did, so a copy that runs on past an answer's end (into an earlier turn's end and the next
+    turn) is judged as it is for real; without them answers end with a token no text holds."""
     vocab = Vocabulary()
     temperature = recorded.get("temperature", 0.0)
     items = [(item["id"], vocab(item["prompt"]), vocab(item["answer"]),
               sampled_odds(item["top"], temperature, vocab) if temperature > 0 else None)
              for item in recorded["items"]]
+    held = [t for item in recorded["items"] for t in item["prompt"] if t in set(eog)]
+    end = vocab.ids[max(set(held), key=held.count)] if held else fake_llm.EOG
     size = len(vocab.ids) + 2
     fake_llm.VOCAB = fake_llm.FakeModel.n_vocab = size
+    fake_llm.FakeModel.eog_ids = [fake_llm.EOG] + [vocab.ids[t] for t in eog if t in vocab.ids]
     out = []
     for mode in modes:
         MODE[0] = mode
@@ -318,7 +325,7 @@ def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False) -> list[d
             if not recorded.get("one_engine"):
                 engine.reset()
             truth.clear()
-            truth.update(prompt=prompt, answer=answer + [fake_llm.EOG])
+            truth.update(prompt=prompt, answer=answer + [end])
             TRUTH.update(truth, odds=odds)
             start = clock.now
             events = list(engine.generate(prompt, config_for(mode, len(answer) + 1)))
@@ -327,6 +334,16 @@ def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False) -> list[d
                         "tokens": events[-1].summary.tokens, "drafted": sum(s.drafted for s in steps),
                         "accepted": sum(s.accepted for s in steps)})
     return out
+
+
+def end_tokens(target: Path) -> list[int]:
+    """The target's end-of-generation ids (its vocabulary only is read), or none where the file is missing."""
+    if not target.is_file():
+        print(f"{target} is missing: answers end with a token no text holds", file=sys.stderr)
+        return []
+    from specllama.llama.model import GGUFModel
+
+    return GGUFModel(target, vocab_only=True).eog_ids
 
 
 def sampled_odds(tops: list, temperature: float, vocab: "Vocabulary") -> list[dict[int, float]]:
@@ -463,7 +480,7 @@ def main() -> int:
         if args.repeat > 1:
             data = {**data, "items": [{**item, "id": f"{item['id']}#{n}"}
                                       for n in range(1, args.repeat + 1) for item in data["items"]]}
-        rows = prompt_runs(data, args.modes.split(","), args.fresh_costs)
+        rows = prompt_runs(data, args.modes.split(","), args.fresh_costs, end_tokens(args.target))
         how = (f"sampled at temperature {data['temperature']}, seed {data['seed']}" if data.get("temperature")
                else "greedy")
         source = f"{data['prompts']}, {data['max_tokens']} tokens an answer, recorded {how}"
@@ -474,8 +491,9 @@ def main() -> int:
         run = runs[-1] if args.round is None else next(r for r in runs if r["round"] == args.round)
         sessions = json.loads(SESSIONS.read_text())
         sessions["sessions"] = sessions["sessions"][:len({t["session"] for t in run["turns"]})]
-        rows = prompt_runs(session_items(GGUFModel(args.target, vocab_only=True), sessions, run["texts"]),
-                           args.modes.split(","), args.fresh_costs)
+        target = GGUFModel(args.target, vocab_only=True)
+        rows = prompt_runs(session_items(target, sessions, run["texts"]), args.modes.split(","), args.fresh_costs,
+                           target.eog_ids)
         source = f"{args.replay} round {run['round']} (the `none` arm's texts)"
     base = {r["request"]: r["seconds"] for r in rows if r["mode"] == "none"}
     known = "learnt from its own steps (fresh costs)" if args.fresh_costs else "known from the start"

@@ -85,6 +85,7 @@ class Engine:
         self.costs = costs or StepCosts()
         self.clock = clock
         self.planner = Planner(self.costs, exact_rows(self.target))
+        self.ends = frozenset(target.model.eog_ids)  # no draft is sent past one (Proposal.through_end)
         self.record = EngineRecord()
         # What a policy's kit holds of the acceptance records: views taken on the engine thread (prepared.py).
         self._late_records = {name: LateRecord(record) for name, record in self.acceptance.items()}
@@ -419,7 +420,7 @@ class Engine:
                 drafter = group[0][1].drafter
                 requests = [DraftRequest(slot.index, slot.committed, ask.k, slot.config, slot.rng) for slot, ask in group]
                 for (slot, ask), proposal in zip(group, drafter.propose(requests)):
-                    proposal = proposal.keep(ask.k)
+                    proposal = proposal.keep(ask.k).through_end(self.ends)
                     if not proposal.source:
                         proposal = replace(proposal, source=drafter.name)
                     proposal, follow = slot.policy.review(proposal)

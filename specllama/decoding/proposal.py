@@ -56,6 +56,18 @@ class Proposal:
         cut = {name: getattr(self, name)[:n] for name in _per_token(type(self)) if getattr(self, name) is not None}
         return replace(self, **cut, certain=min(self.certain, n))
 
+    def through_end(self, ends: frozenset[int]) -> "Proposal":
+        """The draft up to its first token in `ends` (end of generation) and no further: that token,
+        accepted, ends the answer, so nothing after it is ever emitted, while each row verifying it
+        costs as any other. Copies run past the end where the text they copy goes on: an agent's
+        re-sent file ends in ``` then the turn's end, and the earlier answer it copies goes on into
+        the next user turn; a summary's last sentence copied from the prompt goes on into the
+        prompt's end and the answer's own start (bench/prompts_unseen3.jsonl's summary-release:
+        14 rows, 7 plain steps' time, for its last two tokens)."""
+        if ends.isdisjoint(self.tokens):
+            return self
+        return self.keep(next(i for i, t in enumerate(self.tokens) if t in ends) + 1)
+
     def source_of(self, i: int) -> str:
         return self.sources[i] if self.sources is not None else self.source
 

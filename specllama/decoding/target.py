@@ -13,6 +13,7 @@ import numpy as np
 class DecodeModel(Protocol):
     n_vocab: int
     n_ctx_train: int
+    eog_ids: list[int]  # every end-of-generation token (a draft is never sent past one: engine._draft)
 
     def is_eog(self, token: int) -> bool: ...
 

@@ -46,7 +46,7 @@ def test_both_contexts_have_every_member_the_engine_uses(which, real):
 
 
 def test_the_fake_model_class_declares_what_the_protocol_asks():
-    assert {"n_vocab", "n_ctx_train", "is_eog"} <= set(dir(FakeModel))
+    assert {"n_vocab", "n_ctx_train", "eog_ids", "is_eog"} <= set(dir(FakeModel))
 
 
 def test_common_prefix_finds_the_first_difference_anywhere(real):

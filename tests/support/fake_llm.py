@@ -19,12 +19,13 @@ class FakeModel:
     n_vocab = VOCAB
     n_ctx_train = 4096
     exact_max_batch = 7  # as the real Q4_K_M target measured (llama/exact_rows.py)
+    eog_ids: list[int] = [EOG]  # a replay of real texts adds their end token (scripts/measure/policy_replay.py)
 
     def piece(self, token: int, special: bool = False) -> bytes:
         return f"<{token}>".encode()
 
     def is_eog(self, token: int) -> bool:
-        return token == EOG
+        return token in self.eog_ids
 
 
 class FakeClock:

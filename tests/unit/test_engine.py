@@ -136,6 +136,15 @@ def test_a_long_prefill_stops_at_the_next_chunk_once_cancelled():
     assert events[0].summary.finish_reason == "cancelled" and events[0].summary.tokens == 0
 
 
+def test_no_row_verifies_a_draft_past_its_end_of_generation():
+    """A draft's token after an end of generation can never be emitted: the draft is cut there."""
+    target = FakeContext(counting_rule(end_after=9))
+    ids, _, s = generate(target, ModelDrafter(FakeContext(counting_rule(end_after=9))), k=4, max_tokens=50)
+    assert ids == [8, 9, 10, 11, 12, 13] and s.finish_reason == "stop"
+    # step 1 verifies [7] + 8 9 10 11 (all taken, 12 the bonus); step 2 drafts 13 <end> <end> <end>, sent as 13 <end>
+    assert s.steps == 2 and target.decoded == len(PROMPT) - 1 + 5 + 3
+
+
 def test_the_suffix_drafter_drafts_what_followed_the_same_ngram():
     drafter = SuffixDrafter()
     seq = [1, 2, 3, 4, 9, 9, 1, 2]
