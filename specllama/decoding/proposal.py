@@ -86,7 +86,12 @@ def _per_token(cls: type) -> tuple[str, ...]:
 
 def certain_lead(confidence: Sequence[float], limit: int) -> int:
     """How many leading tokens, at most `limit`, are at NEAR_CERTAIN_ODDS or more."""
+    return odds_lead(confidence, NEAR_CERTAIN_ODDS, limit)
+
+
+def odds_lead(confidence: Sequence[float], odds: float, limit: int) -> int:
+    """How many leading tokens, at most `limit`, are at `odds` or more."""
     n = 0
-    while n < min(limit, len(confidence)) and confidence[n] >= NEAR_CERTAIN_ODDS:
+    while n < min(limit, len(confidence)) and confidence[n] >= odds:
         n += 1
     return n

@@ -9,7 +9,7 @@ import numpy as np
 from specllama.decoding.drafters import DraftRequest
 from specllama.decoding.engine import GenerationConfig
 from specllama.decoding.outcome import StepOutcome
-from specllama.decoding.policy.free_drafts import CERTAIN_FLOOR, cut_free, long_enough
+from specllama.decoding.policy.free_drafts import CERTAIN_FLOOR, LIKELY_MAX, cut_free, long_enough
 from specllama.decoding.proposal import Proposal
 from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
 from specllama.decoding.suffix_drafter import SuffixDrafter
@@ -39,8 +39,16 @@ def test_a_certain_copy_is_cut_where_batches_are_dear():
 
 
 def test_an_uncertain_match_stays_within_k_auto_max():
-    # Long, likely, but not a near-certain copy (a short match, or a text whose copies failed).
-    assert sent(copy(K_COPY_MAX, 0.99, 0), slope(0.01)) == K_AUTO_MAX
+    # Long, but not a near-certain copy (a short match, or a text whose copies failed) and not likely.
+    assert sent(copy(K_COPY_MAX, 0.85, 0), slope(0.01)) == K_AUTO_MAX
+
+
+def test_a_likely_match_goes_to_one_block_of_rows_as_far_as_it_stays_likely():
+    # A copy resumed after an edit: its match short, its odds high. Up to 16 rows, no further.
+    assert sent(copy(K_COPY_MAX, 0.99, 0), slope(0.01)) == LIKELY_MAX
+    likely = Proposal(list(range(100, 163)), confidence=[0.97] * 11 + [0.8] * 52, source="suffix")
+    assert sent(likely, slope(0.01)) == 11
+    assert sent(copy(K_COPY_MAX, 0.99, 0), slope(5.0)) == 0  # and only where the costs say it pays
 
 
 def test_a_certain_leads_first_tokens_are_sent_whatever_the_costs():

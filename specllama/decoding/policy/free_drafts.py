@@ -9,6 +9,7 @@ from typing import Sequence
 
 from specllama.decoding.cost.model import Ratio, Rows, best_length, causal_rows, expected_tokens, rate, whole_blocks
 from specllama.decoding.drafters import Proposal
+from specllama.decoding.proposal import odds_lead
 from specllama.decoding.request import K_AUTO_MAX
 
 # A free draft is sent under -k auto only when it promises this much over plain decoding. Both
@@ -34,10 +35,24 @@ def free_length(confidence: Sequence[float], ratio: Ratio, rows: Rows = causal_r
     return best_length(confidence, whole_blocks(ratio), min_gain=MIN_GAIN, rows=rows)
 
 
+# Past K_AUTO_MAX, the leading tokens a free draft holds at LIKELY_ODDS or more, up to LIKELY_MAX: a copy
+# that resumed after an edit is sure of itself long before its match is NEAR_CERTAIN_MATCH tokens again,
+# and was held to 8 tokens a step (9 rows) where 16 rows cost little more (the 2-core machine measured
+# 4.4 and 4.9 plain steps, bench/measured/vm-20261128-r5-verify-rows-dense; on its older host 16 cost less
+# than 9). Replayed from fresh costs (bench/measured/vm-20261128-r5-policy-replay-likely.md): the agentic
+# texts +5 % on both AMD curves, +0.6 % Xeon, 0 H200; held-out edit sessions +0.8 / +1.6 / +1.1 / -0.5 %;
+# prose and code written afresh within 0.5 %. At 0.95 nothing changed; the cap alone raised to 15 lost up
+# to 1.3 % on prose where uncertain matches went long.
+LIKELY_ODDS = 0.9
+LIKELY_MAX = 15  # with the token after them, 16 rows: one block of llama.cpp's CPU kernels
+
+
 def long_enough(proposal: Proposal) -> Proposal:
     """What a free draft may offer before its cut: a near-certain copy as far as it reaches (up to
-    K_COPY_MAX, asked for by the policy), anything else K_AUTO_MAX."""
-    return proposal.keep(K_AUTO_MAX) if proposal.certain < K_AUTO_MAX else proposal
+    K_COPY_MAX, asked for by the policy); else K_AUTO_MAX, or its lead at LIKELY_ODDS up to LIKELY_MAX."""
+    if proposal.certain >= K_AUTO_MAX:
+        return proposal
+    return proposal.keep(max(K_AUTO_MAX, odds_lead(proposal.confidence or (), LIKELY_ODDS, LIKELY_MAX)))
 
 
 def cut_free(proposal: Proposal, ratio: Ratio, rows: Rows = causal_rows) -> Proposal:
