@@ -433,7 +433,8 @@ def main() -> int:
                    help="record PROMPTS' answers (greedy unless --temp) into REPLAY (loads the target); "
                         "'agentic': the replay's sessions")
     p.add_argument("--sessions", type=Path, default=SESSIONS,
-                   help="with --record agentic: the edit sessions to answer (default: the replay's, bench/agent_sessions.json)")
+                   help="the edit sessions: with --record agentic those to answer, with a bench_serve.py JSON those it "
+                        "replayed (default: bench/agent_sessions.json)")
     p.add_argument("-n", type=int, default=96, help="with --record: tokens an answer (bench's default)")
     p.add_argument("--temp", type=float, default=0.0,
                    help="with --record: sample the answers at this temperature (default 0: greedy)")
@@ -489,7 +490,7 @@ def main() -> int:
 
         runs = [r for r in data if r.get("part") == "agentic" and r["drafter"] == "none"]
         run = runs[-1] if args.round is None else next(r for r in runs if r["round"] == args.round)
-        sessions = json.loads(SESSIONS.read_text())
+        sessions = json.loads(args.sessions.read_text())
         sessions["sessions"] = sessions["sessions"][:len({t["session"] for t in run["turns"]})]
         target = GGUFModel(args.target, vocab_only=True)
         rows = prompt_runs(session_items(target, sessions, run["texts"]), args.modes.split(","), args.fresh_costs,
