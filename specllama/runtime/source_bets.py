@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from specllama.decoding.cost.model import Ratio, break_even_acceptance, causal_rows
-from specllama.decoding.policy.free_drafts import CERTAIN_FLOOR, MIN_GAIN
+from specllama.decoding.policy.free_drafts import CERTAIN_FLOOR, LIKELY_MAX, LIKELY_ODDS, MIN_GAIN
 from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
 from specllama.decoding.suffix_drafter import NEAR_CERTAIN_MATCH
 from specllama.decoding.suffix_groups import COLD_FLOORS, MATCH_LABELS, OWN_COLD_FLOORS
@@ -83,7 +83,8 @@ def _bets(ratio: Ratio, draft_cost: float | None, has_draft: bool, mtp_cost: flo
                   f"(a match in the text's own output: {own}); "
                   "each proposal judged, sent or not, moves that toward what this run and this text show",
                   f"the length where tokens per verify time peak, if that promises {MIN_GAIN:.2f}x plain, "
-                  f"up to {K_AUTO_MAX} tokens, {K_COPY_MAX} in a copy in progress ({NEAR_CERTAIN_MATCH}+ tokens "
+                  f"up to {K_AUTO_MAX} tokens ({LIKELY_MAX} while each is at {LIKELY_ODDS:.0%} or more), "
+                  f"{K_COPY_MAX} in a copy in progress ({NEAR_CERTAIN_MATCH}+ tokens "
                   f"matched), whose first {CERTAIN_FLOOR} go whatever the costs say"),
         SourceBet("grammar", 0.0, free,
                   "100 %: a token the grammar forces is the only one the target may produce",
