@@ -300,7 +300,8 @@ def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False, eog: Sequ
     items = [(item["id"], vocab(item["prompt"]), vocab(item["answer"]),
               sampled_odds(item["top"], temperature, vocab) if temperature > 0 else None)
              for item in recorded["items"]]
-    held = [t for item in recorded["items"] for t in item["prompt"] if t in set(eog)]
+    ends = set(eog)
+    held = [t for item in recorded["items"] for t in item["prompt"] if t in ends]
     end = vocab.ids[max(set(held), key=held.count)] if held else fake_llm.EOG
     size = len(vocab.ids) + 2
     fake_llm.VOCAB = fake_llm.FakeModel.n_vocab = size

@@ -63,7 +63,7 @@ class Proposal:
         re-sent file ends in ``` then the turn's end, and the earlier answer it copies goes on into
         the next user turn; a summary's last sentence copied from the prompt goes on into the
         prompt's end and the answer's own start (bench/prompts_unseen3.jsonl's summary-release:
-        14 rows, 7 plain steps' time, for its last two tokens)."""
+        14 rows, 7.5 plain steps' time, for its last two tokens)."""
         if ends.isdisjoint(self.tokens):
             return self
         return self.keep(next(i for i, t in enumerate(self.tokens) if t in ends) + 1)
