@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -90,6 +91,7 @@ class Server:
     def __init__(self, name: str, cmd: list[str], port: int, log: Path, env: dict | None = None,
                  scratch: Path | None = None):
         self.name, self.port, self.scratch = name, port, scratch
+        self.learnt: dict | None = None  # specllama's: the costs its steps taught it (learnt_costs), once stopped
         self.url = f"http://127.0.0.1:{port}"
         # REPO first, the caller's path kept (a machine whose llama_cpp lives on PYTHONPATH, as on the device)
         path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
@@ -134,7 +136,21 @@ class Server:
             self.proc.kill()
             self.proc.wait()
         if self.scratch:
+            self.learnt = learnt_costs(self.scratch / "costs")
             shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def learnt_costs(folder: Path) -> dict | None:
+    """What a specllama server's own steps taught it of the costs (T(1) and T(n)/T(1) per row count timed,
+    as it saved them on closing), read before its scratch folder goes: policy_replay.py --learnt replays
+    a sitting's texts on that sitting's costs (a verify_rows.py curve of another hour may be off: the 2-core
+    host's T(1) measured 31.9 ms one night and 24.3 ms the next, with batches unchanged)."""
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        with contextlib.suppress(OSError, ValueError):
+            learned = json.loads(path.read_text()).get("learned")
+            if isinstance(learned, dict) and "t1_s" in learned:
+                return {"t1_s": learned["t1_s"], "ratios": learned["ratios"]}
+    return None
 
 
 def specllama_server(args, log: Path, env: dict | None = None) -> Server:
@@ -360,7 +376,8 @@ def agentic(args, target: Path, logs: Path) -> list[dict]:
                 result = asyncio.run(replay(server, sessions, mode, args.agent_max_tokens))
             finally:
                 server.stop()
-            runs.append({"part": "agentic", "drafter": mode, "round": r, **result})
+            learnt = {"learnt_costs": server.learnt} if server.learnt else {}
+            runs.append({"part": "agentic", "drafter": mode, "round": r, **result, **learnt})
             accepted = sum(sum(t["accepted_by"].values()) for t in result["turns"])
             print(f"  agentic round {r} {mode:<18} {result['seconds']:7.1f} s, {result['tokens']} tokens, "
                   f"{result['tokens_per_s']:.2f} tok/s, {accepted} drafts accepted", flush=True)

@@ -23,6 +23,7 @@ and the suffix drafter's calibration).
     python scripts/measure/policy_replay.py greedy-heldout.json
     python scripts/measure/policy_replay.py greedy-agentic.json --fresh-costs \
         --verify-rows bench/measured/vm-20261126-verify-rows-dense.json
+    python scripts/measure/policy_replay.py serve-replay.json --round 0 --texts auto --learnt --fresh-costs
     python scripts/measure/policy_replay.py greedy-agentic.json --fresh-costs --modes none,auto,steady3 \
         --shapes bench/measured/lent-20261127-shapes-graphs.json --prefill-ms 0 --propose-ms 0.1
 """
@@ -191,6 +192,18 @@ RECENT_ROWS: deque = deque([1, 1], maxlen=2)
 SHAPES: dict = {}  # --shapes: "steady" and "cold" ms by rows
 SHAPE_COUNTS: dict = {}  # --shapes: mode -> decode kind -> [cold decodes, warm decodes, ms beyond steady]
 MODE = [""]  # the mode being replayed
+
+
+def use_learnt(learnt: dict, where: str) -> str:
+    """The costs a bench_serve.py run's specllama server learnt from its own steps (its JSON's learnt_costs: T(1),
+    T(n)/T(1) of the row counts it timed): that sitting's costs, where a verify_rows.py curve timed another hour
+    may be off (the 2-core host's T(1) measured 31.9 ms one night, 24.3 ms the next, its batches unchanged)."""
+    global T1
+    T1 = float(learnt["t1_s"])
+    ROWS_MS.clear()
+    ROWS_MS.update({int(n): T1 * 1000 * float(r) for n, r in learnt["ratios"].items()})
+    ROWS_MS[1] = T1 * 1000
+    return f"the costs learnt in {where}"
 
 
 def use_shapes(shapes_json: Path) -> str:
@@ -454,6 +467,11 @@ def main() -> int:
                         "(the last two decodes had its rows) or cold, as llama.cpp's CUDA graphs make it")
     p.add_argument("--verify-rows", type=Path, metavar="JSON",
                    help="the costs timed by scripts/measure/verify_rows.py (--out's JSON; default: ROWS_MS)")
+    p.add_argument("--learnt", action="store_true",
+                   help="a bench_serve.py JSON: the costs its `auto` server learnt in the replayed round (learnt_costs)")
+    p.add_argument("--texts", default="none",
+                   help="a bench_serve.py JSON: the arm whose texts to replay (default none, the target's plain text; "
+                        "auto: the texts the timed auto run produced, where greedy near-ties went another way)")
     p.add_argument("--calibration", action="store_true",
                    help="also print, per draft group, how often the suffix drafter's proposed tokens were right "
                         "(every proposal judged, sent or not) over the replay of each mode")
@@ -478,6 +496,8 @@ def main() -> int:
         record(args.record, args.n, args.replay, args.sessions, args.temp, args.seed)
         return 0
     data = json.loads(args.replay.read_text())
+    if isinstance(data, dict) and (args.learnt or args.texts != "none"):
+        raise SystemExit("--learnt and --texts read a bench_serve.py JSON, not recorded answers")
     if isinstance(data, dict):  # recorded answers
         if args.repeat > 1:
             data = {**data, "items": [{**item, "id": f"{item['id']}#{n}"}
@@ -489,14 +509,21 @@ def main() -> int:
     else:
         from specllama.llama.model import GGUFModel
 
-        runs = [r for r in data if r.get("part") == "agentic" and r["drafter"] == "none"]
+        runs = [r for r in data if r.get("part") == "agentic" and r["drafter"] == args.texts]
         run = runs[-1] if args.round is None else next(r for r in runs if r["round"] == args.round)
+        if args.learnt:
+            auto = next((r for r in data if r.get("part") == "agentic" and r["drafter"] == "auto"
+                         and r["round"] == run["round"] and r.get("learnt_costs")), None)
+            if auto is None:
+                raise SystemExit(f"{args.replay}: no learnt_costs of an auto run in round {run['round']} "
+                                 "(bench_serve.py records them since 2026-11-28)")
+            curve = use_learnt(auto["learnt_costs"], f"{args.replay} round {run['round']} by its auto server")
         sessions = json.loads(args.sessions.read_text())
         sessions["sessions"] = sessions["sessions"][:len({t["session"] for t in run["turns"]})]
         target = GGUFModel(args.target, vocab_only=True)
         rows = prompt_runs(session_items(target, sessions, run["texts"]), args.modes.split(","), args.fresh_costs,
                            target.eog_ids)
-        source = f"{args.replay} round {run['round']} (the `none` arm's texts)"
+        source = f"{args.replay} round {run['round']} (the `{args.texts}` arm's texts)"
     base = {r["request"]: r["seconds"] for r in rows if r["mode"] == "none"}
     known = "learnt from its own steps (fresh costs)" if args.fresh_costs else "known from the start"
     print(f"T(1) {T1 * 1000:.1f} ms; T(n)/T(1) of {curve}, {known}; a suffix proposal costs {args.propose_ms} ms, "
