@@ -1,6 +1,7 @@
 """One line per drafting step of a real run: what `-k auto` sent, its odds, how much was accepted, and
-what the step cost against a plain one, with each prompt's start marked. Any specllama command line
-follows (bench, run), run in this process with the step's observer wrapped.
+what the step cost against a plain one, with each prompt's start marked and each time the realised check
+benched a source. Any specllama command line follows (bench, run, serve), run in this process with the
+step's observer wrapped.
 
 Why: bench's per-prompt "drafting's own net" says a prompt lost to drafting, not which bets lost; this
 shows them (bench/measured/vm-20261127-r4-trace-unseen.txt: edit-js-async's two 8-token copies sent at
@@ -50,6 +51,19 @@ def wrap_observer() -> None:
         return start(self, slot, prompt)
 
     SourceChoice.observe, SourceChoice.start = observing, starting
+
+    # The realised check's verdicts too: a source benched sends nothing for a while, which a gap in the steps
+    # above alone does not tell from costs or odds that said no (bench/measured/vm-20261128-r6-replay-fidelity.md).
+    from specllama.decoding.realised import RealisedSpeed
+
+    bench = RealisedSpeed._bench
+
+    def benching(self, source, record):
+        print(f"benched {source} for {record.pause} steps (realised {record.gain:.2f} of plain over its last "
+              f"{record.steps} steps)", file=sys.stderr)
+        return bench(self, source, record)
+
+    RealisedSpeed._bench = benching
 
 
 if __name__ == "__main__":
