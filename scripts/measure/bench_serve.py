@@ -144,7 +144,7 @@ def learnt_costs(folder: Path) -> dict | None:
     """What a specllama server's own steps taught it of the costs (T(1) and T(n)/T(1) per row count timed,
     as it saved them on closing), read before its scratch folder goes: policy_replay.py --learnt replays
     a sitting's texts on that sitting's costs (a verify_rows.py curve of another hour may be off: the 2-core
-    host's T(1) measured 31.9 ms one night and 24.3 ms the next, with batches unchanged)."""
+    host's T(1) measured 31.9 ms at one hour and 24.3 ms two hours later, its batches unchanged)."""
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
         with contextlib.suppress(OSError, ValueError):
             learned = json.loads(path.read_text()).get("learned")

@@ -197,7 +197,7 @@ MODE = [""]  # the mode being replayed
 def use_learnt(learnt: dict, where: str) -> str:
     """The costs a bench_serve.py run's specllama server learnt from its own steps (its JSON's learnt_costs: T(1),
     T(n)/T(1) of the row counts it timed): that sitting's costs, where a verify_rows.py curve timed another hour
-    may be off (the 2-core host's T(1) measured 31.9 ms one night, 24.3 ms the next, its batches unchanged)."""
+    may be off (the 2-core host's T(1) measured 31.9 ms at one hour, 24.3 ms two hours later, its batches unchanged)."""
     global T1
     T1 = float(learnt["t1_s"])
     ROWS_MS.clear()
