@@ -28,6 +28,7 @@ def policy_replay(monkeypatch):
     monkeypatch.setattr(registry, "POLICIES", dict(registry.POLICIES))
     monkeypatch.setattr(fake_llm, "VOCAB", fake_llm.VOCAB)
     monkeypatch.setattr(fake_llm.FakeModel, "n_vocab", fake_llm.FakeModel.n_vocab)
+    monkeypatch.setattr(fake_llm.FakeModel, "eog_ids", fake_llm.FakeModel.eog_ids)  # prompt_runs sets the replay's ends
     monkeypatch.syspath_prepend(str(MEASURE))
     sys.modules.pop("policy_replay", None)
     yield importlib.import_module("policy_replay")

@@ -26,6 +26,7 @@ def scripts(monkeypatch):
     monkeypatch.setattr(registry, "POLICIES", dict(registry.POLICIES))  # the replay registers its question policies
     monkeypatch.setattr(fake_llm, "VOCAB", fake_llm.VOCAB)
     monkeypatch.setattr(fake_llm.FakeModel, "n_vocab", fake_llm.FakeModel.n_vocab)
+    monkeypatch.setattr(fake_llm.FakeModel, "eog_ids", fake_llm.FakeModel.eog_ids)  # prompt_runs sets the replay's ends
     monkeypatch.syspath_prepend(str(MEASURE))
     for name in ("policy_replay", "bench_serve"):
         sys.modules.pop(name, None)
