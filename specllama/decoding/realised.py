@@ -11,8 +11,9 @@ with 1, plain decoding's rate: one token per plain step. A source whose record f
 again, up to MAX_PAUSE), so a wrong estimate cannot keep a losing choice for more than a few steps,
 and a source that was only unlucky is tried again later.
 
-Asking costs too: a free drafter's proposal (the suffix drafter's lookup, ~0.1 ms of Python) is paid
-on every step it is asked, also when nothing is sent. On 2 CPU cores that is 0.3 % of a 36 ms step;
+Asking costs too: a free drafter's proposal (the suffix drafter's lookup, 0.03-0.2 ms of Python) is paid
+on every step it is asked, also when nothing is sent. On 2 CPU cores that is 0.3-0.7 % of a step (timed in
+the real process between two decodes: 0.165 ms of a 24-26 ms step, bench/measured/vm-20261128-r7-unseen4.md);
 on a GPU whose step takes 2 ms it was 11 % (bench/measured/lent-20261126-gpu-heldout-t0: `auto`
 0.93x of plain on held-out prompts, worst 0.77x, with the drafts alone promising 1.14x). So each
 source also keeps a longer record over every step that asked it (DECAY_ASKED), where a step that
@@ -45,7 +46,7 @@ MARGIN = 0.03  # within 3 % of plain decoding is measurement noise on a shared m
 FIRST_PAUSE, MAX_PAUSE = 16, 256
 DECAY_ASKED = 0.95  # ~20 steps: asking's cost shows only over many steps (most send nothing)
 MIN_ASKED = 24  # steps asked before that verdict
-# ... and only where asking is a real part of the cost. Below this share (2 CPU cores: 0.3 %, 16
+# ... and only where asking is a real part of the cost. Below this share (2 CPU cores: 0.3-0.7 %, 16
 # Xeon threads: ~1 %) the record over all steps adds nothing but a second, slower verdict on the
 # drafts themselves, which the draft record already gives: replayed on recorded answers without the
 # share, a failed copy in it benched the suffix drafter for the next copy (copies 1.13x -> 1.08x).
