@@ -5,21 +5,14 @@ tokens/s were ~0.5 % in its favour."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
 
-MEASURE = Path(__file__).resolve().parents[2] / "scripts" / "measure"
+from tests.support.measure_scripts import fresh_script
 
 
 @pytest.fixture
 def bench_serve(monkeypatch):
-    monkeypatch.syspath_prepend(str(MEASURE))
-    sys.modules.pop("bench_serve", None)
-    yield importlib.import_module("bench_serve")
-    sys.modules.pop("bench_serve", None)
+    yield from fresh_script(monkeypatch, "bench_serve")
 
 
 def test_llama_servers_end_token_is_not_counted_as_answer(bench_serve):

@@ -4,13 +4,9 @@ stated odds against hits says what a real run's sent drafts did."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
 
-MEASURE = Path(__file__).resolve().parents[2] / "scripts" / "measure"
+from tests.support.measure_scripts import fresh_script
 
 EIGHT = ",".join(["0.95"] * 8)
 TRACE = f"""\
@@ -25,10 +21,7 @@ step   9 suffix sent 10 accepted  9 odds [{EIGHT}]  100.0 ms, plain step  20.0 m
 
 @pytest.fixture
 def trace_odds(monkeypatch):
-    monkeypatch.syspath_prepend(str(MEASURE))
-    sys.modules.pop("trace_odds", None)
-    yield importlib.import_module("trace_odds")
-    sys.modules.pop("trace_odds", None)
+    yield from fresh_script(monkeypatch, "trace_odds")
 
 
 def test_reads_drafts_with_their_prompt_and_cost(trace_odds):
