@@ -7,32 +7,17 @@ engine learns the odds."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from specllama.decoding.policy import registry
 from specllama.decoding.suffix_drafter import SuffixDrafter
-from tests.support import fake_llm
-
-MEASURE = Path(__file__).resolve().parents[2] / "scripts" / "measure"
+from tests.support.measure_scripts import fresh_script, isolate_replay
 
 
 @pytest.fixture
 def policy_replay(monkeypatch):
-    # The script registers its question policies (oracle, steady shapes) at import: into a copy here,
-    # so no other test sees them; and it resizes the fake model's vocabulary, restored after.
-    monkeypatch.setattr(registry, "POLICIES", dict(registry.POLICIES))
-    monkeypatch.setattr(fake_llm, "VOCAB", fake_llm.VOCAB)
-    monkeypatch.setattr(fake_llm.FakeModel, "n_vocab", fake_llm.FakeModel.n_vocab)
-    monkeypatch.setattr(fake_llm.FakeModel, "eog_ids", fake_llm.FakeModel.eog_ids)  # prompt_runs sets the replay's ends
-    monkeypatch.syspath_prepend(str(MEASURE))
-    sys.modules.pop("policy_replay", None)
-    yield importlib.import_module("policy_replay")
-    sys.modules.pop("policy_replay", None)
+    isolate_replay(monkeypatch)
+    yield from fresh_script(monkeypatch, "policy_replay")
 
 
 def tempered(logprobs, temperature=0.7):

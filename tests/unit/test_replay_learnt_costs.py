@@ -7,32 +7,17 @@ drafted what the server did within 15 % on every request."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
 
 from specllama.decoding.cost.online import StepCosts
-from specllama.decoding.policy import registry
 from specllama.runtime import cost_store
-from tests.support import fake_llm
-
-MEASURE = Path(__file__).resolve().parents[2] / "scripts" / "measure"
+from tests.support.measure_scripts import fresh_scripts, isolate_replay
 
 
 @pytest.fixture
 def scripts(monkeypatch):
-    monkeypatch.setattr(registry, "POLICIES", dict(registry.POLICIES))  # the replay registers its question policies
-    monkeypatch.setattr(fake_llm, "VOCAB", fake_llm.VOCAB)
-    monkeypatch.setattr(fake_llm.FakeModel, "n_vocab", fake_llm.FakeModel.n_vocab)
-    monkeypatch.setattr(fake_llm.FakeModel, "eog_ids", fake_llm.FakeModel.eog_ids)  # prompt_runs sets the replay's ends
-    monkeypatch.syspath_prepend(str(MEASURE))
-    for name in ("policy_replay", "bench_serve"):
-        sys.modules.pop(name, None)
-    yield importlib.import_module("bench_serve"), importlib.import_module("policy_replay")
-    for name in ("policy_replay", "bench_serve"):
-        sys.modules.pop(name, None)
+    isolate_replay(monkeypatch)
+    yield from fresh_scripts(monkeypatch, "bench_serve", "policy_replay")
 
 
 def learnt_steps() -> StepCosts:
