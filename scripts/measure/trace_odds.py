@@ -23,9 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from specllama.decoding.cost.model import expected_tokens  # noqa: E402
 
 LINE = re.compile(r"step +\d+ (?P<source>\S+) sent +(?P<sent>\d+) accepted +(?P<accepted>\d+) odds \[(?P<odds>[^\]]*)\] +"
                   r"(?P<ms>[\d.]+) ms, plain step +(?P<t1>[\d.]+) ms, T\(\d+\)/T\(1\) (?P<ratio>[\d.]+)")
@@ -46,11 +51,7 @@ class Draft:
     @property
     def expected(self) -> float:
         """E(tokens): the target's own token plus each draft token's chance of being reached and right."""
-        chain, total = 1.0, 1.0
-        for odds in self.odds:
-            chain *= odds
-            total += chain
-        return total
+        return expected_tokens(self.odds)[-1]
 
     @property
     def promise(self) -> float:
@@ -92,10 +93,10 @@ def by_position(drafts: list[Draft]) -> list[tuple[int, int, float, float]]:
 def by_promise(drafts: list[Draft]) -> list[tuple[str, int, float, float, float]]:
     """(bin, drafts, promised tokens a plain step, realised, net plain steps) per bin of the promise: promised
     is E(tokens) over the estimated step costs, realised the tokens kept over the steps as timed."""
-    rows = []
+    rows, low = [], 0.0
     for limit, label in BINS:
-        low = max((b for b, _ in BINS if b < limit), default=0.0)
         mine = [d for d in drafts if low <= d.promise < limit]
+        low = limit
         if not mine:
             continue
         cost, tokens = sum(d.cost for d in mine), sum(d.realised_tokens for d in mine)
@@ -104,17 +105,18 @@ def by_promise(drafts: list[Draft]) -> list[tuple[str, int, float, float, float]
     return rows
 
 
-def by_prompt(drafts: list[Draft], ids: list[str]) -> dict[str, tuple[int, int, float]]:
-    """Per prompt id: (drafts, sent tokens, net plain steps), a bench trace's prompt starts mapped onto the set
-    in order (the first start is the warm-up), repeats summed."""
+def by_prompt(traces: list[list[Draft]], ids: list[str]) -> dict[str, tuple[int, int, float]]:
+    """Per prompt id: (drafts, sent tokens, net plain steps), each bench trace's prompt starts mapped onto the
+    set in order (the first start is the warm-up), repeats and traces summed."""
     out: dict[str, list] = {}
-    for d in drafts:
-        if d.prompt < 1:
-            continue
-        row = out.setdefault(ids[(d.prompt - 1) % len(ids)], [0, 0, 0.0])
-        row[0] += 1
-        row[1] += d.sent
-        row[2] += d.realised_tokens - d.cost
+    for drafts in traces:
+        for d in drafts:
+            if d.prompt < 1:
+                continue
+            row = out.setdefault(ids[(d.prompt - 1) % len(ids)], [0, 0, 0.0])
+            row[0] += 1
+            row[1] += d.sent
+            row[2] += d.realised_tokens - d.cost
     return {k: tuple(v) for k, v in out.items()}
 
 
@@ -137,16 +139,10 @@ def main() -> int:
     if args.prompts:
         ids = [json.loads(line)["id"] for line in args.prompts.read_text().splitlines() if line.strip()]
         print("\n| prompt | drafts | tokens sent | net (plain steps) |\n|---|---|---|---|")
-        totals: dict[str, list] = {}
-        for ds in per_file:
-            for k, (n, sent, net) in by_prompt(ds, ids).items():
-                row = totals.setdefault(k, [0, 0, 0.0])
-                row[0] += n
-                row[1] += sent
-                row[2] += net
+        per_prompt = by_prompt(per_file, ids)
         for k in ids:
-            if k in totals:
-                n, sent, net = totals[k]
+            if k in per_prompt:
+                n, sent, net = per_prompt[k]
                 print(f"| {k} | {n} | {sent} | {net:+.1f} |")
     return 0
 

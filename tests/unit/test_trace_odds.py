@@ -53,5 +53,5 @@ def test_promise_bins_and_net(trace_odds):
 
 def test_net_per_prompt_skips_the_warm_up(trace_odds):
     drafts = trace_odds.read(TRACE.splitlines())
-    per = trace_odds.by_prompt(drafts, ["only"])
-    assert per == {"only": (2, 13, pytest.approx((1 - 4.0) + (10 - 5.0)))}
+    per = trace_odds.by_prompt([drafts, drafts], ["only"])
+    assert per == {"only": (4, 26, pytest.approx(2 * ((1 - 4.0) + (10 - 5.0))))}  # two traces summed
