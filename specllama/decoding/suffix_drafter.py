@@ -120,9 +120,10 @@ class SuffixDrafter(DrafterBase):
         self.renames: dict[int, Renames] = {}  # engine slot -> what its text renames in what it copies
         self.prompt_ends: dict[int, int] = {}  # engine slot -> where its text's own output starts in its live text
         # engine slot -> (its text's length, the longest match found, self.documents_added) at its last
-        # query: what the next query can find at most (_cannot_match)
+        # query: what the next query can find at most (_reach)
         self.reach: dict[int, tuple[int, int, int]] = {}
         self.documents_added = 0  # documents the history and corpus gained: a new one may hold any match
+        self.synced: dict[int, Sequence[int]] = {}  # engine slot -> the committed list its live index follows (_catch_up)
 
     # ---- the Drafter protocol ----------------------------------------------------------------
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
@@ -136,13 +137,16 @@ class SuffixDrafter(DrafterBase):
         if renames is not None and renames.follow(r.committed):
             self.reach.pop(r.seq, None)  # a new rename may make a longer match than the last query found
         renaming = renames is not None and renames.any_used
-        if not renaming and self._cannot_match(r.seq, len(r.committed)):
+        reach = None if renaming else self._reach(r.seq, len(r.committed))
+        if reach is not None and reach < self.min_match:
             return SuffixProposal([], source=self.name)
         live = self._live(r.seq)
-        live.sync_live(r.committed)
+        self._catch_up(r.seq, live, r.committed)
         context = live.live_tokens
         depth = max(live.max_match, self.history.max_match, self.corpus.max_match)
-        length, positions, where, best = self._longest(context, live.live_key(depth), live)
+        # No match can be longer than the reach: levels and comparisons past it are skipped.
+        bound = depth if reach is None else max(1, min(depth, reach))
+        length, positions, where, best = self._longest(context, live.live_key(bound), live, bound)
         through = False  # found through the renames
         if renaming:
             # The text's end as the source has it, its new names read back as the old: where the
@@ -176,33 +180,53 @@ class SuffixDrafter(DrafterBase):
         followed.append(_Shadow(proposal, len(r.committed), renamed=renamed, renamed_copy=through or bool(renamed)))
         return proposal
 
-    def _longest(self, context: Sequence[int], key: ContextKey, live: SuffixIndex):
+    def _longest(self, context: Sequence[int], key: ContextKey, live: SuffixIndex, limit: int | None = None):
         """(length, positions, index name, index) of the longest match of the context's end in the
-        slot's live text, the history or the corpus (ties: the nearer)."""
+        slot's live text, the history or the corpus (ties: the nearer), of at most `limit` tokens
+        (a bound known to hold: _reach)."""
         length, positions, where, best = 0, None, "", None
         for name, index in (("live", live), ("history", self.history), ("corpus", self.corpus)):
             if index.stored_positions == 0:
                 continue
-            found, ps = index.longest_match(context, key)
+            found, ps = index.longest_match(context, key, limit)
             if found > length and len(ps):  # every position found has a continuation
                 length, positions, where, best = found, ps, name, index
         return length, positions, where, best
 
-    def _cannot_match(self, seq: int, length: int) -> bool:
-        """Whether this slot's text, now `length` tokens, cannot have a match of min_match tokens, from
-        its last query alone: a match of L tokens now means one of L - g tokens g tokens ago (the same
-        occurrence, shorter), so the longest match can grow by at most the tokens added since, unless
-        a document joined the history or corpus (which may hold any match). The usual case is the step
-        after one whose last token never occurred before: a quarter of the steps on the held-out and
-        tuning texts, a tenth on the agentic ones (policy_replay's recorded answers), each a whole
-        lookup saved (the index catches up on the tokens at the next one)."""
+    def _reach(self, seq: int, length: int) -> int | None:
+        """The longest match this slot's text, now `length` tokens, can have, from its last query
+        alone (None: unknown): a match of L tokens now means one of L - g tokens g tokens ago (the
+        same occurrence, shorter), so the longest match can grow by at most the tokens added since,
+        unless a document joined the history or corpus (which may hold any match).
+        Below min_match no lookup is made: the usual case is the step after one whose last token
+        never occurred before, a quarter of the steps on the held-out and tuning texts, a tenth on
+        the agentic ones (policy_replay's recorded answers), each a whole lookup saved (the index
+        catches up on the tokens at the next one). Above it the lookup skips the longer windows:
+        on prose most steps' reach is 2-4 tokens, and probing the 8-, 16- and 32-token windows
+        (bucket collisions walked in Python) was most of a lookup's time in a real run
+        (scripts/measure/ask_split.py)."""
         last = self.reach.get(seq)
         if last is None or last[2] != self.documents_added or length < last[0]:
-            return False
-        return last[1] + (length - last[0]) < self.min_match
+            return None
+        return last[1] + (length - last[0])
+
+    def _catch_up(self, seq: int, live: SuffixIndex, committed: Sequence[int]) -> None:
+        """The live index made equal to the committed tokens. The engine hands the same list every
+        step (Slot.committed, which only grows; what the caches drop is told by rollback()), so once
+        synced from that list the index only appends its new tokens: sync_live compares the whole
+        text to find what changed, ~30 us a step in a real run on a 1,000-token text. The check of
+        the last synced token guards a caller that reuses a list in other ways."""
+        done = len(live.live_tokens)
+        if self.synced.get(seq) is committed and len(committed) >= done and \
+                (done == 0 or committed[done - 1] == live.live_tokens[-1]):
+            live.append(committed[done:])
+        else:
+            live.sync_live(committed)
+        self.synced[seq] = committed
 
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:
         self.reach.pop(seq, None)
+        self.synced.pop(seq, None)  # compared in full: the new prompt may differ anywhere
         self.shadows.pop(seq, None)  # a new text on this slot: the last one's proposals are not its,
         self.texts.pop(seq, None)  # nor the last one's record,
         self.renames.pop(seq, None)  # nor its renames
@@ -256,6 +280,7 @@ class SuffixDrafter(DrafterBase):
         self.renames.clear()
         self.prompt_ends.clear()
         self.reach.clear()
+        self.synced.clear()
         self.history.clear()
 
     # ---- beyond the protocol -----------------------------------------------------------------

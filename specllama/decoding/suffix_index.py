@@ -51,6 +51,7 @@ MAX_BYTES_PER_POSITION = 2 * (8 + 8 + 4 * 6 + 2 * 4 * 6)  # capacity < 2x positi
 COMPACT_MIN = 1 << 14  # below this much dead space compaction is not worth a rebuild
 SCALAR_APPEND = 8  # appends this short are hashed and linked in Python integers (see _append_scalar)
 U64 = np.uint64
+LEVEL_POWERS = {level: pow(BASE, level, 1 << 64) for level in LEVELS}  # BASE^n: a window's hash is P[p] - P[p-n] B^n
 
 
 @dataclass
@@ -80,8 +81,8 @@ class Match:
 @dataclass(frozen=True)
 class ContextKey:
     """What a lookup needs of its context, worked out once for every index asked (the live text's,
-    the history's, the corpus's): the hash of its last n tokens for each n in LEVELS, and its last
-    max_match tokens newest first."""
+    the history's, the corpus's): its last max_match tokens newest first, and the hash of its last n
+    tokens for each n in LEVELS up to that many (a key serves lookups up to len(ctx_rev) tokens)."""
     hashes: dict[int, int]
     ctx_rev: np.ndarray
 
@@ -243,17 +244,23 @@ class SuffixIndex:
         """_hash_range and _link_range for a few tokens, in Python integers: what a generation step
         appends (one token, or an accepted draft's few). The vectorised path's ~40 numpy calls on
         arrays of one element cost ~60 us a step, about 3 % of a 2 ms GPU step (issue 42's device run)."""
-        prefix, tok, pow_, mask = self._prefix, self._tok, self._pow, (1 << self._table_bits) - 1
-        h = int(prefix[a])
+        prefix, mask = self._prefix, (1 << self._table_bits) - 1
+        # The prefix hashes the windows start at, read once as Python integers (numpy's scalar reads
+        # cost ~0.1 us each warm, several times that after a decode has emptied the caches).
+        lo = max(0, a + 1 - max(LEVELS))
+        hashes = prefix[lo:a + 1].tolist()
+        for t in self._tok[a:b].tolist():
+            h = (hashes[-1] * BASE + t + OFFSET) & MASK64  # P[p] = B P[p-1] + (t + OFF), as _hash_range
+            hashes.append(h)
+        prefix[a + 1:b + 1] = hashes[len(hashes) - (b - a):]
+        if not link:
+            return
         for p in range(a + 1, b + 1):
-            h = (h * BASE + int(tok[p - 1]) + OFFSET) & MASK64  # P[p] = B P[p-1] + (t + OFF), as _hash_range
-            prefix[p] = h
-            if not link:
-                continue
+            h = hashes[p - lo]
             for li, level in enumerate(LEVELS):
                 if p < level:
                     break
-                bucket = ((h - int(prefix[p - level]) * int(pow_[level])) & MASK64) & mask
+                bucket = ((h - hashes[p - lo - level] * LEVEL_POWERS[level]) & MASK64) & mask
                 head = self._heads[li]
                 self._prev[li][p] = head[bucket]
                 head[bucket] = p
@@ -362,32 +369,38 @@ class SuffixIndex:
 
     # ---- query -------------------------------------------------------------------------------
     def live_key(self, max_match: int) -> ContextKey:
-        """ContextKey.of(live_tokens, max_match), read off the tables: the prefix hashes already
-        give every window's hash, so nothing is hashed again (a step's lookups, ~20 us less)."""
+        """The live text's ContextKey for matches of at most max_match tokens (its windows up to that
+        length), read off the tables: the prefix hashes already give every window's hash, so nothing
+        is hashed again (a step's lookups, ~20 us less)."""
         n, m = self._n, len(self._live)
-        hashes = {}
+        span = min(m, max_match)
+        ends = self._prefix[n - span:n + 1].tolist()  # one read: numpy's scalar reads are slow in a loop
+        last, hashes = ends[-1], {}
         for level in LEVELS:
-            if level > m:
+            if level > span:
                 break
-            hashes[level] = (int(self._prefix[n]) - int(self._prefix[n - level]) * int(self._pow[level])) & MASK64
-        return ContextKey(hashes, self._tok[n - min(m, max(max(LEVELS), max_match)):n][::-1].copy())
+            hashes[level] = (last - ends[-1 - level] * LEVEL_POWERS[level]) & MASK64
+        return ContextKey(hashes, self._tok[n - span:n][::-1].copy())
 
-    def longest_match(self, context: Sequence[int], key: ContextKey | None = None) -> tuple[int, np.ndarray]:
+    def longest_match(self, context: Sequence[int], key: ContextKey | None = None,
+                      limit: int | None = None) -> tuple[int, np.ndarray]:
         """(L, positions): the longest L <= max_match such that context[-L:] occurred earlier with
         a continuation, and the positions p right after each such occurrence, newest first. `key`:
-        the context's ContextKey when the caller asks several indexes about the same context."""
+        the context's ContextKey when the caller asks several indexes about the same context.
+        `limit`: a length no match can exceed (the caller knows it, SuffixDrafter._reach): longer
+        windows are not probed, and a match found is compared over at most that many tokens."""
         m = len(context)
         if m == 0 or self._n == 0:
             return 0, np.empty(0, dtype=np.int64)
-        if key is None or len(key.ctx_rev) < min(self.max_match, m):
+        depth = min(self.max_match, m) if limit is None else min(self.max_match, m, max(limit, 1))
+        if key is None or len(key.ctx_rev) < depth:
             key = ContextKey.of(context, self.max_match)
-        depth = min(self.max_match, m)
         hashes, ctx_rev = key.hashes, key.ctx_rev[:depth]
         mask = (1 << self._table_bits) - 1
         cap = self.max_candidates
         for li in range(len(LEVELS) - 1, -1, -1):
             level = LEVELS[li]
-            if level > m:
+            if level > depth:
                 continue
             h = hashes[level]
             p = int(self._heads[li][h & mask])

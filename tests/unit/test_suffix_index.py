@@ -377,3 +377,9 @@ def test_the_live_texts_key_read_off_the_tables_equals_hashing_it(length):
     read, hashed = idx.live_key(64), ContextKey.of(live, 64)
     assert read.hashes == hashed.hashes
     assert read.ctx_rev.tolist() == hashed.ctx_rev.tolist()
+    for bound in (1, 2, 3, 9, 31):  # a bounded key: the windows up to the bound, the tokens it compares
+        short = idx.live_key(bound)
+        assert short.hashes == {n: h for n, h in hashed.hashes.items() if n <= min(bound, length)}
+        assert short.ctx_rev.tolist() == hashed.ctx_rev.tolist()[:bound]
+        (a, pa), (b, pb) = idx.longest_match(live, short, bound), idx.longest_match(live, hashed, bound)
+        assert a == b and pa.tolist() == pb.tolist()

@@ -1,9 +1,11 @@
-"""The suffix drafter skips a lookup that cannot find a match long enough to draft from
-(SuffixDrafter._cannot_match): a match grows by at most the tokens added since the last lookup, and
-only a new history or corpus document may hold one beyond that. The skip must never change a
-proposal: checked against a drafter that looks up every step, on random texts with a small
-vocabulary (so that matches come and go), slots that restart, rollbacks and documents joining the
-history. Pure Python, no model."""
+"""The suffix drafter skips a lookup that cannot find a match long enough to draft from, and bounds
+the others (SuffixDrafter._reach): a match grows by at most the tokens added since the last lookup,
+and only a new history or corpus document may hold one beyond that. It also follows the engine's
+committed list by appending to its index (SuffixDrafter._catch_up). Neither may ever change a
+proposal: checked against a drafter that looks up every step without a bound and compares the
+whole text, on random texts with a small vocabulary (so that matches come and go), slots that
+restart, rollbacks and documents joining the history, the text handed as a new list each step or
+as one list grown in place (the engine's way). Pure Python, no model."""
 
 from __future__ import annotations
 
@@ -19,24 +21,28 @@ CONFIG = GenerationConfig(drafter="suffix", k="auto")
 
 
 class EveryStep(SuffixDrafter):
-    """The same drafter without the skip: the reference."""
+    """The same drafter without the skip, the bound or the appending: the reference."""
 
-    def _cannot_match(self, seq: int, length: int) -> bool:
-        return False
+    def _reach(self, seq: int, length: int) -> int | None:
+        return None
+
+    def _catch_up(self, seq, live, committed) -> None:
+        live.sync_live(list(committed))
 
 
 def ask(drafter: SuffixDrafter, seq: int, committed: list[int]):
-    p = drafter.propose([DraftRequest(seq, list(committed), 16, CONFIG, np.random.default_rng(0))])[0]
+    p = drafter.propose([DraftRequest(seq, committed, 16, CONFIG, np.random.default_rng(0))])[0]
     return list(p.tokens), list(p.confidence or ()), p.match_length if p.tokens else None
 
 
+@pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("seed", range(8))
-def test_skipping_never_changes_a_proposal(seed):
+def test_skipping_never_changes_a_proposal(seed, in_place):
     rng = np.random.default_rng(seed)
     vocab = int(rng.integers(20, 400))  # few tokens: matches everywhere; many: most steps match nothing
     skipping, reference = SuffixDrafter(), EveryStep()
     texts = {0: [], 1: []}
-    skipped = 0
+    skipped = bounded = 0
     for step in range(600):
         seq = int(rng.integers(0, 2))
         roll = rng.random()
@@ -45,7 +51,11 @@ def test_skipping_never_changes_a_proposal(seed):
             for d in (skipping, reference):
                 d.prefill(seq, texts[seq])
         elif roll < 0.02 and texts[seq]:  # a failed decode cuts the slot's text back
-            texts[seq] = texts[seq][: int(rng.integers(0, len(texts[seq])))]
+            cut = int(rng.integers(0, len(texts[seq])))
+            if in_place:
+                del texts[seq][cut:]
+            else:
+                texts[seq] = texts[seq][:cut]
             for d in (skipping, reference):
                 d.rollback(seq, len(texts[seq]))
         elif roll < 0.03:  # another request's text joins the history
@@ -53,12 +63,17 @@ def test_skipping_never_changes_a_proposal(seed):
             for d in (skipping, reference):
                 d.add_document(doc)
         # the text goes on: one token, or an accepted draft's few
-        texts[seq] += [int(t) for t in rng.integers(0, vocab, int(rng.choice([1, 1, 1, 3])))]
-        before = skipping.reach.get(seq)
-        if before is not None and skipping._cannot_match(seq, len(texts[seq])):
-            skipped += 1
-        assert ask(skipping, seq, texts[seq]) == ask(reference, seq, texts[seq]), f"step {step}"
+        new = [int(t) for t in rng.integers(0, vocab, int(rng.choice([1, 1, 1, 3])))]
+        if in_place:
+            texts[seq].extend(new)
+        else:
+            texts[seq] = texts[seq] + new
+        reach = skipping._reach(seq, len(texts[seq]))
+        skipped += reach is not None and reach < skipping.min_match
+        bounded += reach is not None and skipping.min_match <= reach < 64
+        assert ask(skipping, seq, texts[seq]) == ask(reference, seq, list(texts[seq])), f"step {step}"
     assert skipped > 0 or vocab < 60  # the skip happened at all (with few tokens every token recurs)
+    assert bounded > 0  # and bounded lookups
 
 
 def test_a_token_never_seen_skips_the_next_lookup():
