@@ -200,22 +200,6 @@ def test_a_block_never_timed_is_tried_once_the_block_below_it_was():
     assert known.ratio(16) == pytest.approx(8.5)
 
 
-def test_a_block_once_timed_and_forgotten_is_priced_on_its_neighbours_not_as_untried():
-    """Prose sends a 16-row draft rarely: its samples expire (STALE_STEPS), and priced as never
-    timed (prompt rows' cost: 4.1 plain steps where it cost 6.4) it was sent again at odds that broke."""
-    from specllama.decoding.cost.online import STALE_STEPS
-
-    costs = fed(StepCosts(), dips_at_blocks, [1, 9, 17] * 6)
-    untried = costs.ratio(16)
-    assert untried < costs._between_observed(16, costs.t1()) - 2  # never timed: tried cheaply (as above)
-    fed(costs, dips_at_blocks, [16])
-    assert costs.ratio(16) == pytest.approx((7.7 + 8.5) / 2)  # one sample, weighed with the line
-    fed(costs, dips_at_blocks, [1, 9, 17] * (STALE_STEPS // 3 + 2))
-    assert 16 in costs.forgotten and 16 not in costs.target  # its one sample expired
-    assert costs.ratio(16) == pytest.approx(8.5)  # on the line of 9 and 17 rows, as before it was tried
-    assert costs.ratio(16) > untried + 2
-
-
 def test_a_runs_timed_counts_are_known_to_the_next_run():
     costs = fed(StepCosts(), dips_at_blocks, [1, 4, 16] * 2)
     prior = prior_from_snapshot(costs.snapshot())

@@ -307,16 +307,9 @@ class StepCosts:
 
     def _unobserved(self, rows: int, t1: float, prior: float) -> float:
         """T(rows)/T(1) from everything but that row count's own samples; a whole number of blocks
-        never timed here at no more than `_block_untried` says.
-        A block whose few samples were forgotten (STALE_STEPS) is priced on the counts around it, not
-        as never timed: it was tried and cost what it cost, and the untried price is the cheapest
-        there is. Prose drafts a 16-row block once in a while, so its samples expired and each
-        expiry bought another 15-token draft priced at 4.1 plain steps against the 6.4 it cost,
-        at odds that then broke: 15 sent and 0, 2, 3, 3 kept in the real traces of the blind sets,
-        ~5 % of a 96-token answer each (bench/measured/vm-20261128-r7-unseen4.md)."""
+        never timed here at no more than `_block_untried` says."""
         estimate = self._estimate(rows, t1, prior)
-        if rows % BLOCK_ROWS == 0 and not self._timed(rows) and rows not in self.forgotten and \
-                (rows == BLOCK_ROWS or self._timed(rows - BLOCK_ROWS)):
+        if rows % BLOCK_ROWS == 0 and not self._timed(rows) and (rows == BLOCK_ROWS or self._timed(rows - BLOCK_ROWS)):
             return min(estimate, self._block_untried(rows))
         return estimate
 
