@@ -201,10 +201,11 @@ class SuffixDrafter(DrafterBase):
         Below min_match no lookup is made: the usual case is the step after one whose last token
         never occurred before, a quarter of the steps on the held-out and tuning texts, a tenth on
         the agentic ones (policy_replay's recorded answers), each a whole lookup saved (the index
-        catches up on the tokens at the next one). Above it the lookup skips the longer windows:
-        on prose most steps' reach is 2-4 tokens, and probing the 8-, 16- and 32-token windows
-        (bucket collisions walked in Python) was most of a lookup's time in a real run
-        (scripts/measure/ask_split.py)."""
+        catches up on the tokens at the next one). Above it the lookup skips the longer windows
+        (on prose most steps' reach is 2-4 tokens): with the append below, 43 -> 40 us a proposal
+        on unseen4's answers and 109 -> 100 on the agentic ones, warm (scripts/measure/propose_cost.py:
+        what a GPU step pays); on a CPU whose decode empties the caches, no change measured (~157 us
+        with --cold-mb 128: there the cost is the memory each step touches, not the Python)."""
         last = self.reach.get(seq)
         if last is None or last[2] != self.documents_added or length < last[0]:
             return None
@@ -213,8 +214,8 @@ class SuffixDrafter(DrafterBase):
     def _catch_up(self, seq: int, live: SuffixIndex, committed: Sequence[int]) -> None:
         """The live index made equal to the committed tokens. The engine hands the same list every
         step (Slot.committed, which only grows; what the caches drop is told by rollback()), so once
-        synced from that list the index only appends its new tokens: sync_live compares the whole
-        text to find what changed, ~30 us a step in a real run on a 1,000-token text. The check of
+        synced from that list the index only appends its new tokens, where sync_live compares the
+        whole text (copied and compared each step: ~1,000 tokens on a held-out prompt). The check of
         the last synced token guards a caller that reuses a list in other ways."""
         done = len(live.live_tokens)
         if self.synced.get(seq) is committed and len(committed) >= done and \
