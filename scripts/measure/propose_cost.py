@@ -72,7 +72,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--cold-mb", type=int, default=0,
                    help="write this many MB before each proposal, as a decode's weights empty the caches "
-                        "(64: the real run's per-step times, within ~20 %%; 0: warm, ~5x faster)")
+                        "(128 gave the 2-core AMD's real-run figure, 32 about 60 %% of it; 0: warm, ~4x faster)")
     args = p.parse_args()
     runs = timed_runs(json.loads(args.replay.read_text()), args.rounds, args.cold_mb)
     per = [(prop / n * 1e6, obs / n * 1e6) for n, prop, obs in runs]
