@@ -106,12 +106,10 @@ def table() -> list[str]:
 
 
 if __name__ == "__main__":
-    from specllama.llama import thread_wait
+    from trace_drafts import configure_threads
 
     argv = sys.argv[1:]
-    level = argv[argv.index("--thread-wait") + 1] if "--thread-wait" in argv[:-1] else None
-    threads = int(argv[argv.index("-t") + 1]) if "-t" in argv[:-1] else None
-    thread_wait.configure(level, threads)
+    configure_threads(argv)
     wrap_parts()
     code = main(argv)
     print("\n" + "\n".join(table()), file=sys.stderr)

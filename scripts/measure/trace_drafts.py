@@ -28,6 +28,15 @@ def _threads(argv: list[str]) -> int | None:
     return None
 
 
+def configure_threads(argv: list[str]) -> None:
+    """The threads' wait level the command line asks for, set before anything loads llama.cpp (OpenMP
+    reads it once, when it loads: llama/thread_wait.py), as `specllama` itself would."""
+    from specllama.llama import thread_wait
+
+    level = argv[argv.index("--thread-wait") + 1] if "--thread-wait" in argv[:-1] else None
+    thread_wait.configure(level, _threads(argv))
+
+
 def wrap_observer() -> None:
     """Print every drafting step; imported here, after the threads' wait level is set: the policy's
     module loads llama.cpp, and OpenMP reads that level once, when it loads (llama/thread_wait.py)."""
@@ -67,10 +76,7 @@ def wrap_observer() -> None:
 
 
 if __name__ == "__main__":
-    from specllama.llama import thread_wait
-
     argv = sys.argv[1:]
-    level = argv[argv.index("--thread-wait") + 1] if "--thread-wait" in argv[:-1] else None
-    thread_wait.configure(level, _threads(argv))
+    configure_threads(argv)
     wrap_observer()
     sys.exit(main(argv))
