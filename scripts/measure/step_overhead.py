@@ -27,7 +27,8 @@ import numpy as np
 
 from specllama.decoding.events import StepEvent
 from specllama.decoding.request import GenerationConfig
-from specllama.decoding.sampling import LazyProbabilities, SamplingParams, probabilities
+from specllama.decoding.sampling import SamplingParams, probabilities
+from specllama.decoding.target_rows import LazyProbabilities
 from specllama.decoding.verify import verify_sampling
 from specllama.llama.backend import C
 from specllama.llama.context import DecodeContext

@@ -52,10 +52,10 @@ from specllama.decoding.prefill import PREFILL_CHUNK, Prefill
 from specllama.decoding.prepared import LateRecord, Prepared
 from specllama.decoding.request import AUTO, GenerationConfig, Request
 from specllama.decoding.request_queue import CLOSED, RequestQueue
-from specllama.decoding.sampling import LazyProbabilities
 from specllama.decoding.slot import FAILED, Slot, fault_message
 from specllama.decoding.stop import StopMatcher
 from specllama.decoding.target import DecodeTarget
+from specllama.decoding.target_rows import LazyProbabilities
 from specllama.decoding.verifiers import VERIFIERS, exact_rows
 from specllama.decoding.verify import Verdict, verify_greedy, verify_sampling
 from specllama.errors import ContextOverflowError, SpecllamaError

@@ -63,33 +63,6 @@ class SamplingParams:
         return self.temperature <= 0
 
 
-class LazyProbabilities:
-    """probabilities() of a (rows, vocab) logits block, a row at a time as it is read. Rejection
-    sampling reads the rows up to its first rejection only, and each row's transform costs about
-    0.5 ms with a 152k vocabulary on the 2-core machine (~1 % of a step there, far more of a GPU's),
-    so a rejected draft of 8 no longer pays for 8 rows it never looks at. Rows are independent,
-    so each is exactly the row the whole block would give."""
-
-    def __init__(self, logits: np.ndarray, params: SamplingParams):
-        self.logits, self.params = logits, params
-        self.ndim, self.shape = 2, logits.shape
-        self._rows: dict[int, np.ndarray] = {}
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def __getitem__(self, i: int) -> np.ndarray:
-        row = self._rows.get(i)
-        if row is None:
-            row = self._rows[i] = probabilities(self.logits[i:i + 1], self.params)[0]
-        return row
-
-    @property
-    def computed(self) -> int:
-        """How many rows were transformed (the tests' check that the rest were not)."""
-        return len(self._rows)
-
-
 def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
     """(rows, vocab) logits -> (rows, vocab) float32 probabilities; see the module docstring for the
     order of the filters. Zero outside the kept set; every row sums to 1 (within float32 rounding,
@@ -105,6 +78,22 @@ def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
         out[np.arange(rows), np.argmax(x, axis=1)] = 1.0
         return out
 
+    kept = kept_weights(x, params)
+    if isinstance(kept, np.ndarray):
+        kept *= (1.0 / kept.sum(axis=1, keepdims=True, dtype=np.float64)).astype(np.float32)
+        return kept
+    out = np.zeros((rows, vocab), dtype=np.float32)
+    for r, (token_ids, weights) in enumerate(kept):
+        out[r, token_ids] = weights / weights.sum(dtype=np.float64)
+    return out
+
+
+def kept_weights(x: np.ndarray, params: SamplingParams) -> np.ndarray | list[tuple[np.ndarray, np.ndarray]]:
+    """The filters and the temperature of `probabilities()` without the normalisation: a dense
+    (rows, vocab) float32 block of weights (zero outside the kept set) where most of the vocabulary
+    survives, else per row the kept token ids and their weights. Each row's largest weight is 1.
+    Needs a temperature > 0."""
+    rows, vocab = x.shape
     # 1. top-k: the columns of the k largest logits, unordered (a partition, not a sort).
     top_k = int(params.top_k)
     if 0 < top_k < vocab:
@@ -126,9 +115,9 @@ def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
         above = candidates >= row_max + np.float32(math.log(params.min_p))
         keep = above if keep is None else keep & above
 
-    # 4. temperature, then softmax over the survivors. After subtracting the max the largest weight is
-    #    exactly 1, so float32 cannot overflow; the row sums are taken in float64.
-    # Capped so a denormal temperature gives greedy-like rows instead of 0 * inf = NaN at the max.
+    # 4. temperature on the survivors. After subtracting the max the largest weight is exactly 1, so
+    #    float32 cannot overflow. Capped so a denormal temperature gives greedy-like rows instead of
+    #    0 * inf = NaN at the max.
     inverse_temperature = np.float32(min(1.0 / params.temperature, 1e30))
     if columns is None and (keep is None or np.count_nonzero(keep) * 8 > keep.size):
         # Most of the vocabulary survives: one dense in-place pass beats gathering indices (and with
@@ -138,15 +127,13 @@ def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
         np.exp(dense, out=dense)
         if keep is not None:
             dense *= keep
-        dense *= (1.0 / dense.sum(axis=1, keepdims=True, dtype=np.float64)).astype(np.float32)
         return dense
-    out = np.zeros((rows, vocab), dtype=np.float32)
+    kept = []
     for r in range(rows):
-        kept = np.arange(candidates.shape[1]) if keep is None else np.flatnonzero(keep[r])
-        weights_r = np.exp((candidates[r, kept] - row_max[r]) * inverse_temperature)
-        token_ids = kept if columns is None else columns[r, kept]
-        out[r, token_ids] = weights_r / weights_r.sum(dtype=np.float64)
-    return out
+        survivors = np.arange(candidates.shape[1]) if keep is None else np.flatnonzero(keep[r])
+        weights_r = np.exp((candidates[r, survivors] - row_max[r]) * inverse_temperature)
+        kept.append((survivors if columns is None else columns[r, survivors], weights_r))
+    return kept
 
 
 def _nucleus_floor(weights: np.ndarray, top_p: float) -> np.ndarray:
@@ -200,11 +187,31 @@ def sample(probs_row: np.ndarray, rng: np.random.Generator) -> int:
     time at --temp 0.7 there, 1 % greedy; bench/measured/xeon-20261126-sampling-step).
     """
     row = np.asarray(probs_row).reshape(-1)
+    return inverse_cdf(row, block_sums(row), rng)
+
+
+def block_sums(row: np.ndarray) -> np.ndarray:
+    """A 1-D row's sums over consecutive _SAMPLE_BLOCK-token blocks (the last one shorter), in float64."""
     n = row.size
     whole = n - n % _SAMPLE_BLOCK
     blocks = row[:whole].reshape(-1, _SAMPLE_BLOCK).sum(axis=1, dtype=np.float64)
     if whole < n:
         blocks = np.append(blocks, row[whole:].sum(dtype=np.float64))
+    return blocks
+
+
+def inverse_cdf(row: np.ndarray, blocks: np.ndarray, rng: np.random.Generator, without: int | None = None) -> int:
+    """sample()'s draw, given the row's block sums; `without`: a position whose weight counts as
+    zero (the row as it is if nothing else has weight, which only rounding reaches)."""
+    zeroed_block = None
+    if without is not None:
+        b0 = without // _SAMPLE_BLOCK
+        segment = row[b0 * _SAMPLE_BLOCK:(b0 + 1) * _SAMPLE_BLOCK].copy()
+        segment[without - b0 * _SAMPLE_BLOCK] = 0
+        rest = blocks.copy()
+        rest[b0] = segment.sum(dtype=np.float64)
+        if rest.sum() > 0.0:
+            blocks, zeroed_block = rest, (b0, segment)
     cumulative = np.cumsum(blocks)
     total = cumulative[-1] if len(cumulative) else 0.0
     if not (total > 0 and math.isfinite(total)):
@@ -215,10 +222,11 @@ def sample(probs_row: np.ndarray, rng: np.random.Generator) -> int:
     if b >= len(cumulative):  # u rounded up to exactly `total`: the last block that has any weight
         b = int(np.flatnonzero(blocks > 0)[-1])
     start = b * _SAMPLE_BLOCK
-    inside = (cumulative[b - 1] if b else 0.0) + np.cumsum(row[start:start + _SAMPLE_BLOCK], dtype=np.float64)
+    segment = zeroed_block[1] if zeroed_block is not None and zeroed_block[0] == b else row[start:start + _SAMPLE_BLOCK]
+    inside = (cumulative[b - 1] if b else 0.0) + np.cumsum(segment, dtype=np.float64)
     j = int(np.searchsorted(inside, u, side="right"))
     if j >= inside.size:
         # u at or past the block's end (its two sums round apart, or u rounded up to the total): the
         # block's last token that has any weight.
-        j = int(np.flatnonzero(row[start:start + _SAMPLE_BLOCK] > 0)[-1])
+        j = int(np.flatnonzero(segment > 0)[-1])
     return start + j

@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from specllama.decoding.sampling import sample
+from specllama.decoding.target_rows import GivenProbabilities, TargetRows
 
 
 @dataclass(frozen=True)
@@ -53,40 +54,43 @@ def verify_greedy(draft: Sequence[int], target_logits: np.ndarray) -> Verdict:
     return Verdict(n_accepted=k, token=choice(k), bonus=True, odds=(1.0,) * k)
 
 
-def verify_sampling(draft: Sequence[int], q: np.ndarray | None, p: np.ndarray, rng: np.random.Generator) -> Verdict:
+def verify_sampling(draft: Sequence[int], q: np.ndarray | None, p: np.ndarray | TargetRows,
+                    rng: np.random.Generator) -> Verdict:
     """Modified rejection sampling (Leviathan et al. 2023; Chen et al. 2023).
 
-    p: (K+1, vocab) target probabilities, row i conditioned on draft[:i] (an array, or a
-       sampling.LazyProbabilities that transforms only the rows read).
+    p: (K+1, vocab) target probabilities, row i conditioned on draft[:i] (an array, or
+       sampling.TargetRows such as LazyProbabilities, which works out only the rows read).
     q: (K, vocab) draft probabilities after the same transform, or None when the proposals were
        deterministic (prompt lookup, greedy draft): q is then one-hot at each draft token, so a draft
        token is accepted with probability p[i, x] and a rejection resamples from p[i] without x.
     Only p[i, x] and q[i, x] are read on accepted rows; whole rows are touched only where we stop.
     """
     k = len(draft)
-    _check_rows(p, k + 1, "p")
+    rows = p if isinstance(p, TargetRows) else GivenProbabilities(p)
+    _check_rows(rows, k + 1, "p")
     if q is not None:
         _check_rows(q, k, "q")
     odds: list[float] = []
     for i, x in enumerate(draft):
-        p_x = float(p[i][x])
         q_x = 1.0 if q is None else float(q[i, x])
-        odds.append(min(1.0, p_x / q_x) if q_x > 0 else 1.0)
         # Accept with probability min(1, p_x / q_x); written as a product so q_x == 0 cannot divide by zero.
-        if rng.random() * q_x < p_x:
+        # p_x's bounds decide unless the uniform falls between them (rows.prob_range).
+        u = rng.random() * q_x
+        low, high = rows.prob_range(i, x)
+        if low <= u < high:
+            low = high = rows.prob(i, x)
+        odds.append(min(1.0, high / q_x) if q_x > 0 else 1.0)
+        if u < low:
             continue
         # Rejected: the corrected distribution is the part of p that q under-proposed, max(0, p - q).
-        residual = p[i].astype(np.float64)
-        if q is None:
-            residual[x] = 0.0  # p - one_hot(x), clipped at zero
-        else:
-            residual = np.maximum(residual - q[i], 0.0)
+        if q is None:  # p - one_hot(x), clipped at zero: p without x
+            return Verdict(n_accepted=i, token=rows.draw(i, rng, without=x), bonus=False, odds=tuple(odds))
+        residual = np.maximum(rows[i].astype(np.float64) - q[i], 0.0)
         # p == q on this row (only reachable through rounding): the residual is empty, fall back to p.
-        if not residual.sum() > 0.0:
-            residual = p[i]
-        return Verdict(n_accepted=i, token=sample(residual, rng), bonus=False, odds=tuple(odds))
+        token = sample(residual, rng) if residual.sum() > 0.0 else rows.draw(i, rng)
+        return Verdict(n_accepted=i, token=token, bonus=False, odds=tuple(odds))
     # Every draft token survived: the target's last row gives one more token for free.
-    return Verdict(n_accepted=k, token=sample(p[k], rng), bonus=True, odds=tuple(odds))
+    return Verdict(n_accepted=k, token=rows.draw(k, rng), bonus=True, odds=tuple(odds))
 
 
 def _check_rows(array: np.ndarray, rows: int, name: str) -> None:

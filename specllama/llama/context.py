@@ -230,9 +230,13 @@ class DecodeContext:
             chunk = tokens[start:start + self.n_batch]
             want = [start + i in wanted for i in range(len(chunk))]
             positions = range(len(held), len(held) + len(chunk))
-            rows += self._submit(chunk, positions, [(seq,)] * len(chunk), want)
+            chunk_rows = self._submit(chunk, positions, [(seq,)] * len(chunk), want)
+            if chunk_rows:
+                rows.append(np.stack(chunk_rows))  # copied before the next chunk's decode reuses the buffer
             held.extend(chunk)
-        return np.stack(rows) if rows else np.empty((0, self.model.n_vocab), dtype=np.float32)
+        if not rows:
+            return np.empty((0, self.model.n_vocab), dtype=np.float32)
+        return rows[0] if len(rows) == 1 else np.concatenate(rows)
 
     def decode_parts(self, parts: Sequence[DecodePart]) -> list[np.ndarray]:
         """Several sequences in ONE decode (what makes N prompts cost far less than N decodes):
@@ -284,6 +288,9 @@ class DecodeContext:
                 f"(raise --ctx, at most the model's {self.model.n_ctx_train})")
 
     def _submit(self, tokens, positions, seqs, want) -> list[np.ndarray]:
+        """One llama_decode; per wanted position its logits row or argmax id. The rows are views of
+        llama.cpp's logits buffer, valid until the next decode: callers stack them at once (one copy
+        a row; a sampled step copied each 152k-float row twice)."""
         self._batch.fill(tokens, positions, seqs, want)
         self._follow_machine()
         decode_threads.noted()  # one decoding thread a process (llama/decode_threads.py)
@@ -324,8 +331,8 @@ class DecodeContext:
                 best = int(np.argmax(view))
                 peak = float(view[best])
             else:
-                rows.append(view.copy())  # a copy: the logits buffer is reused by the next decode
-                peak = float(rows[-1].max())
+                rows.append(view)  # not a copy: every caller stacks its rows before the next decode reuses the buffer
+                peak = float(view.max())
             if not math.isfinite(peak):
                 raise ModelFileError(f"{self.model.path} produced non-finite logits: the file is damaged "
                                      "(run `specllama models verify`, or fetch it again)")

@@ -5,7 +5,8 @@ emits tokens distributed exactly as the target's own distribution p."""
 import numpy as np
 import pytest
 
-from specllama.decoding.sampling import LazyProbabilities, SamplingParams, probabilities, sample
+from specllama.decoding.sampling import SamplingParams, probabilities, sample
+from specllama.decoding.target_rows import LazyProbabilities
 from specllama.decoding.verify import Verdict, verify_greedy, verify_sampling
 from tests.support.chi_square import chi_square_critical, follows
 

@@ -1,0 +1,237 @@
+"""The target's rows as rejection sampling reads them (decoding/verify.py): one token's probability,
+a draw from a row, a draw from a row with one token taken out, or a whole normalised row.
+
+Why not normalised rows throughout: a plain step at a temperature draws one token from a 152k-float
+row, and each pass over such a row costs ~35 us in a real run (the decode before it leaves the caches
+cold), so normalising, then summing again to draw, took ~0.31 ms a step on the 2-core machine; on the
+lent H200, whose step is ~2.9 ms at --temp 0.7, Python was 23 % of plain decoding's time there
+(bench/measured/lent-20261127-r2-gpu-heldout-t0.7). Here a row is its unnormalised weights, and at a
+temperature alone, where a real model's weight sits on a few tokens, only those few are worked out."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from specllama.decoding.sampling import SamplingParams, block_sums, inverse_cdf, kept_weights, probabilities, sample
+
+
+class TargetRows:
+    """(rows, vocab) target probabilities, read a token or a draw at a time."""
+
+    ndim = 2
+    shape: tuple[int, int]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        """Row i, normalised (the residual against a draft model's q reads it whole)."""
+        raise NotImplementedError
+
+    def prob(self, i: int, token: int) -> float:
+        raise NotImplementedError
+
+    def prob_range(self, i: int, token: int) -> tuple[float, float]:
+        """Bounds on prob(i, token), as tight as the row knows without working out its whole total
+        (rejection sampling asks prob() only when its uniform falls between them)."""
+        p = self.prob(i, token)
+        return p, p
+
+    def draw(self, i: int, rng: np.random.Generator, without: int | None = None) -> int:
+        """A token from row i; with `without`, from the row with that token's weight removed and
+        the rest renormalised (the row itself if nothing else has weight, which only rounding reaches)."""
+        raise NotImplementedError
+
+
+class GivenProbabilities(TargetRows):
+    """Rows given as probabilities, read as they are."""
+
+    def __init__(self, rows: np.ndarray):
+        self.rows, self.ndim, self.shape = rows, rows.ndim, rows.shape
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.rows[i]
+
+    def prob(self, i: int, token: int) -> float:
+        return float(self.rows[i][token])
+
+    def draw(self, i: int, rng: np.random.Generator, without: int | None = None) -> int:
+        row = self.rows[i]
+        if without is not None:
+            rest = row.astype(np.float64)
+            rest[without] = 0.0
+            if rest.sum() > 0.0:
+                row = rest
+        return sample(row, rng)
+
+
+class LazyProbabilities(TargetRows):
+    """The rows of a (rows, vocab) logits block after `probabilities()`'s transform, each worked out
+    when first read: rejection sampling reads the rows up to its first rejection only, so a rejected
+    draft of 8 does not pay for 8 rows it never looks at. `rows[i]` is the exact row `probabilities()`
+    gives the whole block (rows are independent); prob() and draw() read the same distribution from
+    the row's unnormalised weights."""
+
+    def __init__(self, logits: np.ndarray, params: SamplingParams):
+        self.logits, self.params = logits, params
+        self.shape = logits.shape
+        self._rows: dict[int, np.ndarray] = {}
+        self._weights: dict[int, KeptWeights | PeakedRow] = {}
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        row = self._rows.get(i)
+        if row is None:
+            row = self._rows[i] = probabilities(self.logits[i:i + 1], self.params)[0]
+        return row
+
+    def prob(self, i: int, token: int) -> float:
+        return self._row(i).prob(token)
+
+    def prob_range(self, i: int, token: int) -> tuple[float, float]:
+        row = self._row(i)
+        return row.prob_range(token) if isinstance(row, PeakedRow) else super().prob_range(i, token)
+
+    def draw(self, i: int, rng: np.random.Generator, without: int | None = None) -> int:
+        return self._row(i).draw(rng, without)
+
+    @property
+    def computed(self) -> int:
+        """How many rows were worked out (the tests' check that the rest were not)."""
+        return len(self._rows.keys() | self._weights.keys())
+
+    def _row(self, i: int) -> KeptWeights | PeakedRow:
+        row = self._weights.get(i)
+        if row is None:
+            x = np.asarray(self.logits[i:i + 1], dtype=np.float32)
+            params = self.params
+            if params.greedy:
+                row = KeptWeights(np.array([int(np.argmax(x[0]))]), np.ones(1, dtype=np.float32))
+            elif not 0 < params.top_k < x.shape[1] and params.top_p >= 1.0 and params.min_p <= 0.0:
+                row = PeakedRow.of(x[0], params.temperature)
+            if row is None:
+                kept = kept_weights(x, params)
+                row = KeptWeights(None, kept[0]) if isinstance(kept, np.ndarray) else KeptWeights(*kept[0])
+            self._weights[i] = row
+        return row
+
+
+class KeptWeights:
+    """One row's kept tokens and their unnormalised weights: `ids` None for a vocabulary-sized row
+    (weights indexed by token id), else the kept token ids (a top-k's few) with one weight each."""
+
+    def __init__(self, ids: np.ndarray | None, weights: np.ndarray):
+        self.ids, self.weights = ids, weights
+        self._blocks: np.ndarray | None = None
+
+    def blocks(self) -> np.ndarray:
+        if self._blocks is None:
+            self._blocks = block_sums(self.weights)
+        return self._blocks
+
+    def prob(self, token: int) -> float:
+        if self.ids is None:
+            weight = float(self.weights[token])
+        else:
+            at = np.flatnonzero(self.ids == token)
+            weight = float(self.weights[at[0]]) if len(at) else 0.0
+        return weight / float(self.blocks().sum()) if weight else 0.0
+
+    def draw(self, rng: np.random.Generator, without: int | None = None) -> int:
+        if self.ids is None:
+            return inverse_cdf(self.weights, self.blocks(), rng, without)
+        at = None if without is None else np.flatnonzero(self.ids == without)
+        at = int(at[0]) if at is not None and len(at) else None  # a token the filters dropped: nothing to take out
+        return int(self.ids[inverse_cdf(self.weights, self.blocks(), rng, at)])
+
+
+class PeakedRow:
+    """A row at a temperature alone (no filter), drawn from without a pass over its whole vocabulary.
+
+    The tokens within COLD nats of the top (after the temperature) are "hot": their weights are
+    worked out exactly, as `probabilities()` would. Every other token weighs less than e^-COLD, and
+    a draw is rejection sampling against a proposal that gives each of them exactly that bound: a
+    draw lands among the hot tokens with their exact weights, or (rarely: V * e^-COLD ~ 3e-4 of the
+    proposal's mass on a 152k vocabulary) on a uniformly chosen cold token, kept with
+    probability weight / bound, else the draw starts again. Each attempt's kept token follows the row
+    exactly, so after a few failed attempts the whole-row draw finishes the job without bias.
+    A real model's row at 0.7 has ~25 hot tokens of 152k (1,000 at 1.0; bench/measured/
+    vm-20261128-r9-sampled-step.md); a row with more than an eighth of its vocabulary hot is not
+    peaked and goes the whole-row way (`of` returns None)."""
+
+    COLD = 20.0
+    ATTEMPTS = 8
+
+    def __init__(self, logits: np.ndarray, inverse_temperature: np.float32, top: np.float32, hot: np.ndarray,
+                 threshold: np.float32):
+        self.logits, self.inverse_temperature, self.top, self.threshold = logits, inverse_temperature, top, threshold
+        self.hot = hot
+        self.hot_weights = self._weights(logits[hot])
+        self.hot_total = float(self.hot_weights.sum(dtype=np.float64))
+        self.bound = math.exp(-self.COLD)
+        # The proposal gives every token of the vocabulary the bound in its cold part; a pick that
+        # lands on a hot token (or `without`) is a failed attempt, so each cold token weighs the bound.
+        self.cold_mass = logits.size * self.bound
+        self._whole: KeptWeights | None = None
+
+    @classmethod
+    def of(cls, logits: np.ndarray, temperature: float) -> "PeakedRow | None":
+        inverse_temperature = np.float32(min(1.0 / temperature, 1e30))  # as kept_weights caps it
+        top = logits.max()
+        # A hair below the exact cut, so a cold token's weight is below the bound even after float32
+        # rounding (a token wrongly counted hot costs nothing: hot weights are exact).
+        cut = cls.COLD * min(temperature, 1e30)
+        threshold = np.float32(float(top) - cut - 1e-3 * (1.0 + cut + abs(float(top))))
+        hot = np.flatnonzero(logits >= threshold)
+        if hot.size * 8 > logits.size:
+            return None
+        return cls(logits, inverse_temperature, top, hot, threshold)
+
+    def _weights(self, logits: np.ndarray) -> np.ndarray:
+        weights = logits - self.top  # the same float32 arithmetic as kept_weights' dense pass
+        weights *= self.inverse_temperature
+        return np.exp(weights)
+
+    def whole(self) -> KeptWeights:
+        """The whole row's weights (a pass over the vocabulary): for the exact total, and the fallback."""
+        if self._whole is None:
+            self._whole = KeptWeights(None, self._weights(self.logits))
+        return self._whole
+
+    def prob(self, token: int) -> float:
+        return self.whole().prob(token)
+
+    def prob_range(self, token: int) -> tuple[float, float]:
+        """The token's weight over the hot total plus the most and the least the cold tokens can
+        weigh: within ~3e-4 of each other on a real model's row, no pass over the vocabulary."""
+        if self._whole is not None:
+            p = self.prob(token)
+            return p, p
+        weight = float(self._weights(self.logits[token:token + 1])[0])
+        return weight / (self.hot_total + (self.logits.size - self.hot.size) * self.bound), weight / self.hot_total
+
+    def draw(self, rng: np.random.Generator, without: int | None = None) -> int:
+        weights, hot_total = self.hot_weights, self.hot_total
+        if without is not None:
+            at = np.searchsorted(self.hot, without)
+            if at < self.hot.size and self.hot[at] == without:
+                weights = weights.copy()
+                weights[at] = 0.0
+                hot_total = float(weights.sum(dtype=np.float64))
+        if hot_total > 0.0:
+            cumulative = np.cumsum(weights, dtype=np.float64)
+            vocab = self.logits.size
+            for _ in range(self.ATTEMPTS):
+                u = rng.random() * (hot_total + self.cold_mass)
+                if u < hot_total:
+                    i = min(int(np.searchsorted(cumulative, u, side="right")), self.hot.size - 1)
+                    while weights[i] == 0.0:  # rounding at `without`'s zeroed weight: the one before it
+                        i -= 1
+                    return int(self.hot[i])
+                token = int(rng.integers(vocab))
+                if self.logits[token] >= self.threshold or token == without:
+                    continue  # the proposal's cold part is the cold tokens other than `without` alone
+                if rng.random() * self.bound < float(self._weights(self.logits[token:token + 1])[0]):
+                    return token
+        return self.whole().draw(rng, without)
