@@ -63,14 +63,20 @@ def _timed(fn, label: str):
     return wrapper
 
 
-def wrap_parts(patch=setattr) -> None:
-    """Wrap every part (`patch`: how, e.g. a test's monkeypatch.setattr, which undoes it). Imported after
-    the threads' wait level is set (see trace_drafts.py)."""
+def wrap_parts(patch=setattr, parts=PARTS, auto_only: bool = True) -> None:
+    """Wrap every part (`patch`: how, e.g. a test's monkeypatch.setattr, which undoes it; a part whose
+    class is None is a module's function, wrapped where that module calls it). A step's row is kept for
+    `auto` runs alone unless auto_only is False. Imported after the threads' wait level is set (see
+    trace_drafts.py)."""
     import importlib
 
-    for module, cls, method, label in PARTS:
-        owner = getattr(importlib.import_module(module), cls)
-        if hasattr(owner, method):  # a part another commit has not (the table says "-")
+    for module, cls, method, label in parts:
+        try:
+            owner = importlib.import_module(module)
+        except ModuleNotFoundError:  # a module another commit has not (the table says "-")
+            continue
+        owner = getattr(owner, cls, None) if cls is not None else owner
+        if owner is not None and hasattr(owner, method):  # likewise a class or a method
             patch(owner, method, _timed(getattr(owner, method), label))
             _wrapped.add(label)
     from specllama.decoding.engine import Engine
@@ -80,7 +86,7 @@ def wrap_parts(patch=setattr) -> None:
 
     def closing_step(self, running, outcomes):  # the last part of a step: close its row
         out = learn(self, running, outcomes)
-        if len(running) == 1 and isinstance(running[0].policy, SourceChoice):  # `auto` alone: bench's runs
+        if len(running) == 1 and (not auto_only or isinstance(running[0].policy, SourceChoice)):
             _steps.append((bool(outcomes[0].drafted), dict(_spent)))
         _spent.clear()
         return out
@@ -88,12 +94,12 @@ def wrap_parts(patch=setattr) -> None:
     patch(Engine, "_learn", closing_step)
 
 
-def table() -> list[str]:
+def table(parts=PARTS) -> list[str]:
     """Per part: median / mean microseconds a step, over the steps that sent nothing and over all."""
     quiet = [s for sent, s in _steps if not sent]
     lines = [f"{len(_steps)} steps, {len(quiet)} sent nothing; microseconds a step (median / mean)",
              f"{'part':42s} {'sent nothing':>16s} {'all steps':>16s}"]
-    for *_, label in PARTS:
+    for *_, label in parts:
         if label not in _wrapped:
             lines.append(f"{label:42s} {'-':>16s} {'-':>16s}")
             continue

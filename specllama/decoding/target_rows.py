@@ -3,8 +3,9 @@ a draw from a row, a draw from a row with one token taken out, or a whole normal
 
 Why not normalised rows throughout: a plain step at a temperature draws one token from a 152k-float
 row, and each pass over such a row costs ~35 us in a real run (the decode before it leaves the caches
-cold), so normalising, then summing again to draw, took ~0.31 ms a step on the 2-core machine; on the
-lent H200, whose step is ~2.9 ms at --temp 0.7, Python was 23 % of plain decoding's time there
+cold): normalising the row, then summing it again to draw, made judging a plain step at --temp 0.7 take
+0.34 ms on the 2-core machine, 0.16-0.19 ms this way (bench/measured/vm-20261128-r9-sampled-step); on
+the lent H200, whose step is ~2.9 ms at 0.7, Python was 23 % of plain decoding's time
 (bench/measured/lent-20261127-r2-gpu-heldout-t0.7). Here a row is its unnormalised weights, and at a
 temperature alone, where a real model's weight sits on a few tokens, only those few are worked out."""
 
@@ -109,8 +110,8 @@ class LazyProbabilities(TargetRows):
             if params.greedy:
                 row = KeptWeights(np.array([int(np.argmax(x[0]))]), np.ones(1, dtype=np.float32))
             elif not 0 < params.top_k < x.shape[1] and params.top_p >= 1.0 and params.min_p <= 0.0:
-                row = PeakedRow.of(x[0], params.temperature)
-            if row is None:
+                row = PeakedRow.of(x[0], params.temperature)  # a temperature alone
+            else:
                 kept = kept_weights(x, params)
                 row = KeptWeights(None, kept[0]) if isinstance(kept, np.ndarray) else KeptWeights(*kept[0])
             self._weights[i] = row
@@ -156,9 +157,10 @@ class PeakedRow:
     proposal's mass on a 152k vocabulary) on a uniformly chosen cold token, kept with
     probability weight / bound, else the draw starts again. Each attempt's kept token follows the row
     exactly, so after a few failed attempts the whole-row draw finishes the job without bias.
-    A real model's row at 0.7 has ~25 hot tokens of 152k (1,000 at 1.0; bench/measured/
-    vm-20261128-r9-sampled-step.md); a row with more than an eighth of its vocabulary hot is not
-    peaked and goes the whole-row way (`of` returns None)."""
+    A row with more than an eighth of its vocabulary hot is not peaked and goes the whole-row way (`of`
+    returns its KeptWeights). Measured on the real target's sampled answers (scripts/measure/peaked_rows.py): a
+    median of 38 hot tokens of 152k at 0.7 (807 at 1.0), 17 of 500 rows not peaked at 0.7 (101 at 1.0,
+    476 at 1.5; bench/measured/vm-20261128-r9-sampled-step)."""
 
     COLD = 20.0
     ATTEMPTS = 8
@@ -176,22 +178,21 @@ class PeakedRow:
         self._whole: KeptWeights | None = None
 
     @classmethod
-    def of(cls, logits: np.ndarray, temperature: float) -> "PeakedRow | None":
+    def of(cls, logits: np.ndarray, temperature: float) -> "PeakedRow | KeptWeights":
+        """The row as a PeakedRow, or, not peaked, as its whole weights (the max found once for both)."""
         inverse_temperature = np.float32(min(1.0 / temperature, 1e30))  # as kept_weights caps it
         top = logits.max()
         # A hair below the exact cut, so a cold token's weight is below the bound even after float32
         # rounding (a token wrongly counted hot costs nothing: hot weights are exact).
         cut = cls.COLD * min(temperature, 1e30)
         threshold = np.float32(float(top) - cut - 1e-3 * (1.0 + cut + abs(float(top))))
-        hot = np.flatnonzero(logits >= threshold)
-        if hot.size * 8 > logits.size:
-            return None
-        return cls(logits, inverse_temperature, top, hot, threshold)
+        hot = logits >= threshold
+        if np.count_nonzero(hot) * 8 > logits.size:  # counted first: listing 19k hot tokens costs a pass more
+            return KeptWeights(None, _tempered(logits, top, inverse_temperature))
+        return cls(logits, inverse_temperature, top, np.flatnonzero(hot), threshold)
 
     def _weights(self, logits: np.ndarray) -> np.ndarray:
-        weights = logits - self.top  # the same float32 arithmetic as kept_weights' dense pass
-        weights *= self.inverse_temperature
-        return np.exp(weights)
+        return _tempered(logits, self.top, self.inverse_temperature)
 
     def whole(self) -> KeptWeights:
         """The whole row's weights (a pass over the vocabulary): for the exact total, and the fallback."""
@@ -235,3 +236,10 @@ class PeakedRow:
                 if rng.random() * self.bound < float(self._weights(self.logits[token:token + 1])[0]):
                     return token
         return self.whole().draw(rng, without)
+
+
+def _tempered(logits: np.ndarray, top: np.float32, inverse_temperature: np.float32) -> np.ndarray:
+    """exp((logits - top) / temperature) in float32: the same arithmetic as kept_weights' dense pass."""
+    weights = logits - top
+    weights *= inverse_temperature
+    return np.exp(weights, out=weights)

@@ -5,7 +5,7 @@ cold tokens by rejection, the whole-row fallback, a top-k's few, with a token ta
 import numpy as np
 import pytest
 
-from specllama.decoding.sampling import SamplingParams, probabilities
+from specllama.decoding.sampling import SamplingParams, kept_weights, probabilities
 from specllama.decoding.target_rows import KeptWeights, LazyProbabilities, PeakedRow, TargetRows
 from specllama.decoding.verify import verify_sampling
 from tests.support.chi_square import follows
@@ -44,7 +44,7 @@ class ColdNear(PeakedRow):
 def test_a_peaked_rows_draws_follow_its_probabilities(temperature):
     x = peaked_logits(1)
     row = PeakedRow.of(x, temperature)
-    assert row is not None and row.hot.size < 20  # only the near-top tokens are worked out
+    assert isinstance(row, PeakedRow) and row.hot.size < 20  # only the near-top tokens are worked out
     ok, statistic, df = follows(drawn(row, 2), expected(x, temperature))
     assert ok, f"chi2={statistic:.1f} df={df}"
 
@@ -66,7 +66,7 @@ def test_cold_tokens_drawn_by_rejection_follow_the_row(without):
     """COLD = 1 nat: the tail sits just under the bound, so draws land on cold tokens and keep most."""
     x = peaked_logits(5, tail=(-2.5, -1.05), vocab=120)  # few tokens: the test tells small biases apart
     row = ColdNear.of(x, 1.0)
-    assert row is not None and row.cold_mass > 10 * row.hot_total  # the cold way is the usual one here
+    assert isinstance(row, ColdNear) and row.cold_mass > 10 * row.hot_total  # the cold way is the usual one here
     token = None if without is None else int(np.argmax(x)) if without == "top" else int(np.argmin(x))
     counts = drawn(row, 6, without=token)
     cold = x < row.threshold
@@ -96,16 +96,18 @@ def test_every_cold_tokens_weight_is_below_the_bound(temperature):
     for seed in range(20):
         x = peaked_logits(seed, tail=(-200.0, 10.0)) * np.float32(rng.uniform(0.1, 3.0)) + np.float32(rng.normal(0, 50))
         row = PeakedRow.of(x.astype(np.float32), temperature)
-        if row is None:
+        if not isinstance(row, PeakedRow):
             continue
         cold = x < row.threshold
         assert np.all(row._weights(x[cold]) <= row.bound)
         np.testing.assert_array_equal(row.hot, np.flatnonzero(~cold))
 
 
-def test_a_flat_row_is_not_peaked():
+def test_a_flat_row_is_not_peaked_and_is_kept_whole():
     x = np.random.default_rng(10).normal(0, 1, VOCAB).astype(np.float32)
-    assert PeakedRow.of(x, 1.0) is None
+    row = PeakedRow.of(x, 1.0)
+    assert isinstance(row, KeptWeights) and row.ids is None
+    np.testing.assert_array_equal(row.weights, kept_weights(x[None, :], SamplingParams(temperature=1.0))[0])
 
 
 def test_a_peaked_rows_probabilities_are_the_rows():
