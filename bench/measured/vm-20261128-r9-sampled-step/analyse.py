@@ -1,5 +1,5 @@
-"""Summarise run.sh's runs: per version and round, plain (none) tok/s and Python ms a token, auto tok/s,
-auto's ratio to plain; then medians per version.
+"""Summarise run.sh's runs (NAME-rN.json) and run_seeds.sh's (seeds-NAME-sS.json): per version and run,
+plain (none) tok/s and Python ms a token, auto tok/s, auto's ratio to plain; then medians per version.
 
     python bench/measured/vm-20261128-r9-sampled-step/analyse.py
 """
@@ -21,9 +21,15 @@ def row(path: Path) -> dict:
 
 
 def main() -> None:
+    for pattern in ("[bn]*-r*.json", "seeds-*.json"):
+        print(f"\n{pattern}\n")
+        summarise(sorted(HERE.glob(pattern)))
+
+
+def summarise(paths: list[Path]) -> None:
     table = {}
-    for path in sorted(HERE.glob("*-r*.json")):
-        version, run = path.stem.split("-")
+    for path in paths:
+        version, run = path.stem.split("-")[-2:]
         table.setdefault(version, []).append((run, row(path)))
     keys = list(next(iter(table.values()))[0][1])
     print("| version | run | " + " | ".join(keys) + " |")
