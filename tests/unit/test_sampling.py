@@ -235,3 +235,21 @@ def test_sample_over_blocks_is_one_running_sum(size):
         assert row[token] > 0
         expected = int(np.searchsorted(cumulative, u * cumulative[-1], side="right"))
         assert token == min(expected, int(np.flatnonzero(row)[-1]))
+
+
+@pytest.mark.parametrize("tier", ["the heaviest few", "the partitioned head", "the whole row sorted"])
+def test_top_p_finds_the_nucleus_whichever_head_holds_it(tier):
+    """The nucleus is looked for among the weights above 1e-4 of the top, then the largest 8192, then the
+    whole row: a row built for each to be the first that reaches top_p keeps the reference's set."""
+    rng = np.random.default_rng(21)
+    weights = np.full(QWEN_VOCAB, 1e-9)
+    weights[0] = 1.0
+    if tier == "the heaviest few":
+        weights[1:40] = rng.uniform(0.01, 0.5, 39)
+    elif tier == "the partitioned head":
+        weights[1:8001] = np.exp(rng.uniform(np.log(3e-5), np.log(9.9e-5), 8000))  # under the first cut, ~0.5 together
+    else:
+        weights[1:] = np.exp(rng.uniform(np.log(1e-7), np.log(9.5e-5), QWEN_VOCAB - 1))  # ~2x the top's weight, flat
+    logits = np.log(weights).astype(np.float32)[None, :]
+    got = probabilities(logits, SamplingParams(temperature=1.0, top_p=0.9))[0]
+    assert kept(got) == reference_nucleus(logits[0], 0.9)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from specllama.decoding.sampling import SamplingParams, kept_weights, probabilities
-from specllama.decoding.target_rows import KeptWeights, LazyProbabilities, PeakedRow, TargetRows
+from specllama.decoding.target_rows import KeptWeights, LazyProbabilities, PeakedRow, TargetRows, peaked_filtered
 from specllama.decoding.verify import verify_sampling
 from tests.support.chi_square import follows
 
@@ -192,3 +192,65 @@ def test_rejection_sampling_asks_the_exact_probability_only_between_its_bounds(u
     rows = WideRows()
     verdict = verify_sampling([1], None, rows, Uniform(u))
     assert (verdict.n_accepted == 1) == accepted and rows.exact_reads == exact_reads
+
+
+FILTERS = [dict(top_p=0.9), dict(top_p=0.95), dict(top_p=0.5), dict(min_p=0.05), dict(top_p=0.95, min_p=0.02),
+           dict(min_p=0.3)]
+
+
+@pytest.mark.parametrize("filters", FILTERS)
+@pytest.mark.parametrize("temperature", [0.3, 0.7, 1.0, 1.5])
+def test_top_p_and_min_p_on_a_peaked_row_keep_what_the_whole_row_keeps(filters, temperature):
+    """The kept tokens and their weights, token for token, as kept_weights finds them on the whole row."""
+    params = SamplingParams(temperature=temperature, **filters)
+    settled = 0
+    for seed in range(30):
+        x = peaked_logits(seed)
+        row = peaked_filtered(x, params)
+        if row is None:
+            continue
+        settled += 1
+        (ids, weights), = kept_weights(x[None, :], params)
+        np.testing.assert_array_equal(row.ids, ids)
+        np.testing.assert_array_equal(row.weights, weights)
+    assert settled >= 25  # the peaked way is the usual one on such rows
+
+
+def test_a_filtered_row_goes_the_whole_row_way_where_the_peaked_way_cannot_settle_it():
+    flat = np.random.default_rng(17).normal(0, 1, VOCAB).astype(np.float32)
+    assert peaked_filtered(flat, SamplingParams(temperature=1.0, top_p=0.9)) is None
+    x = peaked_logits(18)
+    assert peaked_filtered(x, SamplingParams(temperature=1.0, min_p=1e-12)) is None  # min-p below the cold bound
+    # Two hot tokens weighing 1 and 0.5 and a tail just under the cut: at top_p 2/3 the hot total's
+    # nucleus ends at the first token, the hot total plus the cold tokens' bound at the second.
+    straddled = np.full(VOCAB, -20.5, dtype=np.float32)
+    straddled[:2] = [0.0, np.log(0.5)]
+    assert peaked_filtered(straddled, SamplingParams(temperature=1.0, top_p=2 / 3)) is None
+    assert peaked_filtered(straddled, SamplingParams(temperature=1.0, top_p=0.5)) is not None
+
+
+def test_lazy_rows_with_top_p_draw_the_targets_distribution():
+    x = peaked_logits(19)
+    params = SamplingParams(temperature=0.8, top_p=0.9)
+    assert peaked_filtered(x, params) is not None
+    lazy = LazyProbabilities(x[None, :], params)
+    rng = np.random.default_rng(20)
+    counts = np.bincount([lazy.draw(0, rng) for _ in range(DRAWS)], minlength=VOCAB)
+    p = probabilities(x[None, :], params)[0].astype(np.float64)
+    ok, statistic, df = follows(counts, p / p.sum())
+    assert ok, f"chi2={statistic:.1f} df={df}"
+
+
+@pytest.mark.parametrize("params", [SamplingParams(temperature=0.7), SamplingParams(temperature=1.0, top_p=0.9),
+                                    SamplingParams(temperature=1.0, min_p=0.05)])
+def test_a_row_a_grammar_masked_draws_only_what_it_allows(params):
+    """A grammar sets forbidden logits to -inf (decoding/grammar.py), the top token among them."""
+    x = peaked_logits(22)
+    x[np.argsort(-x)[:3]] = -np.inf
+    p = probabilities(x[None, :], params)[0].astype(np.float64)
+    lazy = LazyProbabilities(x[None, :], params)
+    rng = np.random.default_rng(23)
+    counts = np.bincount([lazy.draw(0, rng) for _ in range(DRAWS)], minlength=VOCAB)
+    assert counts[np.isneginf(x)].sum() == 0
+    ok, statistic, df = follows(counts, p / p.sum())
+    assert ok, f"chi2={statistic:.1f} df={df}"
