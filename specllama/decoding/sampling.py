@@ -32,8 +32,9 @@ from specllama.decoding.limits import SettingError, number, whole
 # model's nucleus at top_p 0.9-0.95 is almost always far smaller; partitioning is O(vocab) while a
 # full sort of 152k is several times dearer.
 _NUCLEUS_CANDIDATES = 8192
-# top-p's first look: the temperature-1 weights (the top one is 1) at or above this; see _row_nucleus_floor.
-_NUCLEUS_HEAD_WEIGHT = 1e-4
+# top-p's first look: the temperature-1 weights (the top one is 1) at or above this; see _row_nucleus_floor
+# (target_rows.peaked_filtered's too).
+NUCLEUS_HEAD_WEIGHT = 1e-4
 # sample()'s block of tokens: ~150 block sums and one block's cumsum instead of a 152k cumsum.
 _SAMPLE_BLOCK = 1024
 
@@ -150,10 +151,10 @@ def _row_nucleus_floor(weights: np.ndarray, needed: float) -> float:
     `needed`. Every weight at or above a cut-off is a head of that order (ties included), so the
     first head that reaches `needed` holds the crossing, and the crossing is the whole order's."""
     n = weights.size
-    # 1. The weights at or above _NUCLEUS_HEAD_WEIGHT: a real model's nucleus at top_p 0.95 lies
+    # 1. The weights at or above NUCLEUS_HEAD_WEIGHT: a real model's nucleus at top_p 0.95 lies
     #    among them in every row measured, a median of 68 tokens of 152k on prose
     #    (bench/measured/vm-20261128-r9-sampled-step), found without a partition of the row.
-    head = weights[weights >= _NUCLEUS_HEAD_WEIGHT]
+    head = weights[weights >= NUCLEUS_HEAD_WEIGHT]
     if head.size <= _NUCLEUS_CANDIDATES:
         floor = _crossing(np.sort(head)[::-1], needed)
         if floor is not None:

@@ -15,7 +15,15 @@ import math
 
 import numpy as np
 
-from specllama.decoding.sampling import SamplingParams, block_sums, inverse_cdf, kept_weights, probabilities, sample
+from specllama.decoding.sampling import (
+    NUCLEUS_HEAD_WEIGHT,
+    SamplingParams,
+    block_sums,
+    inverse_cdf,
+    kept_weights,
+    probabilities,
+    sample,
+)
 
 
 class TargetRows:
@@ -111,8 +119,8 @@ class LazyProbabilities(TargetRows):
                 row = KeptWeights(np.array([int(np.argmax(x[0]))]), np.ones(1, dtype=np.float32))
             elif not 0 < params.top_k < x.shape[1] and params.top_p >= 1.0 and params.min_p <= 0.0:
                 row = PeakedRow.of(x[0], params.temperature)  # a temperature alone
-            elif not 0 < params.top_k < x.shape[1]:
-                row = peaked_filtered(x[0], params)  # top-p or min-p on a peaked row: its few tokens
+            else:
+                row = peaked_filtered(x[0], params)  # filters on a peaked row: its few tokens
             if row is None:
                 kept = kept_weights(x, params)
                 row = KeptWeights(None, kept[0]) if isinstance(kept, np.ndarray) else KeptWeights(*kept[0])
@@ -247,21 +255,20 @@ def _tempered(logits: np.ndarray, top: np.float32, inverse_temperature: np.float
     return np.exp(weights, out=weights)
 
 
-_NUCLEUS_HEAD = 1e-3  # peaked_filtered's first look: the temperature-1 weights (the top one is 1) at or above it
-
-
 def peaked_filtered(logits: np.ndarray, params: SamplingParams) -> KeptWeights | None:
-    """top-p and/or min-p (no top-k) on a row whose temperature-1 weight sits on few tokens: the kept
-    tokens and weights `kept_weights` gives, found among the tokens within PeakedRow.COLD nats of the
-    top (before the temperature, as the filters see the row), without a pass over the vocabulary
-    beyond finding them. None where that cannot be settled so (a flat row; a nucleus the cold tokens'
-    mass could move; a min-p below the cold tokens' bound): the whole-row way then.
+    """top-k, top-p and min-p on a row whose temperature-1 weight sits on few tokens: the kept tokens
+    and weights `kept_weights` gives (up to the order of the ids), found among the tokens within
+    PeakedRow.COLD nats of the top (before the temperature, as the filters see the row), without a pass
+    over the vocabulary beyond finding them. None where that cannot be settled so (a flat row; fewer hot
+    tokens than top-k; a nucleus the cold tokens' mass could move; a min-p below the cold tokens'
+    bound): the whole-row way then.
 
-    Why it is the same set: the cold tokens together weigh at most their count times the heaviest
-    weight a cold token can have, so the nucleus needs top_p times a total known to lie in
-    [hot total, hot total + that bound]; where both ends cross at the same token, that token is the
-    floor, and a floor above every cold weight keeps hot tokens only. Measured: judging a step at
-    --temp 0.7 --top-p 0.95 in a real run, bench/measured/vm-20261128-r9-sampled-step."""
+    Why it is the same set: the top-k of a row with at least k hot tokens are hot, and top-p after
+    top-k renormalises over those k alone. Without top-k, the cold tokens together weigh at most their
+    count times the heaviest weight a cold token can have, so the nucleus needs top_p times a total
+    known to lie in [hot total, hot total + that bound]; where both ends cross at the same token, that
+    token is the floor, and a floor above every cold weight keeps hot tokens only. Measured: judging a
+    step inside real runs, bench/measured/vm-20261128-r9-sampled-step."""
     top = logits.max()
     cut = PeakedRow.COLD
     threshold = np.float32(float(top) - cut - 1e-3 * (1.0 + cut + abs(float(top))))
@@ -272,14 +279,23 @@ def peaked_filtered(logits: np.ndarray, params: SamplingParams) -> KeptWeights |
     candidates = logits[hot]
     # The heaviest a cold token can weigh: weights are monotone in the logit, float32 rounding included.
     cold_weight = float(np.exp(np.float32(threshold - top)))
+    cold_mass = (logits.size - hot.size) * cold_weight  # at most; nothing once top-k has picked its k
+    top_k = int(params.top_k)
+    if 0 < top_k < logits.size:
+        if hot.size < top_k:
+            return None
+        if top_k < hot.size:
+            pick = np.argpartition(candidates, hot.size - top_k)[hot.size - top_k:]
+            hot, candidates = hot[pick], candidates[pick]
+        cold_mass = cold_weight = 0.0
     keep = np.ones(hot.size, dtype=bool)
     if params.top_p < 1.0:
         weights = np.exp(candidates - top)  # kept_weights' temperature-1 weights, token for token
         hot_total = float(weights.sum(dtype=np.float64))
-        needed = [params.top_p * total for total in (hot_total, hot_total + (logits.size - hot.size) * cold_weight)]
+        needed = [params.top_p * hot_total, params.top_p * (hot_total + cold_mass)]
         # The nucleus is usually a few of the hot tokens: sort the heaviest alone when they reach it
         # (the weights at or above a cut are a head of the descending order, as in sampling.py).
-        head = weights[weights >= _NUCLEUS_HEAD]
+        head = weights[weights >= NUCLEUS_HEAD_WEIGHT]
         if not head.sum(dtype=np.float64) >= needed[1]:
             head = weights
         descending = np.sort(head)[::-1]
@@ -290,7 +306,7 @@ def peaked_filtered(logits: np.ndarray, params: SamplingParams) -> KeptWeights |
         keep &= weights >= descending[ends[0]]
     if params.min_p > 0.0:
         floor = top + np.float32(math.log(params.min_p))
-        if not floor > threshold:  # cold tokens could pass min-p
+        if cold_mass and not floor > threshold:  # cold tokens could pass min-p
             return None
         keep &= candidates >= floor
     ids = hot[keep]

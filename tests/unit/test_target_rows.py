@@ -195,24 +195,28 @@ def test_rejection_sampling_asks_the_exact_probability_only_between_its_bounds(u
 
 
 FILTERS = [dict(top_p=0.9), dict(top_p=0.95), dict(top_p=0.5), dict(min_p=0.05), dict(top_p=0.95, min_p=0.02),
-           dict(min_p=0.3)]
+           dict(min_p=0.3), dict(top_k=5), dict(top_k=40, top_p=0.95, min_p=0.05), dict(top_k=20, top_p=0.8),
+           dict(top_k=3, min_p=0.5)]
 
 
 @pytest.mark.parametrize("filters", FILTERS)
 @pytest.mark.parametrize("temperature", [0.3, 0.7, 1.0, 1.5])
 def test_top_p_and_min_p_on_a_peaked_row_keep_what_the_whole_row_keeps(filters, temperature):
-    """The kept tokens and their weights, token for token, as kept_weights finds them on the whole row."""
+    """The kept tokens and their weights, token for token, as kept_weights finds them on the whole row
+    (top-k's ids in either order: both come out of a partition)."""
     params = SamplingParams(temperature=temperature, **filters)
     settled = 0
     for seed in range(30):
         x = peaked_logits(seed)
+        x[np.argsort(x)[-40:-13]] = np.linspace(-19.0, -4.0, 27, dtype=np.float32)  # a top-40 needs hot tokens beyond the 13
         row = peaked_filtered(x, params)
         if row is None:
             continue
         settled += 1
         (ids, weights), = kept_weights(x[None, :], params)
-        np.testing.assert_array_equal(row.ids, ids)
-        np.testing.assert_array_equal(row.weights, weights)
+        mine, theirs = np.argsort(row.ids), np.argsort(ids)
+        np.testing.assert_array_equal(row.ids[mine], ids[theirs])
+        np.testing.assert_array_equal(row.weights[mine], weights[theirs])
     assert settled >= 25  # the peaked way is the usual one on such rows
 
 
@@ -221,6 +225,8 @@ def test_a_filtered_row_goes_the_whole_row_way_where_the_peaked_way_cannot_settl
     assert peaked_filtered(flat, SamplingParams(temperature=1.0, top_p=0.9)) is None
     x = peaked_logits(18)
     assert peaked_filtered(x, SamplingParams(temperature=1.0, min_p=1e-12)) is None  # min-p below the cold bound
+    assert peaked_filtered(x, SamplingParams(temperature=1.0, top_k=100)) is None  # fewer hot tokens than k
+    assert peaked_filtered(x, SamplingParams(temperature=1.0, top_k=13, min_p=1e-12)) is not None  # all hot
     # Two hot tokens weighing 1 and 0.5 and a tail just under the cut: at top_p 2/3 the hot total's
     # nucleus ends at the first token, the hot total plus the cold tokens' bound at the second.
     straddled = np.full(VOCAB, -20.5, dtype=np.float32)
