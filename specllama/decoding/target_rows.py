@@ -6,8 +6,9 @@ row, and each pass over such a row costs ~35 us in a real run (the decode before
 cold): normalising the row, then summing it again to draw, made judging a plain step at --temp 0.7 take
 0.34 ms on the 2-core machine, 0.16-0.19 ms this way (bench/measured/vm-20261128-r9-sampled-step); on
 the lent H200, whose step is ~2.9 ms at 0.7, Python was 23 % of plain decoding's time
-(bench/measured/lent-20261127-r2-gpu-heldout-t0.7). Here a row is its unnormalised weights, and at a
-temperature alone, where a real model's weight sits on a few tokens, only those few are worked out."""
+(bench/measured/lent-20261127-r2-gpu-heldout-t0.7). Here a row is its unnormalised weights, and where a
+real model's weight sits on a few tokens, only those few are worked out: at a temperature alone (PeakedRow)
+and under top-k, top-p and min-p (peaked_filtered)."""
 
 from __future__ import annotations
 
