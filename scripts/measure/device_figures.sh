@@ -41,6 +41,8 @@ figures() {  # figures LABEL NOTE REPEAT ROUNDS [PLAIN_ROUNDS (default ROUNDS)]
   local arms=default
   [ -n "${ONLY_REPLAY:-}" ] || step $((40 + 45 * plain_rounds)) "$L plain vs llama-server" python3 $M/thread_wait.py --arms $arms \
     --llama-server "$B/llama-server" --target "$T" --threads 16 --rounds "$plain_rounds" --note "$note" --out "$R/$L-plain"
+  # At 0.7 the JSON's time_split python share is the sampled step's Python: 23 % of plain decoding's time at the
+  # fourth sitting (lent-20261127-r2-gpu-heldout-t0.7), before the cut of bench/measured/vm-20261128-r9-sampled-step.
   [ -n "${ONLY_REPLAY:-}" ] || for temp in 0 0.7; do
     step 150 "$L held-out temp $temp" env SPECLLAMA_COSTS="$(mktemp -d)" python3 -m specllama bench \
       --prompts bench/prompts_heldout.jsonl --configs "none;auto:k=auto" -n 96 --repeat "$rep" --temp $temp --seed 7 \

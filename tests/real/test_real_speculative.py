@@ -116,3 +116,40 @@ def test_the_same_seed_gives_the_same_sampled_text(runtime, prompts):
     first, again, other = sampled(7), sampled(7), sampled(8)
     assert first.text == again.text and first.text != other.text
     assert first.drafted > 0 and first.accepted > 0
+
+
+def test_draws_from_the_targets_own_rows_follow_their_probabilities(runtime, prompts, monkeypatch):
+    """The sampled step's shortcuts (decoding/target_rows.py: a row's few hot tokens, the cold ones by
+    rejection, filters settled among the few) on the real target's rows, code and prose: each way of
+    drawing follows `probabilities()`' row by a chi-square test, and at 0.7 the peaked way is taken."""
+    from specllama.decoding import target_rows
+    from specllama.decoding.sampling import probabilities
+    from tests.support.chi_square import follows
+
+    rows = []
+    init = target_rows.LazyProbabilities.__init__
+
+    def keeping(self, logits, params):
+        rows.extend(np.array(r, dtype=np.float32) for r in logits)
+        init(self, logits, params)
+
+    monkeypatch.setattr(target_rows.LazyProbabilities, "__init__", keeping)
+    for prompt in (prompts[0], prompts[2]):
+        runtime.reset()
+        runtime.generate(prompt, GenerationConfig(max_tokens=6, drafter="none", k=0,
+                                                  sampling=SamplingParams(temperature=0.7, seed=3))).drain()
+    assert len(rows) == 12
+    peaked = 0
+    for x in rows[2::3]:
+        for params in (SamplingParams(temperature=0.7), SamplingParams(temperature=1.0, top_p=0.95),
+                       SamplingParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)):
+            lazy, rng = target_rows.LazyProbabilities(x[None, :], params), np.random.default_rng(4)
+            counts = np.bincount([lazy.draw(0, rng) for _ in range(20_000)], minlength=x.size)
+            p = probabilities(x[None, :], params)[0].astype(np.float64)
+            if np.count_nonzero(p) == 1:  # the filters kept one token: every draw is it
+                assert counts[np.argmax(p)] == 20_000
+                continue
+            ok, statistic, df = follows(counts, p / p.sum())
+            assert ok, f"{params}: chi2={statistic:.1f} df={df}"
+            peaked += isinstance(lazy._row(0), target_rows.PeakedRow)
+    assert peaked >= 3  # of the four rows at 0.7 alone
