@@ -118,25 +118,36 @@ def kept_weights(x: np.ndarray, params: SamplingParams) -> np.ndarray | list[tup
         above = candidates >= row_max + np.float32(math.log(params.min_p))
         keep = above if keep is None else keep & above
 
-    # 4. temperature on the survivors. After subtracting the max the largest weight is exactly 1, so
-    #    float32 cannot overflow. Capped so a denormal temperature gives greedy-like rows instead of
-    #    0 * inf = NaN at the max.
-    inverse_temperature = np.float32(min(1.0 / params.temperature, 1e30))
+    # 4. temperature on the survivors.
+    inverse = inverse_temperature(params.temperature)
     if columns is None and (keep is None or np.count_nonzero(keep) * 8 > keep.size):
         # Most of the vocabulary survives: one dense in-place pass beats gathering indices (and with
         # no filter at all, nothing is masked: a pass over the vocabulary fewer, ~0.1 ms).
-        dense = candidates - row_max
-        dense *= inverse_temperature
-        np.exp(dense, out=dense)
+        dense = tempered(candidates, row_max, inverse)
         if keep is not None:
             dense *= keep
         return dense
     kept = []
     for r in range(rows):
         survivors = np.arange(candidates.shape[1]) if keep is None else np.flatnonzero(keep[r])
-        weights_r = np.exp((candidates[r, survivors] - row_max[r]) * inverse_temperature)
-        kept.append((survivors if columns is None else columns[r, survivors], weights_r))
+        kept.append((survivors if columns is None else columns[r, survivors],
+                     tempered(candidates[r, survivors], row_max[r], inverse)))
     return kept
+
+
+def inverse_temperature(temperature: float) -> np.float32:
+    """1 / temperature in float32, capped so a denormal temperature gives greedy-like rows instead of
+    0 * inf = NaN at the max."""
+    return np.float32(min(1.0 / temperature, 1e30))
+
+
+def tempered(logits: np.ndarray, top, inverse: np.float32) -> np.ndarray:
+    """exp((logits - top) / temperature) in float32, a new array (every path that weighs tokens uses this
+    one arithmetic, so their weights agree token for token). With `top` the max the largest weight is
+    exactly 1, so float32 cannot overflow."""
+    weights = logits - top
+    weights *= inverse
+    return np.exp(weights, out=weights)
 
 
 def _nucleus_floor(weights: np.ndarray, top_p: float) -> np.ndarray:
@@ -156,22 +167,22 @@ def _row_nucleus_floor(weights: np.ndarray, needed: float) -> float:
     #    (bench/measured/vm-20261128-r9-sampled-step), found without a partition of the row.
     head = weights[weights >= NUCLEUS_HEAD_WEIGHT]
     if head.size <= _NUCLEUS_CANDIDATES:
-        floor = _crossing(np.sort(head)[::-1], needed)
+        floor = nucleus_crossing(np.sort(head)[::-1], needed)
         if floor is not None:
             return floor
     # 2. The largest _NUCLEUS_CANDIDATES: O(n) partition plus a small sort.
     if n > _NUCLEUS_CANDIDATES:
-        floor = _crossing(np.sort(np.partition(weights, n - _NUCLEUS_CANDIDATES)[n - _NUCLEUS_CANDIDATES:])[::-1], needed)
+        floor = nucleus_crossing(np.sort(np.partition(weights, n - _NUCLEUS_CANDIDATES)[n - _NUCLEUS_CANDIDATES:])[::-1], needed)
         if floor is not None:
             return floor
     # 3. A nearly flat row whose nucleus is bigger than both: the whole row sorted.
     descending = np.sort(weights)[::-1]
-    floor = _crossing(descending, needed)
+    floor = nucleus_crossing(descending, needed)
     # None only when rounding leaves the whole sum a hair below `needed` (top_p near 1): the smallest.
     return descending[-1] if floor is None else floor
 
 
-def _crossing(descending: np.ndarray, needed: float, block: int = 256) -> float | None:
+def nucleus_crossing(descending: np.ndarray, needed: float, block: int = 256) -> float | None:
     """The value at which the running sum of a descending row first reaches `needed`; None if it
     never does.
 

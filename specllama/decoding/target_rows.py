@@ -21,9 +21,11 @@ from specllama.decoding.sampling import (
     SamplingParams,
     block_sums,
     inverse_cdf,
+    inverse_temperature,
     kept_weights,
+    nucleus_crossing,
     probabilities,
-    sample,
+    tempered,
 )
 
 
@@ -68,13 +70,8 @@ class GivenProbabilities(TargetRows):
         return float(self.rows[i][token])
 
     def draw(self, i: int, rng: np.random.Generator, without: int | None = None) -> int:
-        row = self.rows[i]
-        if without is not None:
-            rest = row.astype(np.float64)
-            rest[without] = 0.0
-            if rest.sum() > 0.0:
-                row = rest
-        return sample(row, rng)
+        row = np.asarray(self.rows[i]).reshape(-1)
+        return inverse_cdf(row, block_sums(row), rng, without)
 
 
 class LazyProbabilities(TargetRows):
@@ -142,20 +139,21 @@ class KeptWeights:
             self._blocks = block_sums(self.weights)
         return self._blocks
 
+    def _at(self, token: int | None) -> int | None:
+        """Where a token's weight is; None for no token, or one the filters dropped."""
+        if token is None or self.ids is None:
+            return token
+        at = np.flatnonzero(self.ids == token)
+        return int(at[0]) if len(at) else None
+
     def prob(self, token: int) -> float:
-        if self.ids is None:
-            weight = float(self.weights[token])
-        else:
-            at = np.flatnonzero(self.ids == token)
-            weight = float(self.weights[at[0]]) if len(at) else 0.0
+        at = self._at(token)
+        weight = 0.0 if at is None else float(self.weights[at])
         return weight / float(self.blocks().sum()) if weight else 0.0
 
     def draw(self, rng: np.random.Generator, without: int | None = None) -> int:
-        if self.ids is None:
-            return inverse_cdf(self.weights, self.blocks(), rng, without)
-        at = None if without is None else np.flatnonzero(self.ids == without)
-        at = int(at[0]) if at is not None and len(at) else None  # a token the filters dropped: nothing to take out
-        return int(self.ids[inverse_cdf(self.weights, self.blocks(), rng, at)])
+        drawn = inverse_cdf(self.weights, self.blocks(), rng, self._at(without))
+        return drawn if self.ids is None else int(self.ids[drawn])
 
 
 class PeakedRow:
@@ -191,19 +189,14 @@ class PeakedRow:
     @classmethod
     def of(cls, logits: np.ndarray, temperature: float) -> "PeakedRow | KeptWeights":
         """The row as a PeakedRow, or, not peaked, as its whole weights (the max found once for both)."""
-        inverse_temperature = np.float32(min(1.0 / temperature, 1e30))  # as kept_weights caps it
-        top = logits.max()
-        # A hair below the exact cut, so a cold token's weight is below the bound even after float32
-        # rounding (a token wrongly counted hot costs nothing: hot weights are exact).
-        cut = cls.COLD * min(temperature, 1e30)
-        threshold = np.float32(float(top) - cut - 1e-3 * (1.0 + cut + abs(float(top))))
-        hot = logits >= threshold
-        if np.count_nonzero(hot) * 8 > logits.size:  # counted first: listing 19k hot tokens costs a pass more
-            return KeptWeights(None, _tempered(logits, top, inverse_temperature))
-        return cls(logits, inverse_temperature, top, np.flatnonzero(hot), threshold)
+        inverse = inverse_temperature(temperature)
+        top, threshold, hot = _hot(logits, cls.COLD * min(temperature, 1e30))
+        if hot is None:
+            return KeptWeights(None, tempered(logits, top, inverse))
+        return cls(logits, inverse, top, hot, threshold)
 
     def _weights(self, logits: np.ndarray) -> np.ndarray:
-        return _tempered(logits, self.top, self.inverse_temperature)
+        return tempered(logits, self.top, self.inverse_temperature)
 
     def whole(self) -> KeptWeights:
         """The whole row's weights (a pass over the vocabulary): for the exact total, and the fallback."""
@@ -249,13 +242,6 @@ class PeakedRow:
         return self.whole().draw(rng, without)
 
 
-def _tempered(logits: np.ndarray, top: np.float32, inverse_temperature: np.float32) -> np.ndarray:
-    """exp((logits - top) / temperature) in float32: the same arithmetic as kept_weights' dense pass."""
-    weights = logits - top
-    weights *= inverse_temperature
-    return np.exp(weights, out=weights)
-
-
 def peaked_filtered(logits: np.ndarray, params: SamplingParams) -> KeptWeights | None:
     """top-k, top-p and min-p on a row whose temperature-1 weight sits on few tokens: the kept tokens
     and weights `kept_weights` gives (up to the order of the ids), found among the tokens within
@@ -270,13 +256,9 @@ def peaked_filtered(logits: np.ndarray, params: SamplingParams) -> KeptWeights |
     known to lie in [hot total, hot total + that bound]; where both ends cross at the same token, that
     token is the floor, and a floor above every cold weight keeps hot tokens only. Measured: judging a
     step inside real runs, bench/measured/vm-20261128-r9-sampled-step."""
-    top = logits.max()
-    cut = PeakedRow.COLD
-    threshold = np.float32(float(top) - cut - 1e-3 * (1.0 + cut + abs(float(top))))
-    hot = logits >= threshold
-    if np.count_nonzero(hot) * 8 > logits.size:
+    top, threshold, hot = _hot(logits, PeakedRow.COLD)
+    if hot is None:
         return None
-    hot = np.flatnonzero(hot)
     candidates = logits[hot]
     # The heaviest a cold token can weigh: weights are monotone in the logit, float32 rounding included.
     cold_weight = float(np.exp(np.float32(threshold - top)))
@@ -297,18 +279,27 @@ def peaked_filtered(logits: np.ndarray, params: SamplingParams) -> KeptWeights |
         # The nucleus is usually a few of the hot tokens: sort the heaviest alone when they reach it
         # (the weights at or above a cut are a head of the descending order, as in sampling.py).
         head = weights[weights >= NUCLEUS_HEAD_WEIGHT]
-        if not head.sum(dtype=np.float64) >= needed[1]:
-            head = weights
-        descending = np.sort(head)[::-1]
-        running = np.cumsum(descending, dtype=np.float64)
-        ends = [int(np.searchsorted(running, need)) for need in needed]
-        if ends[1] >= descending.size or ends[0] != ends[1] or not descending[ends[0]] > cold_weight:
+        descending = np.sort(head if head.sum(dtype=np.float64) >= needed[1] else weights)[::-1]
+        floors = [nucleus_crossing(descending, need) for need in needed]
+        if floors[1] is None or floors[0] != floors[1] or not floors[0] > cold_weight:
             return None
-        keep &= weights >= descending[ends[0]]
+        keep &= weights >= floors[0]
     if params.min_p > 0.0:
         floor = top + np.float32(math.log(params.min_p))
         if cold_mass and not floor > threshold:  # cold tokens could pass min-p
             return None
         keep &= candidates >= floor
     ids = hot[keep]
-    return KeptWeights(ids, _tempered(logits[ids], top, np.float32(min(1.0 / params.temperature, 1e30))))
+    return KeptWeights(ids, tempered(logits[ids], top, inverse_temperature(params.temperature)))
+
+
+def _hot(logits: np.ndarray, cut: float) -> tuple[np.float32, np.float32, np.ndarray | None]:
+    """The row's top, the threshold of the tokens within `cut` of it, and those tokens' ids; None for
+    the ids where more than an eighth of the vocabulary is that close (not peaked: counted before
+    listed, since listing 19k hot tokens costs a pass more). The threshold lies a hair below the exact
+    cut, so a cold token's weight is below the bound even after float32 rounding (a token wrongly
+    counted hot costs nothing: hot weights are exact)."""
+    top = logits.max()
+    threshold = np.float32(float(top) - cut - 1e-3 * (1.0 + cut + abs(float(top))))
+    hot = logits >= threshold
+    return top, threshold, (np.flatnonzero(hot) if np.count_nonzero(hot) * 8 <= logits.size else None)
