@@ -14,6 +14,8 @@ Patterns, each timed over the same number of draft positions (interleaved rounds
   steady   1,1,1,1,...            llama-bench's tg: the floor
   loop     2,1,1,1, 2,1,1,1, ...  what ModelDrafter does at K = 4 (catch-up, then 3 positions)
   split    1,1,1,1,1, ...         the catch-up as two one-token decodes: one more decode, one shape
+                                  (its first without logits, as ModelDrafter's split catch-up:
+                                  llama.cpp keeps that graph apart, decoding/catch_up.py)
 
     python scripts/measure/decode_shapes.py [--model PATH] [--gpu-layers N] [--steps 64] [--rounds 3]
 """
@@ -29,11 +31,12 @@ from shape_context import add_model_arguments, open_context
 
 from specllama.llama.context import DecodeContext, DecodePart
 
-PATTERNS = {"steady": [1, 1, 1, 1], "loop": [2, 1, 1, 1], "split": [1, 1, 1, 1, 1]}
+LAST, NONE = "last", "none"
+PATTERNS = {"steady": [(1, LAST)] * 4, "loop": [(2, LAST)] + [(1, LAST)] * 3, "split": [(1, NONE)] + [(1, LAST)] * 4}
 K = 4  # draft positions a step: every pattern drafts this many tokens a step
 
 
-def time_pattern(ctx: DecodeContext, shape: list[int], steps: int, token: int) -> float:
+def time_pattern(ctx: DecodeContext, shape: list[tuple[int, str]], steps: int, token: int) -> float:
     """Milliseconds per draft position: the pattern's decodes for `steps` steps over K positions,
     rolling the cache back every 256 tokens so attention cost stays comparable."""
     ctx.clear()
@@ -42,8 +45,8 @@ def time_pattern(ctx: DecodeContext, shape: list[int], steps: int, token: int) -
     for _ in range(steps):
         if ctx.n_past > 288:
             ctx.rollback(32)
-        for n in shape:
-            ctx.decode_parts([DecodePart(0, [token] * n, "last")])
+        for n, logits in shape:
+            ctx.decode_parts([DecodePart(0, [token] * n, logits)])
     return (time.perf_counter() - start) * 1e3 / (steps * K)
 
 
@@ -67,7 +70,7 @@ def main(argv=None) -> int:
     steady = statistics.median(times["steady"])
     for name, shape in PATTERNS.items():
         med = statistics.median(times[name])
-        print(f"  {name:7s} {','.join(map(str, shape)):10s} {med:7.3f} ms a draft position "
+        print(f"  {name:7s} {','.join(str(n) for n, _ in shape):10s} {med:7.3f} ms a draft position "
               f"({med / steady:.2f}x steady; rounds {', '.join(f'{t:.3f}' for t in times[name])})")
     ctx.close()
     return 0

@@ -93,6 +93,7 @@ def run_benchmark(runtime: Session, prompts: list[BenchPrompt], configs: list[Be
     models = {"target": model_entry(info.target), "draft": model_entry(info.draft)}
     machine = machine_info(info.threads, info.threads_batch, placement=info.placement, gpu_layers=info.gpu_layers,
                            flash_attn=info.flash_attn)
+    machine["draft_catch_up"] = runtime.draft_catch_up()  # after the runs: what the trial chose (catch_up.py)
     document = json_document(settings=settings, machine=machine, models=models, curve=curve,
                              results=results, summaries=summaries, switch=switch)
     return BenchOutcome(document, summaries, results, curve, head_cost, switch)

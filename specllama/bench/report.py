@@ -101,9 +101,10 @@ def terminal_table(summaries: list[ConfigSummary], curve: CostCurve | None, mach
 def _machine_line(machine: dict) -> str:
     placement = f"models on {machine['placement']}, " if machine.get("placement") else ""
     peak = machine.get("peak_rss_bytes")  # None where the platform cannot tell (Windows)
+    catch_up = f", the draft's catch-up {machine['draft_catch_up']}" if machine.get("draft_catch_up") else ""
     return (f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['threads']} threads, {placement}"
             f"llama-cpp-python {machine['llama_cpp_python']}, "
-            f"peak RSS {f'{peak / 2**20:,.0f} MiB' if peak is not None else 'not known here'}")
+            f"peak RSS {f'{peak / 2**20:,.0f} MiB' if peak is not None else 'not known here'}{catch_up}")
 
 
 def markdown(summaries: list[ConfigSummary], curve: CostCurve | None, machine: dict, models: dict,

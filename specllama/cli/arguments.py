@@ -179,7 +179,8 @@ def add_draft_shape_option(g) -> None:
     """A research switch for fast backends (run, chat, serve, batch and bench take it)."""
     g.add_argument("--draft-one-token-decodes", action="store_true",
                    help="every draft-model decode one token a sequence, a fixed shape a GPU backend can cache "
-                        "(CUDA graphs); an experiment for fast backends, slower on a CPU (default: off)")
+                        "(CUDA graphs), without timing it first (default: the draft times both ways over its "
+                        "first steps and keeps the cheaper)")
 
 
 def add_engine_options(p: argparse.ArgumentParser, *, max_tokens_default: int = 512) -> None:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
 
+from specllama.decoding.catch_up import SPLIT, CatchUpChoice
 from specllama.decoding.proposal import Proposal
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.sampling import probabilities, sample
@@ -130,19 +131,19 @@ class ModelDrafter(DrafterBase):
     free = False
 
     def __init__(self, ctx: DecodeContext, clock: Callable[[], float] = time.perf_counter,
-                 one_token_decodes: bool = False):
+                 catch_up: CatchUpChoice | None = None):
         self.ctx = ctx
         self.clock = clock
-        # Every draft decode one token a sequence: a catch-up of two tokens becomes two decodes.
-        # An experiment for CUDA, where a decode whose shape differs from the last one's runs
-        # without a warm CUDA graph (scripts/measure/decode_shapes.py); off by default until it
-        # has been measured there (LoadOptions.draft_one_token_decodes turns it on).
-        self.one_token_decodes = one_token_decodes
+        # How the tokens it has not seen are decoded before it drafts: with the first draft position
+        # (merged), or one a decode (split), a GPU backend's graphs kept on one shape (catch_up.py).
+        self.catch_up = catch_up or CatchUpChoice()
         # What one draft position costs, for the planner (cost/online.py): decodes of one token per
-        # sequence, and their seconds. A catch-up of several tokens (the model sat out steps under
-        # auto) is real work but not what another draft token costs: it is not counted here.
+        # sequence, and their seconds (a split catch-up's decode is part of its step's positions'
+        # cost). A catch-up of several tokens (the model sat out steps under auto) is real work but
+        # not what another draft token costs: it is not counted here.
         self.timed_decodes = 0
         self.timed_seconds = 0.0
+        self._step_seconds = 0.0  # this step's draft decodes, for the catch-up trial
         self.contexts = (ctx,)
 
     def timing(self) -> tuple[int, float]:
@@ -159,14 +160,18 @@ class ModelDrafter(DrafterBase):
                 live.append((i, r, k))
         # Catch up: each sequence's tokens the draft has not seen (the last accepted draft and the
         # target's token, usually) in one decode for all, logits for the last; a long backlog (a
-        # prompt under -k auto) first on its own, in n_batch chunks.
+        # prompt under -k auto) first on its own, in n_batch chunks. Split, a usual catch-up's first
+        # token goes in a decode of its own, without logits (catch_up.py).
+        mode, usual = self.catch_up.mode(), True
         for _, r, _ in live:
             backlog = len(r.committed) - ctx.past(r.seq)
             if backlog > LOCKSTEP_BACKLOG:
                 ctx.decode(r.committed[ctx.past(r.seq):-1], logits="none", seq=r.seq)
-        while self.one_token_decodes and any(len(r.committed) - ctx.past(r.seq) > 1 for _, r, _ in live):
+            usual &= backlog <= CATCH_UP_TIMED
+        self._step_seconds = 0.0
+        if mode == SPLIT and usual:
             self._decode([DecodePart(r.seq, [r.committed[ctx.past(r.seq)]], "none")
-                          for _, r, _ in live if len(r.committed) - ctx.past(r.seq) > 1], timed=True)
+                          for _, r, _ in live if len(r.committed) - ctx.past(r.seq) > 1], timed=True, position=False)
         parts = [DecodePart(r.seq, r.committed[ctx.past(r.seq):], "last") for _, r, _ in live]
         rows = self._decode(parts, timed=max((len(p.tokens) for p in parts), default=0) <= CATCH_UP_TIMED)
         for _, r, _ in live:  # a recurrent draft model's way back from its rejected drafts (llama/rollback.py)
@@ -188,16 +193,22 @@ class ModelDrafter(DrafterBase):
             live, step = keep, step + 1
             if live:
                 rows = self._decode([DecodePart(r.seq, [t], "last") for (_, r, _), t in zip(live, next_tokens)], timed=True)
+        if usual and len(drafted) == 1:  # one sequence after a usual catch-up: the trial may count it
+            self.catch_up.record(mode, self._step_seconds, len(drafted[0]))
         return [Proposal(tokens, np.stack(q_rows[i]) if q_rows.get(i) else None) for i, tokens in enumerate(drafted)]
 
-    def _decode(self, parts: list[DecodePart], timed: bool) -> list[np.ndarray]:
+    def _decode(self, parts: list[DecodePart], timed: bool, position: bool = True) -> list[np.ndarray]:
+        """Decode; `timed`: its seconds count toward the draft positions' cost, and it is a draft
+        position unless `position` is False (a split catch-up: a cost of the step's positions)."""
         if not parts:
             return []
         start = self.clock()
         rows = [block[0] for block in self.ctx.decode_parts(parts) if len(block)]  # "none" parts: no row
         if timed:
-            self.timed_decodes += 1
-            self.timed_seconds += self.clock() - start
+            seconds = self.clock() - start
+            self.timed_decodes += position
+            self.timed_seconds += seconds
+            self._step_seconds += seconds
         return rows
 
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:

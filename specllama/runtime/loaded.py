@@ -19,6 +19,7 @@ from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
 from specllama.decoding.acceptance import PositionAcceptance
 from specllama.decoding.cancel import CancelHandle
+from specllama.decoding.catch_up import SPLIT, CatchUpChoice
 from specllama.decoding.cost.curve import CostCurve
 from specllama.decoding.cost.online import StepCosts
 from specllama.decoding.drafters import Drafter, ModelDrafter
@@ -166,7 +167,9 @@ class Runtime:
             self.draft_ctx = DecodeContext(self.draft_model, n_ctx=n_ctx, n_threads=plan.threads,
                                            n_threads_batch=plan.threads_batch, n_seq_max=self.slots, snapshot_depth=0,
                                            flash_attn=opts.flash_attn)
-            drafters["model"] = ModelDrafter(self.draft_ctx, one_token_decodes=opts.draft_one_token_decodes)
+            # Its catch-up timed both ways over its first steps, the cheaper kept (catch_up.py).
+            catch_up = CatchUpChoice(fixed=SPLIT if opts.draft_one_token_decodes else None, trial=True)
+            drafters["model"] = ModelDrafter(self.draft_ctx, catch_up=catch_up)
         # The suffix drafter costs microseconds of Python per step, no decode; a request's policy
         # cuts its drafts on the live costs (auto's choice is priced on them too).
         self.suffix = SuffixDrafter()
@@ -420,6 +423,11 @@ class Runtime:
     def learned_head_cost(self) -> float | None:
         """The target's MTP head's cost a draft position as earlier runs here timed it (None: never)."""
         return self.store.head_cost()
+
+    def draft_catch_up(self) -> str | None:
+        """How the draft model catches up before drafting, and why (decoding/catch_up.py); None: no draft model."""
+        drafter = self.engine.drafters.get("model")
+        return drafter.catch_up.describe() if drafter is not None else None
 
     def llama_decode_time(self) -> dict[str, tuple[int, float]]:
         """Per model ("target", "draft"): llama_decode calls and seconds since loading, prompts

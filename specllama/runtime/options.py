@@ -44,8 +44,8 @@ class LoadOptions:
     verifiers: tuple[str, ...] = ("causal",)
     exact: bool = False  # greedy output independent of the batch shape (see llama/context.py)
     flash_attn: str = "auto"  # --flash-attn: auto (off on a CPU, llama.cpp's choice elsewhere; llama/attention.py), on, off
-    # Every draft-model decode one token a sequence (a research switch for CUDA graphs, see
-    # drafters.ModelDrafter.one_token_decodes and scripts/measure/decode_shapes.py).
+    # Every draft-model decode one token a sequence, untimed (decoding/catch_up.py's split; without
+    # it the draft times both ways over its first steps and keeps the cheaper).
     draft_one_token_decodes: bool = False
     # Greedy rows' argmax taken on the backend (a research switch, SPECLLAMA_BACKEND_ARGMAX=1: llama/device_argmax.py).
     backend_argmax: bool = field(default_factory=device_argmax.wanted)

@@ -140,4 +140,6 @@ class Session(Protocol):
 
     def learned_head_cost(self) -> float | None: ...  # the MTP head's cost a draft position, learnt here
 
+    def draft_catch_up(self) -> str | None: ...  # the draft model's catch-up and why (decoding/catch_up.py)
+
     def close(self) -> None: ...

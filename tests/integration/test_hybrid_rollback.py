@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from specllama.decoding.catch_up import MERGED, SPLIT, CatchUpChoice
 from specllama.decoding.drafters import DrafterBase, ModelDrafter
 from specllama.decoding.engine import Engine, GenerationConfig, TokenEvent
 from specllama.decoding.proposal import Proposal
@@ -216,18 +217,25 @@ def test_real_rollbacks_are_timed(models, arch):
     assert len(engine.costs.rollback) > 0 and engine.costs.rollback_seconds_per_token() > 0
 
 
-@pytest.mark.parametrize("draft_arch", ["mamba", "qwen35"])
-def test_a_recurrent_or_hybrid_draft_model_takes_its_rejected_drafts_back(models, draft_arch):
+@pytest.mark.parametrize("catch_up", [MERGED, SPLIT])
+@pytest.mark.parametrize("draft_arch", ["mamba", "qwen35", "llama"])
+def test_a_recurrent_or_hybrid_draft_model_takes_its_rejected_drafts_back(models, draft_arch, catch_up):
     """The draft model decodes its drafts one at a time, so no snapshot reaches back over them:
     it returns to the checkpoint taken before drafting and decodes only the accepted ones again,
-    never the whole conversation."""
+    never the whole conversation; so whether its catch-up rides in its first draft decode or goes
+    one token a decode (decoding/catch_up.py), and on a plain transformer too."""
     target, draft = models("llama"), models(draft_arch)
     prompt = target.tokenize(PROMPT)
     plain, _ = greedy(Engine(context(target)), prompt, "none")
     draft_ctx = context(draft)
-    got, summary = greedy(Engine(context(target), {"model": ModelDrafter(draft_ctx)}), prompt, "model", k=3)
-    assert got == plain and summary.drafted > summary.accepted
-    assert draft_ctx.rollbacks > 0 and draft_ctx.replayed_tokens <= summary.accepted  # accepted drafts, never the prompt
+    drafter = ModelDrafter(draft_ctx, catch_up=CatchUpChoice(catch_up))
+    got, summary = greedy(Engine(context(target), {"model": drafter}), prompt, "model", k=3)
+    assert got == plain
+    if draft_arch != "llama":  # the target's own file as its draft: every draft accepted, nothing to take back
+        assert summary.drafted > summary.accepted
+        assert draft_ctx.rollbacks > 0 and draft_ctx.replayed_tokens <= summary.accepted  # accepted drafts, never the prompt
+    # Each position timed once whichever way: a split catch-up's decode is a cost, not a position.
+    assert drafter.timing()[0] <= summary.drafted and (catch_up == MERGED or draft_ctx.llama_calls > drafter.timing()[0])
 
 
 def test_stairs_verification_is_refused_on_a_hybrid_model_with_a_clear_error(models):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from specllama.decoding.acceptance import PositionAcceptance
+from specllama.decoding.catch_up import SPLIT, CatchUpChoice
 from specllama.decoding.cost.model import LengthChoice, choose_lengths, choose_parallel
 from specllama.decoding.cost.online import Prior, StepCosts
 from specllama.decoding.drafters import ModelDrafter
@@ -41,13 +42,13 @@ def together(engine: Engine, config: GenerationConfig, prompts, parallel) -> dic
 
 
 def test_one_token_draft_decodes_keep_the_text_and_every_draft_decode_one_token_a_sequence():
-    """The CUDA-graph experiment (ModelDrafter one_token_decodes): a catch-up of two tokens is two
-    decodes, so every draft decode after the prompt holds one token a sequence, alone and in a
-    batch; the text is the same."""
+    """The split catch-up (decoding/catch_up.py, a GPU's graphs kept on one shape): a catch-up of two
+    tokens is two decodes, so every draft decode after the prompt holds one token a sequence, alone
+    and in a batch; the text is the same."""
     config = GenerationConfig(drafter="model", k=3, max_tokens=25)
     for n, prompts in ((1, PROMPTS[:1]), (3, PROMPTS[:3])):
         draft = FakeContext(counting_rule(), n_seq_max=n)
-        engine = Engine(FakeContext(noisy_rule(4), n_seq_max=n), {"model": ModelDrafter(draft, one_token_decodes=True)})
+        engine = Engine(FakeContext(noisy_rule(4), n_seq_max=n), {"model": ModelDrafter(draft, catch_up=CatchUpChoice(SPLIT))})
         results = together(engine, config, prompts, parallel=n)
         for i, prompt in enumerate(prompts):
             assert results[i][0] == alone(config, prompt)

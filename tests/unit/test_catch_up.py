@@ -1,0 +1,81 @@
+"""The draft model's catch-up, merged into its first draft decode or split one token a decode, chosen by
+timing both (decoding/catch_up.py): on a fake CUDA backend whose graphs warm up as ggml-cuda.cu's do
+(tests/support/fake_graphs.py) the trial keeps split, on a CPU-like one merged; the text never changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from specllama.decoding.catch_up import MERGED, SPLIT, CatchUpChoice
+from specllama.decoding.drafters import ModelDrafter
+from specllama.decoding.engine import Engine, GenerationConfig
+from tests.support.engines import alone
+from tests.support.fake_graphs import GraphedContext
+from tests.support.fake_llm import FakeClock, FakeContext, counting_rule, noisy_rule
+
+B, W = CatchUpChoice.BLOCK, CatchUpChoice.WARM
+
+
+def trial(merged_s: float, split_s: float, positions: int = 2) -> CatchUpChoice:
+    choice = CatchUpChoice(trial=True)
+    for mode, seconds in ((MERGED, merged_s), (SPLIT, split_s)):
+        for step in range(B):
+            assert choice.chosen is None and choice.mode() == mode
+            warm = step < W  # a block's first steps: their cost left out (here they cost 100x)
+            choice.record(mode, seconds * positions * (100 if warm else 1), positions)
+    return choice
+
+
+def test_a_trial_keeps_the_cheaper_way_a_draft_position_ties_to_merged_and_leaves_out_each_blocks_warm_up():
+    assert trial(2.4e-3, 1.2e-3).chosen == SPLIT
+    assert trial(1.0e-3, 1.6e-3).chosen == MERGED
+    assert trial(1.0e-3, 0.97e-3).chosen == MERGED  # within the margin: fewer decodes
+    choice = trial(2.4e-3, 1.2e-3)
+    assert choice.per_position(SPLIT) == pytest.approx(1.2e-3) and "1.20 ms split, 2.40 ms merged" in choice.describe()
+
+
+def test_steps_of_another_way_or_without_positions_do_not_count_and_fixed_or_cpu_choices_never_trial():
+    choice = CatchUpChoice(trial=True)
+    choice.record(SPLIT, 1.0, 1)  # the merged block runs first: a split step is not its sample
+    choice.record(MERGED, 1.0, 0)  # nothing drafted: nothing to price
+    assert choice._steps == 0 and choice.mode() == MERGED
+    assert CatchUpChoice().mode() == MERGED and CatchUpChoice().describe() == "merged (untimed)"
+    fixed = CatchUpChoice(SPLIT, trial=True)
+    for _ in range(3 * B):
+        fixed.record(SPLIT, 1.0, 1)
+    assert fixed.mode() == SPLIT and fixed.describe() == "split (fixed)"
+    with pytest.raises(ValueError):
+        CatchUpChoice("sideways")
+
+
+def run(graphs: bool, catch_up: CatchUpChoice, max_tokens: int = 160):
+    """One greedy answer, model-drafted (k 3), the draft on a GraphedContext of 1 ms a replayed decode."""
+    clock = FakeClock()
+    draft = GraphedContext(counting_rule(), clock, unit_s=1e-3, graphs=graphs)
+    drafter = ModelDrafter(draft, clock=clock, catch_up=catch_up)
+    target = FakeContext(noisy_rule(4, flip_every=7), clock=clock, cost=lambda rows: 3e-3 * (1 + 0.2 * (rows - 1)))
+    config = GenerationConfig(drafter="model", k=3, max_tokens=max_tokens)
+    tokens, _ = Engine(target, {"model": drafter}, clock=clock).generate([5, 6, 7], config).tokens()
+    return [t.id for t in tokens], drafter, draft
+
+
+@pytest.mark.parametrize("graphs, kept", [(True, SPLIT), (False, MERGED)])
+def test_on_fake_backends_the_trial_keeps_what_is_cheaper_there_and_the_text_is_the_targets(graphs, kept):
+    config = GenerationConfig(drafter="model", k=3, max_tokens=160)
+    ids, drafter, draft = run(graphs, CatchUpChoice(trial=True))
+    assert ids == alone(config, [5, 6, 7], rule=noisy_rule(4, flip_every=7))
+    assert drafter.catch_up.chosen == kept, drafter.catch_up.describe()
+    merged, split = drafter.catch_up.per_position(MERGED), drafter.catch_up.per_position(SPLIT)
+    if graphs:  # merged drafting's changing shapes keep its graph uncaptured: split replays
+        assert split < CatchUpChoice.MARGIN * merged and draft.kinds["replayed"] > draft.kinds["uncaptured"]
+    else:  # no graphs: the split catch-up is one decode more a step
+        assert split > 1.1 * merged
+
+
+def test_a_split_catch_up_is_priced_into_the_positions_it_serves_not_counted_as_one():
+    """c (cost/online.py) is a draft position's cost: a split step of n positions reports n decodes
+    and the seconds of all n + 1."""
+    _, drafter, draft = run(True, CatchUpChoice(SPLIT), max_tokens=60)
+    decodes, seconds = drafter.timing()
+    one_token_decodes = sum(1 for rows in draft.batch_sizes[1:] if rows == 1)  # after the prompt's
+    assert 0 < decodes < one_token_decodes and seconds > 0
