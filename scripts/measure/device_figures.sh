@@ -43,6 +43,8 @@ figures() {  # figures LABEL NOTE REPEAT ROUNDS [PLAIN_ROUNDS (default ROUNDS)]
     --llama-server "$B/llama-server" --target "$T" --threads 16 --rounds "$plain_rounds" --note "$note" --out "$R/$L-plain"
   # At 0.7 the JSON's time_split python share is the sampled step's Python: 23 % of plain decoding's time at the
   # fourth sitting (lent-20261127-r2-gpu-heldout-t0.7), before the cut of bench/measured/vm-20261128-r9-sampled-step.
+  # machine.draft_catch_up says which way the draft caught up and what each cost a position (catch_up.py's trial),
+  # and c beside T(1) what a draft position cost: 2.5-3.5 target steps at every earlier sitting, merged.
   [ -n "${ONLY_REPLAY:-}" ] || for temp in 0 0.7; do
     step 150 "$L held-out temp $temp" env SPECLLAMA_COSTS="$(mktemp -d)" python3 -m specllama bench \
       --prompts bench/prompts_heldout.jsonl --configs "none;auto:k=auto" -n 96 --repeat "$rep" --temp $temp --seed 7 \
@@ -58,6 +60,9 @@ shapes() {
   step 90 "verify shapes, graphs" $V --json "$R/shapes-graphs.json"
   step 90 "verify shapes, no graphs" env GGML_CUDA_DISABLE_GRAPHS=1 $V --json "$R/shapes-nographs.json"
   step 90 "verify shapes, argmax on the device" $V --backend-greedy --json "$R/shapes-backend-greedy.json"
+  # The draft's catch-up ways (decoding/catch_up.py): loop (merged) against split, with CUDA graphs.
+  step 90 "draft decode shapes" sh -c "python3 $M/decode_shapes.py --model $D --gpu-layers -1 --threads 16 \
+    > $R/draft-shapes.txt; cat $R/draft-shapes.txt"
 }
 case ${1:-all} in
   shapes) shapes ;;

@@ -18,6 +18,12 @@ graph's shape alone (scripts/measure/catch_up_graphs.py shows it on a fake backe
 The trial: a block of steps merged, then a block split, each block's first steps left out (they warm
 the new shape's graph up), then the cheaper way a draft position, ties to merged (fewer decodes). It
 counts steps that draft for one sequence after a usual catch-up; others use the current way uncounted.
+Steps are priced apart by their catch-up, one token (after a rejection: the same decodes either way on
+a CPU) or two (after a draft accepted whole), and the two ways compared on one shared mix of them: on
+the 2-core machine, where a draft of 4 is accepted whole about a quarter of the time, blocks of 6 steps
+drew anywhere from 0 to 4 such steps, and that mix alone moved a block's cost a position by more than
+the 4 % the split saves (bench/measured/vm-20261128-r10-catch-up: the first trial kept merged three times
+out of three while split measured 3.7 % cheaper a drafted token over whole runs).
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ MERGED, SPLIT = "merged", "split"
 
 
 class CatchUpChoice:
-    BLOCK = 8  # counted steps a trial block drafts one way
+    BLOCK = 8  # counted steps a trial block drafts one way, at the least
     WARM = 2  # of them, the first ones: the backend's graphs warming up to the block's shapes
+    TWO_TOKEN_STEPS = 3  # a block goes on until it has timed this many two-token catch-ups
+    LONGEST = 48  # ... or this many steps: where whole drafts are that rare, the way matters little
     MARGIN = 0.95  # split is kept where a draft position costs at most this share of merged's
 
     def __init__(self, fixed: str | None = None, trial: bool = False):
@@ -39,31 +47,45 @@ class CatchUpChoice:
         self.why = "fixed" if fixed else ("being timed" if trial else "untimed")
         self._order = (MERGED, SPLIT)
         self._block = self._steps = 0
-        self._spent = {MERGED: [0.0, 0], SPLIT: [0.0, 0]}  # seconds and draft positions counted
+        # Per way and catch-up (one token or two): seconds, draft positions and steps counted.
+        self._spent = {(mode, two): [0.0, 0, 0] for mode in self._order for two in (False, True)}
 
     def mode(self) -> str:
         return self.chosen or self._order[self._block]
 
-    def record(self, mode: str, seconds: float, positions: int) -> None:
-        """A countable step's draft decodes (the catch-up's and every position's) and its positions."""
+    def record(self, mode: str, seconds: float, positions: int, caught_up: int) -> None:
+        """A countable step: its draft decodes' seconds (the catch-up's and every position's), its
+        positions, and how many tokens its catch-up held."""
         if self.chosen is not None or mode != self.mode() or positions <= 0:
             return
         self._steps += 1
         if self._steps > self.WARM:
-            spent = self._spent[mode]
+            spent = self._spent[mode, caught_up > 1]
             spent[0] += seconds
             spent[1] += positions
-        if self._steps == self.BLOCK:
+            spent[2] += 1
+        enough = self._steps >= self.BLOCK and self._spent[mode, True][2] >= self.TWO_TOKEN_STEPS
+        if enough or self._steps >= self.LONGEST:
             self._block, self._steps = self._block + 1, 0
             if self._block == len(self._order):
                 self._decide()
 
     def per_position(self, mode: str) -> float | None:
-        seconds, positions = self._spent[mode]
-        return seconds / positions if positions else None
+        """A draft position's seconds this way, on the mix of catch-ups both ways' steps had together;
+        None before both ways timed two-token catch-ups, the steps where the ways differ on every
+        backend (one-token ones are left out where one way has none)."""
+        kinds = [two for two in (False, True) if all(self._spent[m, two][2] for m in self._order)]
+        if True not in kinds:
+            return None
+        positions = {two: sum(self._spent[m, two][1] for m in self._order) for two in kinds}
+        total = sum(positions.values())
+        return sum(positions[two] / total * self._spent[mode, two][0] / self._spent[mode, two][1] for two in kinds)
 
     def _decide(self) -> None:
         merged, split = self.per_position(MERGED), self.per_position(SPLIT)
+        if merged is None or split is None:  # too few steps of a kind either way: nothing to tell them apart
+            self.chosen, self.why = MERGED, "timed: too few steps to tell the ways apart"
+            return
         self.chosen = SPLIT if split <= merged * self.MARGIN else MERGED
         self.why = f"timed: a draft position {split * 1e3:.2f} ms split, {merged * 1e3:.2f} ms merged"
 

@@ -162,12 +162,13 @@ class ModelDrafter(DrafterBase):
         # target's token, usually) in one decode for all, logits for the last; a long backlog (a
         # prompt under -k auto) first on its own, in n_batch chunks. Split, a usual catch-up's first
         # token goes in a decode of its own, without logits (catch_up.py).
-        mode, usual = self.catch_up.mode(), True
+        mode, usual, caught_up = self.catch_up.mode(), True, 0
         for _, r, _ in live:
             backlog = len(r.committed) - ctx.past(r.seq)
             if backlog > LOCKSTEP_BACKLOG:
                 ctx.decode(r.committed[ctx.past(r.seq):-1], logits="none", seq=r.seq)
             usual &= backlog <= CATCH_UP_TIMED
+            caught_up = backlog
         self._step_seconds = 0.0
         if mode == SPLIT and usual:
             self._decode([DecodePart(r.seq, [r.committed[ctx.past(r.seq)]], "none")
@@ -194,7 +195,7 @@ class ModelDrafter(DrafterBase):
             if live:
                 rows = self._decode([DecodePart(r.seq, [t], "last") for (_, r, _), t in zip(live, next_tokens)], timed=True)
         if usual and len(drafted) == 1:  # one sequence after a usual catch-up: the trial may count it
-            self.catch_up.record(mode, self._step_seconds, len(drafted[0]))
+            self.catch_up.record(mode, self._step_seconds, len(drafted[0]), caught_up)
         return [Proposal(tokens, np.stack(q_rows[i]) if q_rows.get(i) else None) for i, tokens in enumerate(drafted)]
 
     def _decode(self, parts: list[DecodePart], timed: bool, position: bool = True) -> list[np.ndarray]:

@@ -16,36 +16,48 @@ from tests.support.fake_llm import FakeClock, FakeContext, counting_rule, noisy_
 B, W = CatchUpChoice.BLOCK, CatchUpChoice.WARM
 
 
-def trial(merged_s: float, split_s: float, positions: int = 2) -> CatchUpChoice:
+def trial(merged_s: float, split_s: float, positions: int = 2, one_s: float = 1e-3,
+          twos: tuple[int, int] = (4, 4)) -> CatchUpChoice:
+    """A trial whose steps after a two-token catch-up cost merged_s / split_s a position and the rest
+    one_s either way; each block's first `twos[i]` counted steps are two-token ones."""
     choice = CatchUpChoice(trial=True)
-    for mode, seconds in ((MERGED, merged_s), (SPLIT, split_s)):
+    for (mode, seconds), two_token_steps in zip(((MERGED, merged_s), (SPLIT, split_s)), twos):
         for step in range(B):
             assert choice.chosen is None and choice.mode() == mode
             warm = step < W  # a block's first steps: their cost left out (here they cost 100x)
-            choice.record(mode, seconds * positions * (100 if warm else 1), positions)
+            two = W <= step < W + two_token_steps
+            choice.record(mode, (seconds if two else one_s) * positions * (100 if warm else 1), positions, 1 + two)
     return choice
 
 
 def test_a_trial_keeps_the_cheaper_way_a_draft_position_ties_to_merged_and_leaves_out_each_blocks_warm_up():
     assert trial(2.4e-3, 1.2e-3).chosen == SPLIT
     assert trial(1.0e-3, 1.6e-3).chosen == MERGED
-    assert trial(1.0e-3, 0.97e-3).chosen == MERGED  # within the margin: fewer decodes
-    choice = trial(2.4e-3, 1.2e-3)
-    assert choice.per_position(SPLIT) == pytest.approx(1.2e-3) and "1.20 ms split, 2.40 ms merged" in choice.describe()
+    assert trial(1.0e-3, 0.97e-3, one_s=1.0e-3).chosen == MERGED  # within the margin: fewer decodes
+    choice = trial(2.4e-3, 1.2e-3, one_s=1.2e-3)  # merged: 4 steps at 2.4 ms a position, 2 at 1.2
+    assert choice.per_position(SPLIT) == pytest.approx(1.2e-3) and "1.20 ms split, 2.00 ms merged" in choice.describe()
 
 
-def test_steps_of_another_way_or_without_positions_do_not_count_and_fixed_or_cpu_choices_never_trial():
+def test_the_ways_are_compared_on_one_mix_of_catch_ups_not_on_what_each_block_happened_to_draw():
+    """Whole drafts (two-token catch-ups) cost more a position either way; a merged block that drew
+    few of them must not look cheaper than a split block that drew many (the 2-core machine's case)."""
+    choice = trial(1.3e-3, 1.2e-3, one_s=1.0e-3, twos=(3, 6))
+    # Per block, naively: merged (3 x 1.3 + 3 x 1.0) / 6 = 1.15, split (6 x 1.2) / 6 = 1.2: merged "wins".
+    assert choice.chosen == SPLIT, choice.describe()
+    assert choice.per_position(MERGED) > choice.per_position(SPLIT)
+
+
+def test_a_block_goes_on_until_it_has_timed_whole_drafts_and_gives_up_at_its_longest():
     choice = CatchUpChoice(trial=True)
-    choice.record(SPLIT, 1.0, 1)  # the merged block runs first: a split step is not its sample
-    choice.record(MERGED, 1.0, 0)  # nothing drafted: nothing to price
-    assert choice._steps == 0 and choice.mode() == MERGED
-    assert CatchUpChoice().mode() == MERGED and CatchUpChoice().describe() == "merged (untimed)"
-    fixed = CatchUpChoice(SPLIT, trial=True)
-    for _ in range(3 * B):
-        fixed.record(SPLIT, 1.0, 1)
-    assert fixed.mode() == SPLIT and fixed.describe() == "split (fixed)"
-    with pytest.raises(ValueError):
-        CatchUpChoice("sideways")
+    for _ in range(B + 5):
+        choice.record(MERGED, 1.0, 1, 1)  # only rejections: no two-token catch-up to time yet
+    assert choice.mode() == MERGED
+    for _ in range(CatchUpChoice.TWO_TOKEN_STEPS):
+        choice.record(MERGED, 1.0, 1, 2)
+    assert choice.mode() == SPLIT  # the merged block had what it needed
+    for _ in range(CatchUpChoice.LONGEST):
+        choice.record(SPLIT, 0.5, 1, 1)
+    assert choice.chosen == MERGED and "too few" in choice.describe()
 
 
 def run(graphs: bool, catch_up: CatchUpChoice, max_tokens: int = 160):
