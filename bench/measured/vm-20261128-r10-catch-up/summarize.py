@@ -1,10 +1,11 @@
 """The catch-up A/B's table: per arm and round, model:k=4's tok/s, its ratio to the same run's plain, the draft's
-seconds a drafted token, c, and auto's ratio; the trial's choice.   python summarize.py"""
+seconds a drafted token, c, and auto's ratio; the trial's choice.   python summarize.py [FOLDER (default: here)]"""
 import json
+import sys
 import statistics as st
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
 print("| arm | round | none tok/s | model:k=4 tok/s | model vs none | draft s / drafted token | c | auto vs none | catch-up |")
 print("|---|---|---|---|---|---|---|---|---|")
 per_arm = {}
