@@ -24,23 +24,15 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from specllama.decoding.catch_up import MERGED, SPLIT, CatchUpChoice  # noqa: E402
-from specllama.decoding.drafters import ModelDrafter  # noqa: E402
-from specllama.decoding.engine import Engine, GenerationConfig  # noqa: E402
-from tests.support.fake_graphs import CAPTURED, UNCAPTURED, GraphedContext  # noqa: E402
-from tests.support.fake_llm import FakeClock, FakeContext, counting_rule, noisy_rule  # noqa: E402
+from tests.support.fake_graphs import CAPTURED, UNCAPTURED, model_drafted  # noqa: E402
 
 UNIT_S = 1.16e-3  # llama-bench's one-token decode of the 0.5B draft on the H100 (../shared/device/README.md)
 
 
 def answer(catch_up: CatchUpChoice, k: int, flip_every: int, args) -> tuple[float, int, CatchUpChoice]:
     """Draft seconds and draft positions over one 400-token answer; the drafter's catch-up choice."""
-    clock = FakeClock()
-    draft = GraphedContext(counting_rule(), clock, UNIT_S, graphs=not args.cpu, uncaptured=args.uncaptured,
-                           captured=args.captured)
-    drafter = ModelDrafter(draft, clock=clock, catch_up=catch_up)
-    target = FakeContext(noisy_rule(4, flip_every=flip_every), clock=clock, cost=lambda rows: 2e-3)
-    Engine(target, {"model": drafter}, clock=clock).generate([5, 6, 7], GenerationConfig(
-        drafter="model", k=k, max_tokens=400)).drain()
+    _, drafter, _ = model_drafted(catch_up, k, flip_every, 400, graphs=not args.cpu, unit_s=UNIT_S,
+                                  uncaptured=args.uncaptured, captured=args.captured)
     decodes, seconds = drafter.timing()
     return seconds, decodes, drafter.catch_up
 

@@ -143,7 +143,6 @@ class ModelDrafter(DrafterBase):
         # not what another draft token costs: it is not counted here.
         self.timed_decodes = 0
         self.timed_seconds = 0.0
-        self._step_seconds = 0.0  # this step's draft decodes, for the catch-up trial
         self.contexts = (ctx,)
 
     def timing(self) -> tuple[int, float]:
@@ -169,7 +168,7 @@ class ModelDrafter(DrafterBase):
                 ctx.decode(r.committed[ctx.past(r.seq):-1], logits="none", seq=r.seq)
             usual &= backlog <= CATCH_UP_TIMED
             caught_up = backlog
-        self._step_seconds = 0.0
+        timed_before = self.timed_seconds  # a usual step's decodes are all timed: the trial's figure
         if mode == SPLIT and usual:
             self._decode([DecodePart(r.seq, [r.committed[ctx.past(r.seq)]], "none")
                           for _, r, _ in live if len(r.committed) - ctx.past(r.seq) > 1], timed=True, position=False)
@@ -195,7 +194,7 @@ class ModelDrafter(DrafterBase):
             if live:
                 rows = self._decode([DecodePart(r.seq, [t], "last") for (_, r, _), t in zip(live, next_tokens)], timed=True)
         if usual and len(drafted) == 1:  # one sequence after a usual catch-up: the trial may count it
-            self.catch_up.record(mode, self._step_seconds, len(drafted[0]), caught_up)
+            self.catch_up.record(mode, self.timed_seconds - timed_before, len(drafted[0]), caught_up)
         return [Proposal(tokens, np.stack(q_rows[i]) if q_rows.get(i) else None) for i, tokens in enumerate(drafted)]
 
     def _decode(self, parts: list[DecodePart], timed: bool, position: bool = True) -> list[np.ndarray]:
@@ -206,10 +205,8 @@ class ModelDrafter(DrafterBase):
         start = self.clock()
         rows = [block[0] for block in self.ctx.decode_parts(parts) if len(block)]  # "none" parts: no row
         if timed:
-            seconds = self.clock() - start
             self.timed_decodes += position
-            self.timed_seconds += seconds
-            self._step_seconds += seconds
+            self.timed_seconds += self.clock() - start
         return rows
 
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:

@@ -12,7 +12,10 @@ times that (a steady 2-row decode 1.18). On a CPU (graphs=False) every decode co
 
 from __future__ import annotations
 
-from tests.support.fake_llm import FakeClock, FakeContext
+from specllama.decoding.catch_up import CatchUpChoice
+from specllama.decoding.drafters import ModelDrafter
+from specllama.decoding.engine import Engine, GenerationConfig
+from tests.support.fake_llm import FakeClock, FakeContext, counting_rule, noisy_rule
 
 UNCAPTURED, CAPTURED = 1.49, 1.93
 
@@ -59,3 +62,17 @@ class GraphedContext(FakeContext):
             return self.uncaptured
         self.kinds["replayed"] += 1
         return 1.0
+
+
+def model_drafted(catch_up: CatchUpChoice, k: int, flip_every: int, max_tokens: int, graphs: bool = True,
+                  unit_s: float = 1e-3, **costs) -> tuple[list[int], ModelDrafter, GraphedContext]:
+    """One greedy answer to [5, 6, 7], drafted by a counting draft on a GraphedContext (a replayed
+    one-token decode `unit_s`; `costs`: its uncaptured / captured factors) for a target that turns
+    away every `flip_every`-th token: its ids, the drafter and the draft context."""
+    clock = FakeClock()
+    draft = GraphedContext(counting_rule(), clock, unit_s, graphs=graphs, **costs)
+    drafter = ModelDrafter(draft, clock=clock, catch_up=catch_up)
+    target = FakeContext(noisy_rule(4, flip_every=flip_every), clock=clock, cost=lambda rows: 3e-3 * (1 + 0.2 * (rows - 1)))
+    config = GenerationConfig(drafter="model", k=k, max_tokens=max_tokens)
+    tokens, _ = Engine(target, {"model": drafter}, clock=clock).generate([5, 6, 7], config).tokens()
+    return [t.id for t in tokens], drafter, draft

@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 
 from specllama.decoding.catch_up import MERGED, SPLIT, CatchUpChoice
-from specllama.decoding.drafters import ModelDrafter
-from specllama.decoding.engine import Engine, GenerationConfig
+from specllama.decoding.engine import GenerationConfig
 from tests.support.engines import alone
-from tests.support.fake_graphs import GraphedContext
-from tests.support.fake_llm import FakeClock, FakeContext, counting_rule, noisy_rule
+from tests.support.fake_graphs import model_drafted
+from tests.support.fake_llm import noisy_rule
 
 B, W = CatchUpChoice.BLOCK, CatchUpChoice.WARM
 
@@ -62,13 +61,7 @@ def test_a_block_goes_on_until_it_has_timed_whole_drafts_and_gives_up_at_its_lon
 
 def run(graphs: bool, catch_up: CatchUpChoice, max_tokens: int = 160):
     """One greedy answer, model-drafted (k 3), the draft on a GraphedContext of 1 ms a replayed decode."""
-    clock = FakeClock()
-    draft = GraphedContext(counting_rule(), clock, unit_s=1e-3, graphs=graphs)
-    drafter = ModelDrafter(draft, clock=clock, catch_up=catch_up)
-    target = FakeContext(noisy_rule(4, flip_every=7), clock=clock, cost=lambda rows: 3e-3 * (1 + 0.2 * (rows - 1)))
-    config = GenerationConfig(drafter="model", k=3, max_tokens=max_tokens)
-    tokens, _ = Engine(target, {"model": drafter}, clock=clock).generate([5, 6, 7], config).tokens()
-    return [t.id for t in tokens], drafter, draft
+    return model_drafted(catch_up, k=3, flip_every=7, max_tokens=max_tokens, graphs=graphs)
 
 
 @pytest.mark.parametrize("graphs, kept", [(True, SPLIT), (False, MERGED)])
