@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 import numpy as np
 
 from specllama.decoding.catch_up import SPLIT, CatchUpChoice
+from specllama.decoding.draft_rows import DraftRow, DraftRows
 from specllama.decoding.proposal import Proposal
 from specllama.decoding.request import GenerationConfig
-from specllama.decoding.sampling import probabilities, sample
+from specllama.decoding.target_rows import row_weights
 from specllama.llama.context import DecodeContext, DecodePart
 
 if TYPE_CHECKING:
@@ -173,13 +174,15 @@ class ModelDrafter(DrafterBase):
             self._decode([DecodePart(r.seq, [r.committed[ctx.past(r.seq)]], "none")
                           for _, r, _ in live if len(r.committed) - ctx.past(r.seq) > 1], timed=True, position=False)
         parts = [DecodePart(r.seq, r.committed[ctx.past(r.seq):], "last") for _, r, _ in live]
-        rows = self._decode(parts, timed=max((len(p.tokens) for p in parts), default=0) <= CATCH_UP_TIMED)
+        first_timed = max((len(p.tokens) for p in parts), default=0) <= CATCH_UP_TIMED
+        rows = self._decode(parts, timed=first_timed)
         for _, r, _ in live:  # a recurrent draft model's way back from its rejected drafts (llama/rollback.py)
             ctx.checkpoint(r.seq, keep=False)
-        q_rows: dict[int, list[np.ndarray]] = {i: [] for i, _, _ in live}
-        step = 0
+        q_rows: dict[int, list[DraftRow]] = {i: [] for i, _, _ in live}
+        step, timed = 0, first_timed
         while live:
             keep, next_tokens = [], []
+            start = self.clock()
             for (i, r, k), logits in zip(live, rows):
                 token, q = _choose(logits, r)
                 if token is None:  # p_min: the draft is not sure enough to go on
@@ -187,15 +190,19 @@ class ModelDrafter(DrafterBase):
                 drafted[i].append(token)
                 if q is not None:
                     q_rows[i].append(q)
+                    vocab = logits.shape[-1]
                 if step + 1 < k:  # the last draft needs no logits of its own
                     keep.append((i, r, k))
                     next_tokens.append(token)
-            live, step = keep, step + 1
+            if timed:  # choosing from a position's logits is part of that position's cost, as verifying is of T(n)
+                self.timed_seconds += self.clock() - start
+            live, step, timed = keep, step + 1, True
             if live:
                 rows = self._decode([DecodePart(r.seq, [t], "last") for (_, r, _), t in zip(live, next_tokens)], timed=True)
         if usual and len(drafted) == 1:  # one sequence after a usual catch-up: the trial may count it
             self.catch_up.record(mode, self.timed_seconds - timed_before, len(drafted[0]), caught_up)
-        return [Proposal(tokens, np.stack(q_rows[i]) if q_rows.get(i) else None) for i, tokens in enumerate(drafted)]
+        return [Proposal(tokens, DraftRows(q_rows[i], vocab) if q_rows.get(i) else None)
+                for i, tokens in enumerate(drafted)]
 
     def _decode(self, parts: list[DecodePart], timed: bool, position: bool = True) -> list[np.ndarray]:
         """Decode; `timed`: its seconds count toward the draft positions' cost, and it is a draft
@@ -222,18 +229,22 @@ class ModelDrafter(DrafterBase):
         self.ctx.clear()
 
 
-def _choose(logits: np.ndarray, r: DraftRequest) -> tuple[int | None, np.ndarray | None]:
-    """The draft's next token (greedy or sampled) and its distribution when sampled; None when
-    the top probability falls below the request's p_min."""
+def _choose(logits: np.ndarray, r: DraftRequest) -> tuple[int | None, DraftRow | None]:
+    """The draft's next token (greedy or sampled) and, when sampled, the row it was drawn from (its
+    weights: draft_rows.py); None when the top probability falls below the request's p_min."""
     params, p_min = r.config.sampling, r.config.p_min
     if params.greedy:
         if p_min > 0 and _top_probability(logits) < p_min:
             return None, None
         return int(np.argmax(logits)), None
-    q = probabilities(logits[None, :], params)[0]
-    if p_min > 0 and float(q.max()) < p_min:
-        return None, None
-    return sample(q, r.rng), q
+    q = row_weights(logits, params)
+    if p_min > 0:
+        low, high = q.top_range()
+        if low < p_min <= high:  # the bounds do not settle it: the exact top (a pass over the row)
+            low, high = q.whole().top_range()
+        if high < p_min:
+            return None, None
+    return q.draw(r.rng), q
 
 
 def _top_probability(logits: np.ndarray) -> float:

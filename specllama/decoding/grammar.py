@@ -34,6 +34,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from specllama.decoding.constraint import Constraint, check_constraint, engine_panics, grammar_text
+from specllama.decoding.draft_rows import DraftRows
 from specllama.decoding.drafters import Proposal
 from specllama.errors import SpecllamaError
 
@@ -294,7 +295,9 @@ def _append(proposal: Proposal, tokens: list[int], source: str) -> Proposal:
     n = len(proposal.tokens)
     own = proposal.source or source
     q = proposal.q
-    if q is not None:
+    if isinstance(q, DraftRows):
+        q = q[:n].plus(tokens)
+    elif q is not None:
         forced_q = np.zeros((len(tokens), q.shape[1]), dtype=q.dtype)
         forced_q[np.arange(len(tokens)), tokens] = 1.0
         q = np.concatenate([q[:n], forced_q])

@@ -13,8 +13,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Sequence
 
-import numpy as np
-
+from specllama.decoding.draft_rows import DraftRow, DraftRows
 from specllama.decoding.drafters import DrafterBase, DraftRequest, _choose
 from specllama.decoding.proposal import Proposal
 from specllama.llama.mtp import MtpContext
@@ -45,7 +44,7 @@ class MtpDrafter(DrafterBase):
 
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
         drafted: list[list[int]] = [[] for _ in requests]  # each request's tokens (its Proposal is made at the end)
-        q_rows: dict[int, list[np.ndarray]] = {i: [] for i in range(len(requests))}
+        q_rows: dict[int, list[DraftRow]] = {i: [] for i in range(len(requests))}
         # (index, request, its k, the token to decode, its position, the MTP state for it or None)
         depth = self.mtp.max_depth  # chained heads: one draft position a head
         live = [(i, r, min(r.k, depth or r.k), r.committed[-1], len(r.committed) - 1, None)
@@ -56,8 +55,6 @@ class MtpDrafter(DrafterBase):
         while live:
             start = self.clock()
             results = self.mtp.draft_step([(r.seq, token, pos, state) for _, r, _, token, pos, state in live])
-            self.timed_decodes += 1
-            self.timed_seconds += self.clock() - start
             keep = []
             for (i, r, k, _, pos, _), (logits, state) in zip(live, results):
                 token, q = _choose(logits, r)
@@ -66,12 +63,16 @@ class MtpDrafter(DrafterBase):
                 drafted[i].append(token)
                 if q is not None:
                     q_rows[i].append(q)
+                    vocab = logits.shape[-1]
                 if len(drafted[i]) < k:
                     keep.append((i, r, k, token, pos + 1, state))
+            # A draft position's cost: the head's decode and choosing from its logits (drafters.py's too).
+            self.timed_decodes += 1
+            self.timed_seconds += self.clock() - start
             live = keep
         for seq, pos0 in starts.items():
             self.mtp.drop_drafts(seq, pos0)
-        return [Proposal(tokens, np.stack(q_rows[i]) if q_rows[i] else None) for i, tokens in enumerate(drafted)]
+        return [Proposal(tokens, DraftRows(q_rows[i], vocab) if q_rows[i] else None) for i, tokens in enumerate(drafted)]
 
     def reset(self) -> None:
         self.mtp.cleared(None)

@@ -8,6 +8,8 @@ from typing import Sequence
 
 import numpy as np
 
+from specllama.decoding.draft_rows import DraftRows
+
 # The odds from which a drafter's (calibrated) token counts as near-certain: see Proposal.certain.
 NEAR_CERTAIN_ODDS = 0.85
 PER_TOKEN = {"per_token": True}  # a field's metadata: one entry per draft token, cut with the tokens
@@ -21,7 +23,8 @@ class Proposal:
     new one too (dataclasses.replace). Sequences are stored as tuples and q read-only."""
 
     tokens: tuple[int, ...] = field(metadata=PER_TOKEN)
-    q: np.ndarray | None = field(default=None, metadata=PER_TOKEN)  # (len(tokens), vocab) when the drafter sampled
+    # (len(tokens), vocab) when the drafter sampled: its rows' weights (DraftRows), or an array
+    q: DraftRows | np.ndarray | None = field(default=None, metadata=PER_TOKEN)
     # per token: estimated P(accepted | the ones before accepted)
     confidence: tuple[float, ...] | None = field(default=None, metadata=PER_TOKEN)
     source: str = ""  # the drafter that made it (filled in by the engine when empty)
@@ -43,7 +46,7 @@ class Proposal:
                 if value.flags.writeable:
                     value = value.view()
                     value.flags.writeable = False
-            elif not isinstance(value, tuple):
+            elif not isinstance(value, (tuple, DraftRows)):  # DraftRows: immutable, cut with [:n]
                 value = tuple(value)
             object.__setattr__(self, name, value)
 

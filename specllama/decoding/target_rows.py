@@ -111,19 +111,25 @@ class LazyProbabilities(TargetRows):
     def _row(self, i: int) -> KeptWeights | PeakedRow:
         row = self._weights.get(i)
         if row is None:
-            x = np.asarray(self.logits[i:i + 1], dtype=np.float32)
-            params = self.params
-            if params.greedy:
-                row = KeptWeights(np.array([int(np.argmax(x[0]))]), np.ones(1, dtype=np.float32))
-            elif not 0 < params.top_k < x.shape[1] and params.top_p >= 1.0 and params.min_p <= 0.0:
-                row = PeakedRow.of(x[0], params.temperature)  # a temperature alone
-            else:
-                row = peaked_filtered(x[0], params)  # filters on a peaked row: its few tokens
-            if row is None:
-                kept = kept_weights(x, params)
-                row = KeptWeights(None, kept[0]) if isinstance(kept, np.ndarray) else KeptWeights(*kept[0])
-            self._weights[i] = row
+            row = self._weights[i] = row_weights(self.logits[i], self.params)
         return row
+
+
+def row_weights(logits: np.ndarray, params: SamplingParams) -> "KeptWeights | PeakedRow":
+    """One row of logits as `probabilities()` weighs it, worked out the cheapest way that stays exact:
+    at a temperature alone a PeakedRow, under filters peaked_filtered's few tokens, else the whole row's
+    kept weights (greedy: the argmax alone)."""
+    x = np.asarray(logits, dtype=np.float32).reshape(1, -1)
+    if params.greedy:
+        return KeptWeights(np.array([int(np.argmax(x[0]))]), np.ones(1, dtype=np.float32))
+    if not 0 < params.top_k < x.shape[1] and params.top_p >= 1.0 and params.min_p <= 0.0:
+        row = PeakedRow.of(x[0], params.temperature)  # a temperature alone
+    else:
+        row = peaked_filtered(x[0], params)  # filters on a peaked row: its few tokens
+    if row is None:
+        kept = kept_weights(x, params)
+        row = KeptWeights(None, kept[0]) if isinstance(kept, np.ndarray) else KeptWeights(*kept[0])
+    return row
 
 
 class KeptWeights:
@@ -150,6 +156,24 @@ class KeptWeights:
         at = self._at(token)
         weight = 0.0 if at is None else float(self.weights[at])
         return weight / float(self.blocks().sum()) if weight else 0.0
+
+    def prob_range(self, token: int) -> tuple[float, float]:
+        p = self.prob(token)
+        return p, p
+
+    def top_range(self) -> tuple[float, float]:
+        """Bounds on the row's largest probability (a draft's p_min reads it)."""
+        p = float(self.weights.max()) / float(self.blocks().sum())
+        return p, p
+
+    def normalised(self, vocab: int) -> np.ndarray:
+        """The whole row, normalised, as `probabilities()` gives it (float32, `vocab` long)."""
+        scale = np.float32(1.0 / float(self.blocks().sum()))
+        if self.ids is None:
+            return self.weights * scale
+        row = np.zeros(vocab, dtype=np.float32)
+        row[self.ids] = self.weights * scale
+        return row
 
     def draw(self, rng: np.random.Generator, without: int | None = None) -> int:
         drawn = inverse_cdf(self.weights, self.blocks(), rng, self._at(without))
@@ -215,6 +239,15 @@ class PeakedRow:
             return p, p
         weight = float(self._weights(self.logits[token:token + 1])[0])
         return weight / (self.hot_total + (self.logits.size - self.hot.size) * self.bound), weight / self.hot_total
+
+    def top_range(self) -> tuple[float, float]:
+        """Bounds on the largest probability: the top token weighs 1, the total is bounded as in prob_range."""
+        if self._whole is not None:
+            return self._whole.top_range()
+        return 1.0 / (self.hot_total + (self.logits.size - self.hot.size) * self.bound), 1.0 / self.hot_total
+
+    def normalised(self, vocab: int) -> np.ndarray:
+        return self.whole().normalised(vocab)
 
     def draw(self, rng: np.random.Generator, without: int | None = None) -> int:
         weights, hot_total = self.hot_weights, self.hot_total

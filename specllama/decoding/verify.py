@@ -54,13 +54,14 @@ def verify_greedy(draft: Sequence[int], target_logits: np.ndarray) -> Verdict:
     return Verdict(n_accepted=k, token=choice(k), bonus=True, odds=(1.0,) * k)
 
 
-def verify_sampling(draft: Sequence[int], q: np.ndarray | None, p: np.ndarray | TargetRows,
+def verify_sampling(draft: Sequence[int], q: np.ndarray | TargetRows | None, p: np.ndarray | TargetRows,
                     rng: np.random.Generator) -> Verdict:
     """Modified rejection sampling (Leviathan et al. 2023; Chen et al. 2023).
 
     p: (K+1, vocab) target probabilities, row i conditioned on draft[:i] (an array, or
-       sampling.TargetRows such as LazyProbabilities, which works out only the rows read).
-    q: (K, vocab) draft probabilities after the same transform, or None when the proposals were
+       target_rows.TargetRows such as LazyProbabilities, which works out only the rows read).
+    q: (K, vocab) draft probabilities after the same transform (an array, or TargetRows such as
+       draft_rows.DraftRows, a sampling drafter's), or None when the proposals were
        deterministic (prompt lookup, greedy draft): q is then one-hot at each draft token, so a draft
        token is accepted with probability p[i, x] and a rejection resamples from p[i] without x.
     Only p[i, x] and q[i, x] are read on accepted rows; whole rows are touched only where we stop.
@@ -70,22 +71,26 @@ def verify_sampling(draft: Sequence[int], q: np.ndarray | None, p: np.ndarray | 
     _check_rows(rows, k + 1, "p")
     if q is not None:
         _check_rows(q, k, "q")
+    drafted = None if q is None else q if isinstance(q, TargetRows) else GivenProbabilities(q)
     odds: list[float] = []
     for i, x in enumerate(draft):
-        q_x = 1.0 if q is None else float(q[i, x])
-        # Accept with probability min(1, p_x / q_x); written as a product so q_x == 0 cannot divide by zero.
-        # p_x's bounds decide unless the uniform falls between them (rows.prob_range).
-        u = rng.random() * q_x
+        # Accept with probability min(1, p_x / q_x): when r * q_x < p_x, a product so q_x == 0 cannot
+        # divide by zero. The bounds of p_x and q_x decide unless r * q_x may fall on either side of
+        # p_x (rows.prob_range; a sampling drafter's rows likewise: draft_rows.py); then both exactly.
+        r = rng.random()
+        q_low, q_high = (1.0, 1.0) if drafted is None else drafted.prob_range(i, x)
         low, high = rows.prob_range(i, x)
-        if low <= u < high:
+        if not (r * q_high < low or r * q_low >= high):
             low = high = rows.prob(i, x)
-        odds.append(min(1.0, high / q_x) if q_x > 0 else 1.0)
-        if u < low:
+            if drafted is not None:
+                q_low = q_high = drafted.prob(i, x)
+        odds.append(min(1.0, high / q_low) if q_low > 0 else 1.0)
+        if r * q_high < low:
             continue
         # Rejected: the corrected distribution is the part of p that q under-proposed, max(0, p - q).
-        if q is None:  # p - one_hot(x), clipped at zero: p without x
+        if drafted is None:  # p - one_hot(x), clipped at zero: p without x
             return Verdict(n_accepted=i, token=rows.draw(i, rng, without=x), bonus=False, odds=tuple(odds))
-        residual = np.maximum(rows[i].astype(np.float64) - q[i], 0.0)
+        residual = np.maximum(rows[i].astype(np.float64) - drafted[i], 0.0)
         # p == q on this row (only reachable through rounding): the residual is empty, fall back to p.
         token = sample(residual, rng) if residual.sum() > 0.0 else rows.draw(i, rng)
         return Verdict(n_accepted=i, token=token, bonus=False, odds=tuple(odds))

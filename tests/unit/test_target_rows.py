@@ -9,18 +9,7 @@ from specllama.decoding.sampling import SamplingParams, kept_weights, probabilit
 from specllama.decoding.target_rows import KeptWeights, LazyProbabilities, PeakedRow, TargetRows, peaked_filtered
 from specllama.decoding.verify import verify_sampling
 from tests.support.chi_square import follows
-
-DRAWS = 30_000
-VOCAB = 3000
-
-
-def peaked_logits(seed: int, tail: tuple[float, float] = (-60.0, -22.0), vocab: int = VOCAB) -> np.ndarray:
-    """A real model's shape at small scale: a dozen plausible tokens near the top, the rest far below."""
-    rng = np.random.default_rng(seed)
-    x = rng.uniform(*tail, vocab).astype(np.float32)
-    x[rng.choice(vocab, 12, replace=False)] = rng.uniform(-3.0, 0.0, 12).astype(np.float32)
-    x[rng.integers(vocab)] = 0.0
-    return x
+from tests.support.peaked_rows import DRAWS, VOCAB, ColdNear, Uniform, peaked_logits
 
 
 def expected(x: np.ndarray, temperature: float, without: int | None = None) -> np.ndarray:
@@ -33,11 +22,6 @@ def expected(x: np.ndarray, temperature: float, without: int | None = None) -> n
 def drawn(row, seed: int, without: int | None = None, draws: int = DRAWS) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return np.bincount([row.draw(rng, without) for _ in range(draws)], minlength=row.logits.size)
-
-
-class ColdNear(PeakedRow):
-    """Cold tokens close to the bound: most draws go the cold way and are kept there."""
-    COLD = 1.0
 
 
 @pytest.mark.parametrize("temperature", [0.7, 1.0])
@@ -177,14 +161,6 @@ class WideRows(TargetRows):
 
     def draw(self, i, rng, without=None):
         return 3
-
-
-class Uniform:
-    def __init__(self, value):
-        self.value = value
-
-    def random(self):
-        return self.value
 
 
 @pytest.mark.parametrize("u, accepted, exact_reads", [(0.1, True, 0), (0.3, True, 1), (0.6, False, 1), (0.9, False, 0)])

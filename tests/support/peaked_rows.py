@@ -1,0 +1,33 @@
+"""Rows shaped like a real model's (a few plausible tokens, the rest far below), for the tests of
+target_rows.py and draft_rows.py."""
+
+import numpy as np
+
+from specllama.decoding.target_rows import PeakedRow
+
+DRAWS = 30_000
+VOCAB = 3000
+
+
+def peaked_logits(seed: int, tail: tuple[float, float] = (-60.0, -22.0), vocab: int = VOCAB) -> np.ndarray:
+    """A real model's shape at small scale: a dozen plausible tokens near the top, the rest far below."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(*tail, vocab).astype(np.float32)
+    x[rng.choice(vocab, 12, replace=False)] = rng.uniform(-3.0, 0.0, 12).astype(np.float32)
+    x[rng.integers(vocab)] = 0.0
+    return x
+
+
+class ColdNear(PeakedRow):
+    """Cold tokens close to the bound: most draws go the cold way and are kept there."""
+    COLD = 1.0
+
+
+class Uniform:
+    """A generator whose every random() is `value`: a test picks the uniform rejection sampling reads."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def random(self):
+        return self.value
