@@ -15,6 +15,10 @@ import numpy as np
 from specllama.decoding.sampling import sample
 from specllama.decoding.target_rows import GivenProbabilities, TargetRows
 
+# Draws from p a rejection tries before the whole residual (draw_residual): each is kept with the rows'
+# total variation distance, on a rejected draft mostly a few tenths.
+RESIDUAL_ATTEMPTS = 8
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -90,12 +94,34 @@ def verify_sampling(draft: Sequence[int], q: np.ndarray | TargetRows | None, p: 
         # Rejected: the corrected distribution is the part of p that q under-proposed, max(0, p - q).
         if drafted is None:  # p - one_hot(x), clipped at zero: p without x
             return Verdict(n_accepted=i, token=rows.draw(i, rng, without=x), bonus=False, odds=tuple(odds))
-        residual = np.maximum(rows[i].astype(np.float64) - drafted[i], 0.0)
-        # p == q on this row (only reachable through rounding): the residual is empty, fall back to p.
-        token = sample(residual, rng) if residual.sum() > 0.0 else rows.draw(i, rng)
-        return Verdict(n_accepted=i, token=token, bonus=False, odds=tuple(odds))
+        return Verdict(n_accepted=i, token=draw_residual(rows, drafted, i, rng), bonus=False, odds=tuple(odds))
     # Every draft token survived: the target's last row gives one more token for free.
     return Verdict(n_accepted=k, token=rows.draw(k, rng), bonus=True, odds=tuple(odds))
+
+
+def draw_residual(p: TargetRows, q: TargetRows, i: int, rng: np.random.Generator,
+                  attempts: int = RESIDUAL_ATTEMPTS) -> int:
+    """A token from max(0, p[i] - q[i]), renormalised: by rejection from p first, a token y drawn from
+    p kept with probability (p(y) - q(y))+ / p(y), each decided on bounds of p(y) and q(y) unless they
+    straddle it. Every kept y follows the residual exactly, so after `attempts` failures the whole
+    rows' residual finishes the job without bias. Why: the residual's whole rows are two passes over
+    152k floats each (~0.4 ms on the 2-core machine, a sampled draft model's every rejected step),
+    where drawing from p's few hot tokens and reading two probabilities is a few microseconds; an
+    attempt is kept with the two rows' total variation distance, which a rejection makes likely."""
+    for _ in range(attempts):
+        y = p.draw(i, rng)
+        keep = 1.0 - rng.random()  # in (0, 1]: kept when q(y) < keep * p(y), i.e. with 1 - q(y) / p(y)
+        p_low, p_high = p.prob_range(i, y)
+        q_low, q_high = q.prob_range(i, y)
+        if q_high < keep * p_low:
+            return y
+        if q_low >= keep * p_high:
+            continue
+        if q.prob(i, y) < keep * p.prob(i, y):
+            return y
+    residual = np.maximum(p[i].astype(np.float64) - q[i], 0.0)
+    # p == q on this row (only reachable through rounding): the residual is empty, fall back to p.
+    return sample(residual, rng) if residual.sum() > 0.0 else p.draw(i, rng)
 
 
 def _check_rows(array: np.ndarray, rows: int, name: str) -> None:

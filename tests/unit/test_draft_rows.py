@@ -13,8 +13,8 @@ from specllama.decoding.grammar import _append
 from specllama.decoding.proposal import Proposal
 from specllama.decoding.request import GenerationConfig
 from specllama.decoding.sampling import SamplingParams, probabilities
-from specllama.decoding.target_rows import KeptWeights, LazyProbabilities, PeakedRow
-from specllama.decoding.verify import verify_sampling
+from specllama.decoding.target_rows import KeptWeights, LazyProbabilities, PeakedRow, row_weights
+from specllama.decoding.verify import RESIDUAL_ATTEMPTS, draw_residual, verify_sampling
 from tests.support.chi_square import follows
 from tests.support.fake_llm import FakeClock, FakeContext, counting_rule
 from tests.support.peaked_rows import DRAWS, VOCAB, ColdNear, Uniform, peaked_logits
@@ -162,3 +162,34 @@ def test_a_draft_position_costs_its_decode_and_choosing_its_token(monkeypatch):
     drafter.rollback(0, 3)
     drafter.propose([DraftRequest(0, committed, 3, GenerationConfig(), rng)])
     assert drafter.timing() == (3 + 2, pytest.approx(3 * 1.25 + 2 * 1.25))
+
+
+@pytest.mark.parametrize("attempts", [RESIDUAL_ATTEMPTS, 1, 0])
+@pytest.mark.parametrize("shift", [1.5, 0.05])  # rows far apart (most attempts kept) and close (most fall back)
+def test_the_residual_drawn_by_rejection_from_p_is_max_p_minus_q(attempts, shift):
+    """Drawn from p and kept with (p - q)+ / p, each decided on bounds, the whole rows' residual after
+    `attempts` failures (0: that alone): every way gives max(0, p - q) renormalised."""
+    params = SamplingParams(temperature=0.7)
+    target_x = peaked_logits(32)
+    near = np.argsort(-target_x)[:13]
+    draft_x = target_x.copy()
+    draft_x[near] += np.random.default_rng(33).normal(0.0, shift, near.size).astype(np.float32)
+    p_rows = LazyProbabilities(target_x[None, :], params)
+    q_rows = DraftRows([row_weights(draft_x, params)], VOCAB)
+    p, q = probabilities(target_x[None, :], params)[0], probabilities(draft_x[None, :], params)[0]
+    residual = np.maximum(p.astype(np.float64) - q, 0.0)
+    rng = np.random.default_rng(34)
+    counts = np.bincount([draw_residual(p_rows, q_rows, 0, rng, attempts) for _ in range(DRAWS // 3)], minlength=VOCAB)
+    ok, statistic, df = follows(counts, residual / residual.sum())
+    assert ok, f"chi2={statistic:.1f} df={df}"
+
+
+def test_the_residual_reads_exact_probabilities_only_where_bounds_straddle():
+    """A draw of token 1 from p = 0.25 exactly, q's bounds (0.4, 0.6) around 0.5: kept when q < keep * p
+    never holds (0.4 >= keep * 0.25 for every keep <= 1), so no exact read and every attempt turned away."""
+    q = WideDraft()
+    target = DraftRows([Fixed()], 4)
+    draws = iter([1] * RESIDUAL_ATTEMPTS)
+    target.draw = lambda i, rng, without=None: next(draws, 0)
+    token = draw_residual(target, q, 0, np.random.default_rng(35))
+    assert q.exact_reads == 0 and token in range(4)

@@ -7,7 +7,7 @@ import pytest
 
 from specllama.decoding.sampling import SamplingParams, probabilities, sample
 from specllama.decoding.target_rows import LazyProbabilities
-from specllama.decoding.verify import Verdict, verify_greedy, verify_sampling
+from specllama.decoding.verify import RESIDUAL_ATTEMPTS, Verdict, verify_greedy, verify_sampling
 from tests.support.chi_square import chi_square_critical, follows
 
 DRAWS = 100_000
@@ -216,10 +216,12 @@ class ScriptedRandom:
 
 def test_empty_residual_falls_back_to_p():
     # p is q shrunk by rounding-sized amounts, so max(0, p - q) is zero everywhere; a near-1 uniform
-    # still rejects the draft. The verifier must then sample from p instead of an empty row.
+    # still rejects the draft. Every draw from p the residual's rejection tries is turned away (a draw
+    # and a keep uniform each); the verifier must then sample from p instead of an empty row.
     q = np.array([[0.25, 0.25, 0.5, 0.0]])
     p = np.vstack([q[0] * (1 - 1e-7), [0.25] * 4])
-    verdict = verify_sampling([2], q, p, ScriptedRandom([0.99999999, 0.6]))
+    uniforms = [0.99999999] + [0.6, 0.5] * RESIDUAL_ATTEMPTS + [0.6]
+    verdict = verify_sampling([2], q, p, ScriptedRandom(uniforms))
     assert verdict == Verdict(n_accepted=0, token=2, bonus=False)
 
 
@@ -239,7 +241,9 @@ def test_a_verdict_says_the_odds_each_judged_draft_was_accepted_with():
     accepted_both = verify_sampling([1, 2], None, p, ScriptedRandom([0.0, 0.0, 0.5]))
     assert accepted_both.n_accepted == 2 and accepted_both.odds == pytest.approx((0.8, 0.6))
     q = np.array([[0.0, 0.4, 0.6, 0.0], [0.0, 0.0, 1.0, 0.0]])
-    rejected_second = verify_sampling([1, 2], q, p, ScriptedRandom([0.0, 0.99, 0.5]))
+    # rejected at 2 (0.99 * q 1.0 >= p 0.6); the residual's first draw from p (token 2, where q covers p)
+    # is turned away, its second (token 1, which q never proposes) kept
+    rejected_second = verify_sampling([1, 2], q, p, ScriptedRandom([0.0, 0.99, 0.5, 0.0, 0.1, 0.0]))
     assert rejected_second.n_accepted == 1 and rejected_second.odds == pytest.approx((1.0, 0.6))
 
 

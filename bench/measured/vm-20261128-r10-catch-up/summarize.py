@@ -1,5 +1,6 @@
 """The catch-up A/B's table: per arm and round, model:k=4's tok/s, its ratio to the same run's plain, the draft's
-seconds a drafted token, c, and auto's ratio; the trial's choice.   python summarize.py [FOLDER (default: here)]"""
+seconds a drafted token, c, and auto's ratio; the trial's choice. The arms and rounds are the folder's
+ARM-rN.json files (base first).   python summarize.py [FOLDER (default: here)]"""
 import json
 import sys
 import statistics as st
@@ -9,8 +10,11 @@ HERE = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().pare
 print("| arm | round | none tok/s | model:k=4 tok/s | model vs none | draft s / drafted token | c | auto vs none | catch-up |")
 print("|---|---|---|---|---|---|---|---|---|")
 per_arm = {}
-for arm in ("base", "split", "trial"):
-    for r in (1, 2, 3):
+names = sorted(HERE.glob("*-r*.json"))
+arms = sorted({f.name.rsplit("-r", 1)[0] for f in names}, key=lambda a: (a != "base", a))
+rounds = sorted({int(f.stem.rsplit("-r", 1)[1]) for f in names})
+for arm in arms:
+    for r in rounds:
         d = json.loads((HERE / f"{arm}-r{r}.json").read_text())
         s = {x["config"]: x for x in d["summary"]}
         none, model, auto = s["none"], s["model:k=4"], s["auto:k=auto"]
