@@ -92,6 +92,11 @@ class DrafterBase:
     def timing(self) -> tuple[int, float]:
         return 0, 0.0
 
+    def catch_up_seconds(self, seq: int, text: Sequence[int]) -> float:
+        """What decoding the part of `text` it has not seen would cost before it can draft (beyond a
+        usual step's one or two tokens, which are a draft position's cost)."""
+        return 0.0
+
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:
         pass
 
@@ -118,6 +123,8 @@ class NoDrafter(DrafterBase):
 
 
 LOCKSTEP_BACKLOG = 32  # catch-ups up to this long ride in the shared decode (K_MAX + 1 fits)
+BACKLOG_TIMED_TOKENS = 16  # backlog tokens timed before their own seconds a token price a catch-up...
+BACKLOG_ROW_GUESS = 0.25  # ...until then a token of it costs this share of a one-token decode (a batch row)
 CATCH_UP_TIMED = 2  # a first decode of at most this many tokens a sequence (the usual last accepted
 # draft and the target's token) counts as a draft position's cost
 
@@ -144,10 +151,34 @@ class ModelDrafter(DrafterBase):
         # not what another draft token costs: it is not counted here.
         self.timed_decodes = 0
         self.timed_seconds = 0.0
+        # What its long catch-ups and prompts cost (tokens, seconds): what a source that sat out pays
+        # to draft again (catch_up_seconds), priced by the policy choosing a source (source_choice.py).
+        self.backlog_tokens = 0
+        self.backlog_seconds = 0.0
         self.contexts = (ctx,)
 
     def timing(self) -> tuple[int, float]:
         return self.timed_decodes, self.timed_seconds
+
+    def catch_up_seconds(self, seq: int, text: Sequence[int]) -> float:
+        backlog = len(text) - self.ctx.common_prefix(text, seq)  # a new prompt: what it held of the last one goes
+        if backlog <= CATCH_UP_TIMED:
+            return 0.0
+        if self.backlog_tokens >= BACKLOG_TIMED_TOKENS:
+            per_token = self.backlog_seconds / self.backlog_tokens
+        elif self.timed_decodes:  # none timed yet: a row of a batch against a one-token decode, guessed
+            per_token = BACKLOG_ROW_GUESS * self.timed_seconds / self.timed_decodes
+        else:
+            return 0.0
+        return backlog * per_token
+
+    def _decode_backlog(self, tokens: Sequence[int], seq: int) -> None:
+        """Decode tokens it has not seen, without logits, timed as backlog (not a draft position)."""
+        if tokens:
+            start = self.clock()
+            self.ctx.decode(tokens, logits="none", seq=seq)
+            self.backlog_seconds += self.clock() - start
+            self.backlog_tokens += len(tokens)
 
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
         ctx = self.ctx
@@ -166,7 +197,7 @@ class ModelDrafter(DrafterBase):
         for _, r, _ in live:
             backlog = len(r.committed) - ctx.past(r.seq)
             if backlog > LOCKSTEP_BACKLOG:
-                ctx.decode(r.committed[ctx.past(r.seq):-1], logits="none", seq=r.seq)
+                self._decode_backlog(r.committed[ctx.past(r.seq):-1], r.seq)
             usual &= backlog <= CATCH_UP_TIMED
             caught_up = backlog
         timed_before = self.timed_seconds  # a usual step's decodes are all timed: the trial's figure
@@ -219,7 +250,7 @@ class ModelDrafter(DrafterBase):
     def prefill(self, seq: int, prompt: Sequence[int]) -> None:
         # Everything but the last token: propose() decodes that one and gets its logits.
         self.ctx.reuse_prefix(prompt, seq)
-        self.ctx.decode(prompt[self.ctx.past(seq):-1], logits="none", seq=seq)
+        self._decode_backlog(prompt[self.ctx.past(seq):-1], seq)
 
     def rollback(self, seq: int, n_tokens: int) -> None:
         # Its cache holds the committed tokens and the drafts it decoded: the accepted ones stay.

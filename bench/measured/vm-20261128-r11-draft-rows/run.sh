@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A sampling drafter's q as row weights (decoding/draft_rows.py) on the 2-core AMD VM: base (d02bba5) and
-# new (224462e) in turn, 3 rounds, fresh cost caches, at --temp 0.7 (sampled drafts: what changed).
+# new (HEAD: 285ba4d; first/ holds 224462e's run, before the residual by rejection) in turn, 3 rounds, fresh cost caches, at --temp 0.7 (sampled drafts: what changed).
 #   bash run.sh BASE_CHECKOUT NEW_CHECKOUT OUT_DIR
 # Table: python ../vm-20261128-r10-catch-up/summarize.py OUT_DIR
 set -eu
