@@ -111,12 +111,17 @@ def table(parts=PARTS) -> list[str]:
     return lines
 
 
-if __name__ == "__main__":
+def run_split(parts=PARTS, auto_only: bool = True) -> None:
+    """A script's main: the command line after the script's name run with `parts` timed, then the table."""
     from trace_drafts import configure_threads
 
     argv = sys.argv[1:]
     configure_threads(argv)
-    wrap_parts()
+    wrap_parts(parts=parts, auto_only=auto_only)
     code = main(argv)
-    print("\n" + "\n".join(table()), file=sys.stderr)
+    print("\n" + "\n".join(table(parts)), file=sys.stderr)
     sys.exit(code)
+
+
+if __name__ == "__main__":
+    run_split()

@@ -21,8 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import ask_split  # noqa: E402
 
-from specllama.cli.main import main  # noqa: E402
-
 PARTS = [
     ("specllama.decoding.engine", None, "_judge", "judge (engine._judge, all of it)"),
     ("specllama.decoding.engine", None, "verify_sampling", "  rejection sampling (verify_sampling)"),
@@ -36,11 +34,4 @@ PARTS = [
 ]
 
 if __name__ == "__main__":
-    from trace_drafts import configure_threads
-
-    argv = sys.argv[1:]
-    configure_threads(argv)
-    ask_split.wrap_parts(parts=PARTS, auto_only=False)
-    code = main(argv)
-    print("\n" + "\n".join(ask_split.table(PARTS)), file=sys.stderr)
-    sys.exit(code)
+    ask_split.run_split(PARTS, auto_only=False)

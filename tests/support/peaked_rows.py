@@ -4,6 +4,7 @@ target_rows.py and draft_rows.py."""
 import numpy as np
 
 from specllama.decoding.target_rows import PeakedRow
+from tests.support import fake_llm
 
 DRAWS = 30_000
 VOCAB = 3000
@@ -31,3 +32,12 @@ class Uniform:
 
     def random(self):
         return self.value
+
+
+def peaked(tokens):
+    """A fake context's rule (tests/support/fake_llm.py): two likely next tokens, the rest of the
+    vocabulary ~50 nats below: a real model's shape."""
+    row = np.full(fake_llm.VOCAB, -50.0, dtype=np.float32)
+    row[3 + len(tokens) % 5] = 5.0
+    row[4 + len(tokens) % 7] = 4.0
+    return row
