@@ -123,10 +123,16 @@ class Guide:
         proposal = proposal.keep(n)
         if not self.drafts or n >= room:
             return proposal
-        if not m.consume_tokens(draft[start:n]):
-            raise GrammarFault(f"the grammar engine stopped this answer: {_error_line(m.get_error())}")
+        consumed = 0
+        for token in draft[start:n]:
+            if m.is_stopped():  # complete: what follows is an end of generation, not counted (mask's note)
+                break
+            if not m.consume_token(token):
+                m.rollback(consumed)
+                raise GrammarFault(f"the grammar engine stopped this answer: {_error_line(m.get_error())}")
+            consumed += 1
         forced = [] if m.is_stopped() else m.compute_ff_tokens()[:room - n]
-        m.rollback(n - start)
+        m.rollback(consumed)
         return _append(proposal, forced, GRAMMAR) if forced else proposal
 
     @_fails_the_request
@@ -141,6 +147,13 @@ class Guide:
         try:
             for i in range(start, len(rows)):
                 if i > start:
+                    # Complete (the draft's last token closed it): only an end of generation may follow, and
+                    # the rows after it are never read. llguidance takes that end on a stopped matcher without
+                    # counting it, so consuming it here made the rollback below undo one real token too many:
+                    # a JSON answer whose draft `"C++"]}<|im_end|>` was turned away at `C` then failed on the
+                    # target's valid `Java` ("the grammar engine stopped this answer").
+                    if m.is_stopped():
+                        break
                     if not m.consume_token(draft[i - 1]):
                         break  # a draft token the grammar forbids (shape cut it; a bug otherwise): later rows are never read
                     consumed += 1

@@ -181,6 +181,29 @@ def test_the_mask_leaves_the_matcher_where_it_was(exact_model):
     assert guide.complete
 
 
+def test_a_draft_that_completes_the_grammar_and_ends_leaves_the_matcher_where_it_was(exact_model):
+    """A draft that closes the JSON and then ends (`"b"]}` + the end of generation), judged and turned away
+    at its first token: the mask consumed and rolled back its tokens, and the matcher must be where it was,
+    so the target's own different token still fits (it failed once, when the end was consumed on a
+    stopped matcher and the rollback went one token too far)."""
+    guide = _guide(exact_model, Constraint("json_schema", schema={
+        "type": "object", "required": ["a"], "additionalProperties": False,
+        "properties": {"a": {"type": "array", "items": {"type": "string"}}}}))
+    tok = lambda s: exact_model.tokenize(s, add_special=False)  # noqa: E731
+    for token in tok('{"a": ["x", "'):
+        guide.advance(token)
+    end, other = exact_model.eog_ids[0], tok("Java")
+    draft = [*tok('b"]}'), end]
+    assert guide.shape(Proposal(draft, source="suffix"), room=16).tokens == tuple(draft)  # all of it allowed
+    assert guide.matcher.validate_tokens(other) == len(other)  # shape consumed and rolled back its tokens
+    rows = np.zeros((len(draft) + 1, exact_model.n_vocab), dtype=np.float32)
+    guide.mask(draft, rows, greedy=False)
+    assert guide.matcher.validate_tokens(other) == len(other)  # and so did the mask
+    for token in [*other, *tok('"]}')]:
+        guide.advance(token)
+    assert guide.complete
+
+
 def test_a_lazy_trigger_constrains_only_what_follows_it(exact_model, engine):
     trigger = "<tool_call>"
     guide = _guide(exact_model, Constraint("regex", grammar="[0-9]{3}", trigger=trigger))
