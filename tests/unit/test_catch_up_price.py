@@ -5,10 +5,15 @@ into the step that would catch up, so a one-token draft is not bought with a 100
 import numpy as np
 
 from specllama.decoding.acceptance import PositionAcceptance
-from specllama.decoding.drafters import BACKLOG_ROW_GUESS, DraftRequest, ModelDrafter
-from specllama.decoding.policy.source_choice import CATCH_UP_SHARE, choose_source
+from specllama.decoding.cost.online import Prior, StepCosts
+from specllama.decoding.drafters import BACKLOG_ROW_GUESS, DrafterBase, DraftRequest, ModelDrafter
+from specllama.decoding.policy.base import PolicyKit
+from specllama.decoding.policy.catch_up_price import CATCH_UP_SHARE
+from specllama.decoding.policy.model_auto import ModelAuto
+from specllama.decoding.policy.source_choice import choose_source
 from specllama.decoding.proposal import Proposal
 from specllama.decoding.request import GenerationConfig
+from specllama.decoding.verifiers import VERIFIERS
 from tests.support.fake_llm import FakeClock, FakeContext, counting_rule
 
 
@@ -55,3 +60,27 @@ def test_auto_buys_no_draft_with_a_long_catch_up_but_a_short_one():
     # a catch-up of 10 plain steps, CATCH_UP_SHARE of it on this step: plain decoding is better
     assert rec.expected_tokens(k) / (rec.cost(k) + 10 * CATCH_UP_SHARE) < 1.0
     assert choose_source(nothing, {"model": rec}, 8, frozenset(), ratio, lambda name: 10.0) == ("none", 0)
+
+
+class Behind(DrafterBase):
+    """A draft model stand-in whose catch-up on the text costs what the test says."""
+
+    name = "model"
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def catch_up_seconds(self, seq, text):
+        return self.seconds
+
+
+def test_the_draft_models_own_auto_sits_out_a_step_whose_catch_up_would_lose():
+    """`--drafter model -k auto` (model_auto.py) prices the catch-up too: the same record asks for drafts
+    with the draft caught up, and for none with a catch-up of 10 plain steps (T(1) 0.05 s) to pay first."""
+    ratio = lambda n: 1.0 + 0.2 * (n - 1)  # noqa: E731
+    for seconds, drafts in [(0.0, True), (0.5, False)]:
+        costs = StepCosts(Prior(ratio, 0.05, learned=True))
+        records = {"model": PositionAcceptance(costs.ratio, 0.1, k_max=4, prior=0.8)}
+        policy = ModelAuto(Behind(seconds), PolicyKit({"model": Behind(seconds)}, costs, records, VERIFIERS["causal"]))
+        policy.start(0, [1, 2, 3])
+        assert policy.ask(8, alone=False).drafts == drafts

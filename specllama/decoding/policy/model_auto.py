@@ -18,6 +18,7 @@ from typing import Sequence
 from specllama.decoding.drafters import Drafter, Proposal
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.policy.base import NO_DRAFT, Ask, PolicyBase, PolicyKit
+from specllama.decoding.policy.catch_up_price import CatchUpPrice, rate_with_catch_up
 from specllama.decoding.realised import RealisedSpeed
 
 TRY_DRAFT = 2  # the draft length of a try: 3 rows, the smallest batch most drafts use
@@ -33,8 +34,10 @@ class ModelAuto(PolicyBase):
         self.drafters = (drafter,)
         self.acceptance = kit.record(drafter.name)  # this text's view of the drafter's record
         self.realised = RealisedSpeed()
+        self.catch_up = CatchUpPrice(kit.costs)  # what the draft must decode first after sitting out
 
     def start(self, slot: int, prompt: Sequence[int]) -> None:
+        self.catch_up.start(slot, prompt)
         # The draft digests the prompt only if a step may want drafts now (a long prompt costs the
         # draft seconds); its first proposal catches up by itself otherwise.
         if self.acceptance.choose() > 0:
@@ -44,7 +47,10 @@ class ModelAuto(PolicyBase):
         if self.drafter.name in self.realised.avoid():
             return NO_DRAFT
         cap = min(room, self.acceptance.k_max)
-        k = self.acceptance.choose() or (TRY_DRAFT if self.trying(alone) else 0)
+        k = self.acceptance.choose()
+        if k and (rate_with_catch_up(self.acceptance, k, self.catch_up.steps(self.drafter)) or 1.0) <= 1.0:
+            k = 0  # it sat out: paying part of its catch-up, this step would lose
+        k = k or (TRY_DRAFT if self.trying(alone) else 0)
         return Ask(self.drafter, min(k, cap), self.acceptance.fast, self.acceptance.c, cap)
 
     def review(self, proposal: Proposal) -> tuple[Proposal, Ask | None]:
@@ -61,6 +67,7 @@ class ModelAuto(PolicyBase):
                 and costs.steps % TRY_EVERY == TRY_EVERY // 2)
 
     def observe(self, outcome: StepOutcome) -> None:
+        self.catch_up.grew(outcome.tokens)
         self.acceptance.observe(outcome.drafted, outcome.n_accepted, outcome.odds)
         self.realised.tick()
         if outcome.alone:

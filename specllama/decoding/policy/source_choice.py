@@ -26,16 +26,10 @@ from specllama.decoding.cost.model import Ratio
 from specllama.decoding.drafters import Drafter, Proposal
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.policy.base import NO_DRAFT, Ask, PolicyBase, PolicyKit
+from specllama.decoding.policy.catch_up_price import CatchUpPrice, rate_with_catch_up
 from specllama.decoding.policy.free_drafts import cut_free, free_rate, fully_known, long_enough
 from specllama.decoding.realised import RealisedSpeed
 from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
-
-# The share of a decoding source's catch-up (the text it did not decode while it sat out) that the step
-# catching up pays: the steps it drafts after share the rest. Priced whole (1.0), a source that sat out a
-# copy could hardly come back; unpriced (0), a draft model chose a one-token draft in the middle of a 64-token
-# answer at --temp 0.7 and first decoded the ~100 tokens it had not seen: a 270 ms step, 16.8 % of that
-# prompt's time (bench/measured/vm-20261128-r11-draft-rows, new-r2, german).
-CATCH_UP_SHARE = 0.5
 
 
 def choose_source(suffix: Proposal, decoding: Mapping[str, PositionAcceptance] | PositionAcceptance | None, cap: int,
@@ -44,7 +38,7 @@ def choose_source(suffix: Proposal, decoding: Mapping[str, PositionAcceptance] |
     with the best expected rate, if it beats plain decoding. `decoding` holds each decoding
     source's acceptance on this text by name (a lone record is the draft model's; None: none);
     `behind(name)`, in plain steps, what a source must first decode of the text it has not seen (it
-    sat out): a step that catches up pays its share, CATCH_UP_SHARE of it."""
+    sat out): a step that catches up pays its share (catch_up_price.py)."""
     if decoding is None or isinstance(decoding, PositionAcceptance):
         decoding = {} if decoding is None else {"model": decoding}
     best, best_k, best_rate = "none", 0, 1.0
@@ -52,8 +46,7 @@ def choose_source(suffix: Proposal, decoding: Mapping[str, PositionAcceptance] |
         if name in avoid:
             continue
         k = min(record.choose(), cap)
-        cost = record.cost(k) if k else None
-        rate = record.expected_tokens(k) / (cost + (behind(name) if behind else 0.0) * CATCH_UP_SHARE) if cost else 1.0
+        rate = (rate_with_catch_up(record, k, behind(name) if behind else 0.0) or 1.0) if k else 1.0
         if rate > best_rate:
             best, best_k, best_rate = name, k, rate
     offered = (suffix.confidence or [])[:len(suffix.tokens)] if "suffix" not in avoid else []
@@ -87,10 +80,11 @@ class SourceChoice(PolicyBase):
         self._followers = {name: d.follow for name, d in self.decoding.items() if hasattr(d, "follow")}
         self._cap = 0
         self._slot = 0
-        self._text: list[int] = []  # the text so far: what a decoding source that sat out must catch up on
+        self.catch_up = CatchUpPrice(kit.costs)  # what a decoding source that sat out must catch up on
 
     def start(self, slot: int, prompt: Sequence[int]) -> None:
-        self._slot, self._text = slot, list(prompt)
+        self._slot = slot
+        self.catch_up.start(slot, prompt)
         self.suffix.prefill(slot, prompt)
         # A decoding source digests the prompt now only when it may be used at once; else it
         # catches up on its first proposal (a long prompt costs the draft seconds).
@@ -109,9 +103,7 @@ class SourceChoice(PolicyBase):
         return Ask(self.suffix, min(room, K_COPY_MAX))
 
     def _behind(self, name: str) -> float:
-        """What catching up on this text would cost a decoding source now, in plain steps."""
-        t1 = self.kit.costs.t1()
-        return self.decoding[name].catch_up_seconds(self._slot, self._text) / t1 if t1 else 0.0
+        return self.catch_up.steps(self.decoding[name])
 
     def _avoid(self) -> frozenset[str]:
         """Sources not to use now: benched by the realised check, or backing off (source_backoff.py)."""
@@ -140,7 +132,7 @@ class SourceChoice(PolicyBase):
         return proposal, fully_known(proposal)
 
     def observe(self, outcome: StepOutcome) -> None:
-        self._text.extend(outcome.tokens)
+        self.catch_up.grew(outcome.tokens)
         decoded_by = outcome.source if outcome.source in self.decoding else None
         for name, record in self.records.items():
             # Positions a step did not reach drift back to the record: drafted 0 when it sat out.
