@@ -3,7 +3,7 @@ target_rows.py and draft_rows.py."""
 
 import numpy as np
 
-from specllama.decoding.target_rows import PeakedRow
+from specllama.decoding.target_rows import PeakedRow, TargetRows
 from tests.support import fake_llm
 
 DRAWS = 30_000
@@ -41,3 +41,26 @@ def peaked(tokens):
     row[3 + len(tokens) % 5] = 5.0
     row[4 + len(tokens) % 7] = 4.0
     return row
+
+
+class WideRows(TargetRows):
+    """Rows over a 4-token vocabulary whose every probability has wide bounds (low, high) around the
+    exact 0.5, counting the exact reads (a test's check that bounds settle what they can); a draw gives
+    token 3, a whole row is uniform."""
+
+    def __init__(self, low: float, high: float, rows: int = 2):
+        self.bounds, self.shape = (low, high), (rows, 4)
+        self.exact_reads = 0
+
+    def __getitem__(self, i):
+        return np.full(self.shape[1], 1.0 / self.shape[1], dtype=np.float32)
+
+    def prob(self, i, token):
+        self.exact_reads += 1
+        return 0.5
+
+    def prob_range(self, i, token):
+        return self.bounds
+
+    def draw(self, i, rng, without=None):
+        return 3

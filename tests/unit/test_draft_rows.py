@@ -17,7 +17,7 @@ from specllama.decoding.target_rows import KeptWeights, LazyProbabilities, Peake
 from specllama.decoding.verify import RESIDUAL_ATTEMPTS, draw_residual, verify_sampling
 from tests.support.chi_square import follows
 from tests.support.fake_llm import FakeClock, FakeContext, counting_rule
-from tests.support.peaked_rows import DRAWS, VOCAB, ColdNear, Uniform, peaked_logits
+from tests.support.peaked_rows import DRAWS, VOCAB, ColdNear, Uniform, WideRows, peaked_logits
 
 PARAMS = [SamplingParams(temperature=0.7), SamplingParams(temperature=1.0, top_p=0.9),
           SamplingParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)]
@@ -73,21 +73,6 @@ def test_drafted_rows_are_the_rows_probabilities_gives():
     assert rows.shape == (1, VOCAB) and rows[:0].shape == (0, VOCAB)
 
 
-class WideDraft(DraftRows):
-    """A draft row whose bounds are wide (0.4, 0.6) around the exact 0.5."""
-
-    def __init__(self):
-        super().__init__([KeptWeights(np.array([1]), np.ones(1, dtype=np.float32))], 4)
-        self.exact_reads = 0
-
-    def prob(self, i, token):
-        self.exact_reads += 1
-        return 0.5
-
-    def prob_range(self, i, token):
-        return 0.4, 0.6
-
-
 class Fixed(KeptWeights):
     """A target row that gives 0.25 for every token, exactly."""
 
@@ -99,7 +84,7 @@ class Fixed(KeptWeights):
 def test_the_drafts_exact_probability_is_read_only_where_its_bounds_do_not_settle(u, accepted, exact_reads):
     """Accepted when u * q_x < p_x = 0.25: with q_x in (0.4, 0.6), u 0.3 settles it (0.18 < 0.25), u 0.7
     too (0.28 >= 0.25); between, only the exact 0.5 says (0.225 accepted, 0.275 not)."""
-    q = WideDraft()
+    q = WideRows(0.4, 0.6, rows=1)  # a draft row's bounds around the exact 0.5
     target = DraftRows([Fixed(), Fixed()], 4)
     verdict = verify_sampling([1], q, target, Uniform(u))
     assert (verdict.n_accepted == 1) == accepted and q.exact_reads == exact_reads
@@ -187,7 +172,7 @@ def test_the_residual_drawn_by_rejection_from_p_is_max_p_minus_q(attempts, shift
 def test_the_residual_reads_exact_probabilities_only_where_bounds_straddle():
     """A draw of token 1 from p = 0.25 exactly, q's bounds (0.4, 0.6) around 0.5: kept when q < keep * p
     never holds (0.4 >= keep * 0.25 for every keep <= 1), so no exact read and every attempt turned away."""
-    q = WideDraft()
+    q = WideRows(0.4, 0.6, rows=1)  # a draft row's bounds around the exact 0.5
     target = DraftRows([Fixed()], 4)
     draws = iter([1] * RESIDUAL_ATTEMPTS)
     target.draw = lambda i, rng, without=None: next(draws, 0)

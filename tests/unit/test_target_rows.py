@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from specllama.decoding.sampling import SamplingParams, kept_weights, probabilities
-from specllama.decoding.target_rows import KeptWeights, LazyProbabilities, PeakedRow, TargetRows, peaked_filtered
+from specllama.decoding.target_rows import KeptWeights, LazyProbabilities, PeakedRow, peaked_filtered
 from specllama.decoding.verify import verify_sampling
 from tests.support.chi_square import follows
-from tests.support.peaked_rows import DRAWS, VOCAB, ColdNear, Uniform, peaked_logits
+from tests.support.peaked_rows import DRAWS, VOCAB, ColdNear, Uniform, WideRows, peaked_logits
 
 
 def expected(x: np.ndarray, temperature: float, without: int | None = None) -> np.ndarray:
@@ -145,27 +145,9 @@ def test_a_peaked_rows_probability_bounds_hold_its_probability_closely():
     assert row._whole is None  # no pass over the vocabulary for them
 
 
-class WideRows(TargetRows):
-    """One row whose probability bounds are wide (0.2, 0.8) around the exact 0.5."""
-    shape = (2, 4)
-
-    def __init__(self):
-        self.exact_reads = 0
-
-    def prob(self, i, token):
-        self.exact_reads += 1
-        return 0.5
-
-    def prob_range(self, i, token):
-        return 0.2, 0.8
-
-    def draw(self, i, rng, without=None):
-        return 3
-
-
 @pytest.mark.parametrize("u, accepted, exact_reads", [(0.1, True, 0), (0.3, True, 1), (0.6, False, 1), (0.9, False, 0)])
 def test_rejection_sampling_asks_the_exact_probability_only_between_its_bounds(u, accepted, exact_reads):
-    rows = WideRows()
+    rows = WideRows(0.2, 0.8)  # around the exact 0.5
     verdict = verify_sampling([1], None, rows, Uniform(u))
     assert (verdict.n_accepted == 1) == accepted and rows.exact_reads == exact_reads
 
