@@ -20,7 +20,8 @@ from specllama.decoding.cost.model import predicted_speedup, step_cost
 from specllama.decoding.engine import Summary
 from specllama.decoding.verifiers import VERIFIERS
 
-_SEVERITY = {"identical": 0, "near_tie": 1, "different": 2}
+# "parted": a sampled run's text left plain decoding's where the batch's rounding moved a row (pairing.py).
+_SEVERITY = {"identical": 0, "parted": 1, "near_tie": 1, "different": 2}
 
 
 @dataclass
@@ -33,7 +34,7 @@ class PromptResult:
     speedup: float | None
     acceptance: float | None
     mean_accepted: float
-    identical: str | None  # identical | near_tie | different (worst over repeats); None: not checked
+    identical: str | None  # identical | near_tie | parted | different (worst over repeats); None: not checked
     divergence: dict | None
     finish_reason: str
     drafted_by: dict = field(default_factory=dict)  # per source (suffix, model): drafts verified, all repeats
@@ -60,7 +61,7 @@ class ConfigSummary:
     time_split: dict = field(default_factory=dict)  # draft / verify / python: seconds and share
     predicted_speedup: float | None = None  # cost model at the measured acceptance, K drafts every step
     predicted_from_steps: float | None = None  # cost model over the steps as they happened (see below)
-    identical: dict | None = None  # counts of identical / near_tie / different runs; None when sampling
+    identical: dict | None = None  # counts of identical / parted / near_tie / different runs; None: sampled without a seed
     peak_rss_bytes: int | None = None
     drafted_by: dict = field(default_factory=dict)  # per source (suffix, model): drafts verified, all runs
     accepted_by: dict = field(default_factory=dict)  # ... and accepted

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from specllama.bench.aggregate import ConfigSummary, PromptResult, config_summaries, prompt_results
 from specllama.bench.configs import BenchConfig
-from specllama.bench.pairing import NEAR_TIE_LOGITS, judge_runs
+from specllama.bench.pairing import NEAR_TIE_LOGITS, judge_runs, judge_sampled
 from specllama.bench.report import json_document
 from specllama.bench.runner import WARMUP_TOKENS, BenchPrompt, BenchRunner, ProgressCallback
 from specllama.decoding.cost.curve import CostCurve
@@ -71,8 +71,10 @@ def run_benchmark(runtime: Session, prompts: list[BenchPrompt], configs: list[Be
         if progress:
             progress(runner.total_runs, runner.total_runs, "checking outputs against none", None)
         verdicts = judge_runs(runtime, by_id, runs)
+    elif options.sampling.seed is not None:
+        verdicts = judge_sampled(runs)  # with a seed, a sampled run's text is plain's wherever the rows agree
     else:
-        verdicts = [None] * len(runs)  # sampled outputs differ by design; acceptance tells the story
+        verdicts = [None] * len(runs)  # no seed: every run draws its own text
 
     config_rank = {c.label: i for i, c in enumerate(configs)}
     prompt_rank = {str(p.id): i for i, p in enumerate(prompts)}

@@ -1,9 +1,14 @@
-"""Greedy benchmark runs against plain decoding, token by token.
+"""Benchmark runs against plain decoding, token by token: greedy runs, and sampled runs with a seed.
 
 The comparison itself (first divergence, near-tie by the target's top-2 logit gap) is
 specllama/decoding/exactness.py; this module pairs each run with the `none` run of its prompt and
 gives every verdict other than "identical" its evidence: where the outputs part, the target's
 top-2 gap there (or why there is none), and both texts from that point.
+
+Sampled with a seed, each position draws from its own stream (decoding/position_streams.py), so a
+run's text is plain decoding's wherever the rows agree; where the batch's rounding moved a row, the
+draw there may land on another token and the texts part ("parted": expected, not a fault; `--exact`
+keeps the rows, and the texts, the same).
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from specllama.bench.runner import RunRecord
-from specllama.decoding.exactness import NEAR_TIE_LOGITS, Comparison
+from specllama.decoding.exactness import NEAR_TIE_LOGITS, Comparison, first_divergence
 from specllama.runtime.session import Session
 
-__all__ = ["NEAR_TIE_LOGITS", "Comparison", "Divergence", "judge_runs", "comparison_dict"]
+__all__ = ["NEAR_TIE_LOGITS", "Comparison", "Divergence", "SampledComparison", "judge_runs", "judge_sampled",
+           "comparison_dict"]
 
 # Tokens of text shown on each side of a divergence.
 CONTEXT_TOKENS = 12
@@ -30,15 +36,41 @@ class Divergence(Comparison):
     candidate_text: str = ""  # this run's text from the divergence on
 
 
-def judge_runs(session: Session, prompts: dict[str, Sequence[int]], runs: Sequence[RunRecord]) -> list[Comparison | None]:
-    """One comparison per run (aligned with `runs`): each run against the first `none` run of its
-    prompt (the session's judge: a fresh plain decode where they part). None where there is no
-    baseline. Clears the target's cache."""
+@dataclass(frozen=True)
+class SampledComparison(Comparison):
+    """A sampled run against plain decoding's with the same seed: the same text, or where it parted."""
+
+    @property
+    def verdict(self) -> str:
+        return "identical" if self.identical else "parted"
+
+
+def judge_sampled(runs: Sequence[RunRecord]) -> list[SampledComparison | None]:
+    """One comparison per run (aligned with `runs`): its tokens against the first `none` run of its
+    prompt; None where there is no baseline. Nothing is decoded: a sampled divergence has no top-2 gap."""
+    reference = _baselines(runs)
+    out: list[SampledComparison | None] = []
+    for run in runs:
+        ref = reference.get(str(run.prompt_id))
+        at = None if ref is None else first_divergence(ref.token_ids, run.token_ids)
+        out.append(None if ref is None else SampledComparison(at is None, at))
+    return out
+
+
+def _baselines(runs: Sequence[RunRecord]) -> dict[str, RunRecord]:
     reference: dict[str, RunRecord] = {}
     for run in runs:
         key = str(run.prompt_id)
         if run.config.is_baseline and key not in reference:
             reference[key] = run
+    return reference
+
+
+def judge_runs(session: Session, prompts: dict[str, Sequence[int]], runs: Sequence[RunRecord]) -> list[Comparison | None]:
+    """One comparison per run (aligned with `runs`): each run against the first `none` run of its
+    prompt (the session's judge: a fresh plain decode where they part). None where there is no
+    baseline. Clears the target's cache."""
+    reference = _baselines(runs)
     out: list[Comparison | None] = []
     for run in runs:
         key = str(run.prompt_id)

@@ -31,9 +31,11 @@ def _pct(v: float | None) -> str:
 
 def _identical(counts: dict | None) -> str:
     if counts is None:
-        return "- (sampling)"
+        return "- (sampled, no seed)"
     total = sum(counts.values())
     text = f"{counts['identical']}/{total}"
+    if counts.get("parted"):
+        text += f" ({counts['parted']} parted: sampled rows rounded apart)"
     if counts["near_tie"]:
         text += f" (+{counts['near_tie']} near-tie)"
     if counts["different"]:

@@ -48,6 +48,7 @@ from specllama.decoding.grammar import GrammarFault, guide_drafts, guide_for
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.planner import Planner
 from specllama.decoding.policy import Ask, DraftPolicy, EngineRecord, PolicyKit, policy_for
+from specllama.decoding.position_streams import PositionStreams
 from specllama.decoding.prefill import PREFILL_CHUNK, Prefill
 from specllama.decoding.prepared import LateRecord, Prepared
 from specllama.decoding.request import AUTO, GenerationConfig, Request
@@ -258,7 +259,8 @@ class Engine:
         return Slot(index, request, policy, VERIFIERS[config.verify], prompt,
                     np.random.default_rng(config.sampling.seed), summary, StreamDecoder(target.model),
                     StopMatcher(config.stop), t0, guide=request.guide,
-                    prefill=Prefill(prompt[target.past(index):-1]))
+                    prefill=Prefill(prompt[target.past(index):-1]),
+                    streams=None if config.sampling.greedy else PositionStreams(config.sampling.seed))
 
     def _prefill(self, slot: Slot) -> int:
         """The next chunk of the slot's prompt (returns its tokens); once it is all in, the slot
@@ -353,7 +355,7 @@ class Engine:
                     scored = slot.guide.mask(proposal.tokens, scored, slot.config.sampling.greedy)
                 except Exception as e:  # this request's grammar failed (a limit of llguidance's): it alone fails
                     slot.fail(e)
-            verdict = _judge(proposal, scored, slot.config, slot.rng)
+            verdict = _judge(proposal, scored, slot.config, slot.streams, len(slot.committed))
             t_commit = clock()
             slot.verifier.commit(target, slot.index, n_past[slot.index], slot.committed[-1], proposal.tokens,
                                  verdict.n_accepted)
@@ -447,10 +449,12 @@ def _next_request(requests, idle: bool):
     return next(requests, CLOSED)
 
 
-def _judge(proposal: Proposal, logits: np.ndarray, config: GenerationConfig, rng: np.random.Generator) -> Verdict:
+def _judge(proposal: Proposal, logits: np.ndarray, config: GenerationConfig, streams: PositionStreams | None,
+           position: int) -> Verdict:
+    """The step's verdict; `position`: where the first judged row lies in the text (its stream's key)."""
     draft = proposal.tokens
-    if config.sampling.greedy:
+    if config.sampling.greedy or streams is None:
         return verify_greedy(draft, logits)
     p = LazyProbabilities(logits, config.sampling)  # rows past the first rejection are never transformed
     q = proposal.q[:len(draft)] if proposal.q is not None else None
-    return verify_sampling(draft, q, p, rng)
+    return verify_sampling(draft, q, p, streams, position)

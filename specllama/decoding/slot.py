@@ -23,6 +23,7 @@ from specllama.decoding.drafters import Proposal
 from specllama.decoding.events import DoneEvent, Origin, Summary, TokenEvent, TokenLogprobs
 from specllama.decoding.grammar import Guide
 from specllama.decoding.policy import DraftPolicy
+from specllama.decoding.position_streams import PositionStreams
 from specllama.decoding.prefill import Prefill
 from specllama.decoding.request import GenerationConfig, Request
 from specllama.decoding.stop import StopMatcher
@@ -52,6 +53,9 @@ class Slot:
     guide: Guide | None = None  # the request's grammar (grammar.py), when it has a constraint
     fault: str = ""  # why this request failed mid-generation (finish FAILED): its client's error message
     prefill: Prefill | None = None  # the prompt still being decoded (prefill.py); None once it steps
+    # Where the target's token at each position is drawn from when sampling (position_streams.py); the
+    # drafters' own draws come from `rng`. None when greedy.
+    streams: PositionStreams | None = None
 
     @property
     def tag(self) -> Hashable:

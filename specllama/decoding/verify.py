@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from specllama.decoding.position_streams import PositionStreams
 from specllama.decoding.sampling import sample
 from specllama.decoding.target_rows import GivenProbabilities, TargetRows
 
@@ -59,7 +60,7 @@ def verify_greedy(draft: Sequence[int], target_logits: np.ndarray) -> Verdict:
 
 
 def verify_sampling(draft: Sequence[int], q: np.ndarray | TargetRows | None, p: np.ndarray | TargetRows,
-                    rng: np.random.Generator) -> Verdict:
+                    rng: np.random.Generator | PositionStreams, position: int = 0) -> Verdict:
     """Modified rejection sampling (Leviathan et al. 2023; Chen et al. 2023).
 
     p: (K+1, vocab) target probabilities, row i conditioned on draft[:i] (an array, or
@@ -69,19 +70,33 @@ def verify_sampling(draft: Sequence[int], q: np.ndarray | TargetRows | None, p: 
        deterministic (prompt lookup, greedy draft): q is then one-hot at each draft token, so a draft
        token is accepted with probability p[i, x] and a rejection resamples from p[i] without x.
     Only p[i, x] and q[i, x] are read on accepted rows; whole rows are touched only where we stop.
+    rng: one generator for the whole step, or the request's PositionStreams, `position` being where
+       draft[0] lies in the text: each row's draws then come from its position's own stream, and a
+       deterministic draft is judged by the target's own draw there (position_streams.py).
     """
     k = len(draft)
     rows = p if isinstance(p, TargetRows) else GivenProbabilities(p)
     _check_rows(rows, k + 1, "p")
     if q is not None:
         _check_rows(q, k, "q")
+    if isinstance(rng, PositionStreams):
+        if q is None:
+            return _verify_by_draws(draft, rows, rng, position)
+        streams = rng
+
+        def at(i: int) -> np.random.Generator:
+            return streams.at(position + i)
+    else:
+        def at(i: int) -> np.random.Generator:
+            return rng
     drafted = None if q is None else q if isinstance(q, TargetRows) else GivenProbabilities(q)
     odds: list[float] = []
     for i, x in enumerate(draft):
+        g = at(i)
         # Accept with probability min(1, p_x / q_x): when r * q_x < p_x, a product so q_x == 0 cannot
         # divide by zero. The bounds of p_x and q_x decide unless r * q_x may fall on either side of
         # p_x (rows.prob_range; a sampling drafter's rows likewise: draft_rows.py); then both exactly.
-        r = rng.random()
+        r = g.random()
         q_low, q_high = (1.0, 1.0) if drafted is None else drafted.prob_range(i, x)
         low, high = rows.prob_range(i, x)
         if not (r * q_high < low or r * q_low >= high):
@@ -93,10 +108,26 @@ def verify_sampling(draft: Sequence[int], q: np.ndarray | TargetRows | None, p: 
             continue
         # Rejected: the corrected distribution is the part of p that q under-proposed, max(0, p - q).
         if drafted is None:  # p - one_hot(x), clipped at zero: p without x
-            return Verdict(n_accepted=i, token=rows.draw(i, rng, without=x), bonus=False, odds=tuple(odds))
-        return Verdict(n_accepted=i, token=draw_residual(rows, drafted, i, rng), bonus=False, odds=tuple(odds))
+            return Verdict(n_accepted=i, token=rows.draw(i, g, without=x), bonus=False, odds=tuple(odds))
+        return Verdict(n_accepted=i, token=draw_residual(rows, drafted, i, g), bonus=False, odds=tuple(odds))
     # Every draft token survived: the target's last row gives one more token for free.
-    return Verdict(n_accepted=k, token=rows.draw(k, rng), bonus=True, odds=tuple(odds))
+    return Verdict(n_accepted=k, token=rows.draw(k, at(k)), bonus=True, odds=tuple(odds))
+
+
+def _verify_by_draws(draft: Sequence[int], rows: TargetRows, streams: PositionStreams, position: int) -> Verdict:
+    """Deterministic drafts judged by the target's own draws: at each row the token plain decoding would
+    draw from that position's stream; a draft token is accepted when it is that token (probability p(x),
+    as rejection sampling accepts a one-hot draft), and on the first that is not, the drawn token is the
+    target's (a draw from p other than x: the residual of a one-hot draft). Each verdict's odds are
+    p(x) (its upper bound where the row settles it on bounds: within ~3e-4 on a real model's row)."""
+    odds: list[float] = []
+    for i, x in enumerate(draft):
+        drawn = rows.draw(i, streams.at(position + i))
+        odds.append(min(1.0, rows.prob_range(i, x)[1]))
+        if drawn != x:
+            return Verdict(n_accepted=i, token=drawn, bonus=False, odds=tuple(odds))
+    k = len(draft)
+    return Verdict(n_accepted=k, token=rows.draw(k, streams.at(position + k)), bonus=True, odds=tuple(odds))
 
 
 def draw_residual(p: TargetRows, q: TargetRows, i: int, rng: np.random.Generator,

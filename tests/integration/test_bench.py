@@ -15,7 +15,7 @@ from specllama.batch.prompts_file import read_prompts
 from specllama.bench.aggregate import _speedup_from_steps, geomean
 from specllama.bench.benchmark import BenchOptions, bench_prompts, run_benchmark
 from specllama.bench.configs import BenchConfigError, parse_config, parse_configs
-from specllama.bench.pairing import judge_runs
+from specllama.bench.pairing import judge_runs, judge_sampled
 from specllama.bench.runner import BenchPrompt, RunRecord
 from specllama.cli.main import main
 from specllama.decoding.cost.curve import CostCurve, measure_cost_curve
@@ -134,6 +134,15 @@ def test_a_diverging_output_is_caught(runtime):
     assert verdicts[2].position == 3 and verdicts[2].verdict in ("different", "near_tie")
 
 
+def test_a_sampled_run_that_parts_from_plain_decoding_says_where():
+    baseline, config = parse_configs("none;suffix:k=2")
+    runs = [RunRecord(baseline, "p", 0, Summary(), [4, 5, 6, 7]), RunRecord(config, "p", 0, Summary(), [4, 5, 6, 7]),
+            RunRecord(config, "p", 1, Summary(), [4, 5, 9, 7]), RunRecord(config, "q", 0, Summary(), [1])]
+    verdicts = judge_sampled(runs)
+    assert [v.verdict for v in verdicts[:3]] == ["identical", "identical", "parted"]
+    assert verdicts[2].position == 2 and verdicts[3] is None  # no plain run of prompt q to compare with
+
+
 def _generate(runtime, prompt, n):
     from specllama.decoding.engine import GenerationConfig
     runtime.reset()
@@ -200,7 +209,7 @@ def test_bench_json_schema(tiny_models, tmp_path, capsys, monkeypatch):
     for s in summary.values():
         assert {"config", "geomean_speedup", "min_speedup", "acceptance", "predicted_speedup"} <= s.keys()
         assert s["failed"] is None and s["runs"] == 4
-        assert s["identical"] == {"identical": 4, "near_tie": 0, "different": 0}
+        assert s["identical"] == {"identical": 4, "parted": 0, "near_tie": 0, "different": 0}
         assert s["geomean_speedup"] > 0 and s["min_speedup"] <= s["geomean_speedup"] * (1 + 1e-9)
     assert summary["none"]["geomean_speedup"] == pytest.approx(1.0)
     k2 = summary["model:k=2"]
@@ -231,14 +240,22 @@ def test_bench_refuses_a_prompts_file_with_bad_lines(tmp_path, capsys, tiny_mode
     assert code == 1 and "line 2" in err and len(err.strip().splitlines()) == 1
 
 
-def test_sampled_bench_skips_the_identity_check(runtime, tmp_path):
+def test_a_sampled_bench_compares_texts_with_a_seed_and_not_without(runtime):
+    """With a seed each position draws from its own stream (decoding/position_streams.py): a run's text
+    is plain decoding's wherever the rows agree, "parted" where the batch's rounding moved one; without a
+    seed every run draws its own text and nothing is compared."""
     prompts = [BenchPrompt("p", runtime.target_model.chat_tokens([{"role": "user", "content": "hi"}]))]
     from specllama.decoding.sampling import SamplingParams
-    outcome = run_benchmark(runtime, prompts, parse_configs("none;model:k=2"),
-                            BenchOptions(max_tokens=6, sampling=SamplingParams(temperature=0.8, seed=3),
-                                         cost_curve_max_n=4))
-    assert all(r["identical"] is None for r in outcome.document["results"])
-    assert outcome.document["settings"]["sampling"]["seed"] == 3
+    seeded = run_benchmark(runtime, prompts, parse_configs("none;suffix:k=2;model:k=2"),
+                           BenchOptions(max_tokens=6, sampling=SamplingParams(temperature=0.8, seed=3),
+                                        cost_curve_max_n=4))
+    verdicts = {r["config"]: r["identical"] for r in seeded.document["results"]}
+    assert verdicts["none"] == "identical" and {verdicts["suffix:k=2"], verdicts["model:k=2"]} <= {"identical", "parted"}
+    assert seeded.document["settings"]["sampling"]["seed"] == 3
+    assert all(set(s["identical"]) == {"identical", "parted", "near_tie", "different"} for s in seeded.document["summary"])
+    unseeded = run_benchmark(runtime, prompts, parse_configs("none;model:k=2"),
+                             BenchOptions(max_tokens=6, sampling=SamplingParams(temperature=0.8), cost_curve_max_n=4))
+    assert all(r["identical"] is None for r in unseeded.document["results"])
 
 
 def test_a_bench_config_may_name_the_mtp_head():

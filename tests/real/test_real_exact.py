@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from specllama.decoding.engine import GenerationConfig, Request, TokenEvent
+from specllama.decoding.sampling import SamplingParams
 from specllama.errors import SpecllamaError
 from specllama.runtime import LoadOptions, open_runtime
 
@@ -51,6 +52,30 @@ def test_exact_mode_is_identical_to_plain_decoding(exact_runtime):
             assert ids == plain, f"{drafter} k={k} left plain decoding at token " + str(
                 next(i for i, (a, b) in enumerate(zip(ids + [-1], plain + [-1])) if a != b))
     assert drafted > 0
+
+
+def test_exact_mode_at_a_temperature_with_a_seed_gives_plain_sampling_text(exact_runtime):
+    """Sampled with a seed, each position draws from its own stream (decoding/position_streams.py) and
+    a suffix draft is kept where it is the token drawn there: in exact mode, whose rows do not depend on
+    the batch, the text is plain sampling's bit for bit, drafts kept and turned away alike (with one
+    generator a request, a turned-away draft's draws moved every later token's: the texts parted)."""
+    rt, sampling, turned_away = exact_runtime, SamplingParams(temperature=0.7, seed=3), 0
+
+    def sampled(prompt, drafter, k):
+        rt.reset()
+        config = GenerationConfig(max_tokens=MAX_TOKENS, drafter=drafter, k=k, sampling=sampling)
+        tokens, summary = rt.generate(prompt, config).tokens()
+        return [t.id for t in tokens], summary
+
+    for text in PROMPTS:
+        prompt = rt.prompt_tokens(text)
+        plain, _ = sampled(prompt, "none", 0)
+        for drafter, k in [("suffix", 4), ("suffix", "auto")]:
+            ids, summary = sampled(prompt, drafter, k)
+            turned_away += summary.drafted - summary.accepted
+            assert ids == plain, f"{drafter} k={k} left plain sampling at token " + str(
+                next(i for i, (a, b) in enumerate(zip(ids + [-1], plain + [-1])) if a != b))
+    assert turned_away > 0
 
 
 def test_stairs_is_refused_in_exact_mode(exact_runtime):
