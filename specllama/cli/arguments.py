@@ -164,8 +164,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("-ngl", "--gpu-layers", type=int, default=None, metavar="N",
                    help="layers offloaded to Metal/CUDA (default: all where llama.cpp can offload, else 0; -1 all)")
     g.add_argument("--exact", action="store_true",
-                   help="greedy output that does not depend on the batch shape: identical to plain decoding "
-                        f"with --exact whatever K is (no repacked weights, a Q8_0 KV cache, at most {EXACT_MAX_BATCH - 1} "
+                   help="output that does not depend on the batch shape (greedy, or sampled with --seed under suffix "
+                        f"drafts): identical to plain decoding with --exact whatever K is (no repacked weights, a Q8_0 KV cache, at most {EXACT_MAX_BATCH - 1} "
                         "drafts a step: numerics of its own, so its text may differ from a run without --exact at a "
                         "near-tie; see docs/how-it-works.md; default: off)")
     g.add_argument("-fa", "--flash-attn", choices=attention.CHOICES, default="auto",
@@ -217,8 +217,9 @@ def add_engine_options(p: argparse.ArgumentParser, *, max_tokens_default: int = 
     g.add_argument("--min-p", type=float, default=0.0, metavar="P",
                    help="drop tokens less likely than P times the most likely one (default 0: keep all)")
     g.add_argument("--seed", type=seed_value, metavar="N",
-                   help="seed for sampling, reproducible when set; -1 picks a random seed and shows it "
-                        "(default: a random one, not shown)")
+                   help="seed for sampling, reproducible when set, and the same text with suffix drafts as without "
+                        "wherever the batch leaves the rows alone (always with --exact); -1 picks a random seed and "
+                        "shows it (default: a random one, not shown)")
     g.add_argument("-n", "--max-tokens", type=at_least_one, default=max_tokens_default, metavar="N",
                    help=f"tokens to generate at most (default {max_tokens_default})")
     g.add_argument("--stop", action="append", default=[], metavar="TEXT",
