@@ -165,9 +165,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="layers offloaded to Metal/CUDA (default: all where llama.cpp can offload, else 0; -1 all)")
     g.add_argument("--exact", action="store_true",
                    help="output that does not depend on the batch shape (greedy, or sampled with --seed under suffix "
-                        f"drafts): identical to plain decoding with --exact whatever K is (no repacked weights, a Q8_0 KV cache, at most {EXACT_MAX_BATCH - 1} "
-                        "drafts a step: numerics of its own, so its text may differ from a run without --exact at a "
-                        "near-tie; see docs/how-it-works.md; default: off)")
+                        "drafts): identical to plain decoding with --exact whatever K is (no repacked weights, a Q8_0 "
+                        f"KV cache, at most {EXACT_MAX_BATCH - 1} drafts a step: numerics of its own, so its text may "
+                        "differ from a run without --exact at a near-tie; see docs/how-it-works.md; default: off)")
     g.add_argument("-fa", "--flash-attn", choices=attention.CHOICES, default="auto",
                    help="llama.cpp's flash-attention kernel: auto (default: off on a CPU for contexts of 8192 tokens and "
                         "more, where at a 4k fill a batch of drafts verified a third faster without it and one token "

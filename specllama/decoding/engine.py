@@ -451,9 +451,10 @@ def _next_request(requests, idle: bool):
 
 def _judge(proposal: Proposal, logits: np.ndarray, config: GenerationConfig, streams: PositionStreams | None,
            position: int) -> Verdict:
-    """The step's verdict; `position`: where the first judged row lies in the text (its stream's key)."""
+    """The step's verdict; sampled: `streams` the request's (a sampled slot always has them), `position`
+    where the first judged row lies in the text (its stream's key)."""
     draft = proposal.tokens
-    if config.sampling.greedy or streams is None:
+    if config.sampling.greedy:
         return verify_greedy(draft, logits)
     p = LazyProbabilities(logits, config.sampling)  # rows past the first rejection are never transformed
     q = proposal.q[:len(draft)] if proposal.q is not None else None
