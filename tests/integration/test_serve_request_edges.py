@@ -61,9 +61,10 @@ def test_a_completion_prompt_too_long_names_the_prompt(live):
 def test_an_answer_cut_inside_a_character_has_no_replacement_character(live):
     """Sampled at temperature 2 with this seed, the tiny model's first token is the first byte of
     a multi-byte character: cut there by max_tokens 1, the content was U+FFFD. Held back now, as
-    llama-server does."""
+    llama-server does. (Seeds that do so, found by trying each: 122, 238, 439, 503, 514 since the
+    position-keyed draws of decoding/position_streams.py; 383 before.)"""
     client = live.client()
-    ask = dict(model="a", messages=[{"role": "user", "content": "Say"}], max_tokens=1, temperature=2.0, seed=383,
+    ask = dict(model="a", messages=[{"role": "user", "content": "Say"}], max_tokens=1, temperature=2.0, seed=122,
                extra_body={"drafter": "none"})
     reply = client.chat.completions.create(**ask)
     assert reply.usage.completion_tokens == 1
