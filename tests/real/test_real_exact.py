@@ -1,5 +1,6 @@
 """Exact mode on the real Qwen pair: greedy speculative output equal to plain decoding, token for
-token, with no near-tie tolerance, for several K and both verifiers.
+token, with no near-tie tolerance, for several K and both verifiers; and output sampled with a seed
+under suffix drafts equal to plain sampling's (decoding/position_streams.py).
 
 Without --exact the same runs may leave plain decoding's text at near-ties (batched and one-row
 kernels sum in other orders); exact mode loads the target without repacked weights, with flash
