@@ -19,14 +19,15 @@ the draft model's rows at the same positions from one decode of the prompt and t
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
+import sampled_answers  # noqa: E402
 
 GUMBEL_DRAWS = 2000  # Monte Carlo draws a position for the Gumbel coupling
 SUPPORT = 1e-7  # tokens below this probability in both rows are left out of the Gumbel draws
@@ -55,44 +56,16 @@ def gumbel(p: np.ndarray, q: np.ndarray, rng: np.random.Generator) -> float:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--prompts", required=True, help="JSONL prompts, as bench reads them")
-    p.add_argument("-n", type=int, default=64, help="tokens an answer (default %(default)s)")
-    p.add_argument("--temp", type=float, default=0.7, help="the answers' temperature (default %(default)s)")
-    p.add_argument("--seed", type=int, default=7)
-    args = p.parse_args()
-
-    from specllama.batch.prompts_file import read_prompts
-    from specllama.decoding import target_rows
-    from specllama.decoding.engine import GenerationConfig, TokenEvent
-    from specllama.decoding.sampling import SamplingParams
-    from specllama.runtime.loaded import open_runtime
-    from specllama.runtime.options import LoadOptions
-
-    kept: list[np.ndarray] = []
-    lazy_init = target_rows.LazyProbabilities.__init__
-
-    def keeping(self, logits, params):  # every plain step's one row, as the engine judges it
-        kept.extend(np.array(r, dtype=np.float32) for r in logits)
-        lazy_init(self, logits, params)
-
-    target_rows.LazyProbabilities.__init__ = keeping
+    args = sampled_answers.arguments(__doc__)
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
-    with open_runtime(LoadOptions()) as runtime:
-        for item in read_prompts(args.prompts).items:
-            runtime.reset()
-            kept.clear()
-            prompt = runtime.prompt_tokens(item.prompt, item.system)
-            config = GenerationConfig(max_tokens=args.n, drafter="none", k=0,
-                                      sampling=SamplingParams(temperature=args.temp, seed=args.seed))
-            answer = [e.id for e in runtime.generate(prompt, config) if isinstance(e, TokenEvent)]
-            draft = runtime.draft_ctx
-            draft.clear()
-            text = prompt + answer
-            wanted = list(range(len(prompt) - 1, len(text) - 1))  # the rows that scored each answer token
-            q_rows = draft.decode(text[:-1], logits=wanted)
-            draft.clear()
-            pairs += list(zip(kept[:len(answer)], q_rows[:len(answer)]))
+    for runtime, prompt, answer, rows in sampled_answers.answers(args, load_draft=True):
+        draft = runtime.draft_ctx
+        draft.clear()
+        text = prompt + answer
+        # The draft's rows that scored each answer token, from one decode of the prompt and the answer.
+        q_rows = draft.decode(text[:-1], logits=list(range(len(prompt) - 1, len(text) - 1)))
+        draft.clear()
+        pairs += list(zip(rows, q_rows))
         info = runtime.describe()
     rng = np.random.default_rng(1)
     optimum, id_order, shared_gumbel, greedy = [], [], [], []

@@ -10,47 +10,26 @@ draw goes the cold way, at most).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
+import sampled_answers  # noqa: E402
 
 TEMPERATURES = (0.3, 0.7, 1.0, 1.5)
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--prompts", required=True, help="JSONL prompts, as bench reads them")
-    p.add_argument("-n", type=int, default=64, help="tokens an answer (default %(default)s)")
-    p.add_argument("--temp", type=float, default=0.7, help="the answers' own temperature (default %(default)s)")
-    p.add_argument("--seed", type=int, default=7)
-    args = p.parse_args()
-
-    from specllama.batch.prompts_file import read_prompts
+    args = sampled_answers.arguments(__doc__)
     from specllama.decoding import target_rows
-    from specllama.decoding.engine import GenerationConfig
-    from specllama.decoding.sampling import SamplingParams
-    from specllama.runtime.loaded import open_runtime
-    from specllama.runtime.options import LoadOptions
 
     rows: list[np.ndarray] = []
-    lazy_init = target_rows.LazyProbabilities.__init__
-
-    def keeping(self, logits, params):  # every step's rows, as the engine judges them
-        rows.extend(np.array(r, dtype=np.float32) for r in logits)
-        lazy_init(self, logits, params)
-
-    target_rows.LazyProbabilities.__init__ = keeping
-    with open_runtime(LoadOptions(load_draft=False)) as runtime:
-        for item in read_prompts(args.prompts).items:
-            runtime.reset()
-            config = GenerationConfig(max_tokens=args.n, drafter="none", k=0,
-                                      sampling=SamplingParams(temperature=args.temp, seed=args.seed))
-            list(runtime.generate(runtime.prompt_tokens(item.prompt, item.system), config))
+    for runtime, _, _, answer_rows in sampled_answers.answers(args):
+        rows += answer_rows
         target = runtime.describe().target.file
     print(f"{len(rows)} rows of {rows[0].size} tokens: plain answers at --temp {args.temp} --seed {args.seed}, "
           f"-n {args.n}, {args.prompts}, target {target}")
