@@ -79,16 +79,12 @@ def verify_sampling(draft: Sequence[int], q: np.ndarray | TargetRows | None, p: 
     _check_rows(rows, k + 1, "p")
     if q is not None:
         _check_rows(q, k, "q")
-    if isinstance(rng, PositionStreams):
-        if q is None:
-            return _verify_by_draws(draft, rows, rng, position)
-        streams = rng
+    streams = rng if isinstance(rng, PositionStreams) else None
+    if streams is not None and q is None:
+        return _verify_by_draws(draft, rows, streams, position)
 
-        def at(i: int) -> np.random.Generator:
-            return streams.at(position + i)
-    else:
-        def at(i: int) -> np.random.Generator:
-            return rng
+    def at(i: int) -> np.random.Generator:  # row i's draws: its position's stream, or the step's one generator
+        return rng if streams is None else streams.at(position + i)
     drafted = None if q is None else q if isinstance(q, TargetRows) else GivenProbabilities(q)
     odds: list[float] = []
     for i, x in enumerate(draft):
