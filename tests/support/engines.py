@@ -3,10 +3,27 @@
 from __future__ import annotations
 
 from specllama.decoding.drafters import ModelDrafter
-from specllama.decoding.engine import Engine, GenerationConfig
+from specllama.decoding.engine import DoneEvent, Engine, GenerationConfig, TokenEvent
 from tests.support.fake_llm import FakeContext, counting_rule, noisy_rule
 
 PROMPTS = [[5, 6, 7], [9, 3], [1, 2, 3, 4], [20, 21, 22], [11]]
+PROMPT = PROMPTS[0]
+
+
+def engine_with(target, drafter=None) -> Engine:
+    return Engine(target, {drafter.name: drafter} if drafter else None)
+
+
+def generate(target, drafter=None, **config):
+    """(token ids, token events, summary) of one generation of PROMPT; the request names the drafter given
+    (or none)."""
+    config.setdefault("drafter", drafter.name if drafter else "none")
+    events = list(engine_with(target, drafter).generate(PROMPT, GenerationConfig(**config)))
+    assert isinstance(events[-1], DoneEvent) and not any(isinstance(e, DoneEvent) for e in events[:-1])
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    summary = events[-1].summary
+    assert "".join(e.text for e in tokens) + events[-1].text == summary.text  # the texts are the output
+    return [e.id for e in tokens], tokens, summary
 
 
 def model_engine(n: int, rule=None, draft_rule=None) -> Engine:

@@ -6,28 +6,12 @@ import numpy as np
 import pytest
 
 from specllama.decoding.drafters import DraftRequest, ModelDrafter
-from specllama.decoding.engine import DoneEvent, Engine, GenerationConfig, StepEvent, TokenEvent
+from specllama.decoding.engine import Engine, GenerationConfig, StepEvent, TokenEvent
 from specllama.decoding.sampling import SamplingParams
 from specllama.decoding.suffix_drafter import SuffixDrafter
 from specllama.errors import ContextOverflowError, SpecllamaError
+from tests.support.engines import PROMPT, engine_with, generate
 from tests.support.fake_llm import FakeContext, FakeStairsContext, counting_rule, noisy_rule, random_rule
-
-PROMPT = [5, 6, 7]
-
-
-def engine_with(target, drafter=None) -> Engine:
-    return Engine(target, {drafter.name: drafter} if drafter else None)
-
-
-def generate(target, drafter=None, **config):
-    """Runs one generation; the request names the drafter given (or none)."""
-    config.setdefault("drafter", drafter.name if drafter else "none")
-    events = list(engine_with(target, drafter).generate(PROMPT, GenerationConfig(**config)))
-    assert isinstance(events[-1], DoneEvent) and not any(isinstance(e, DoneEvent) for e in events[:-1])
-    tokens = [e for e in events if isinstance(e, TokenEvent)]
-    summary = events[-1].summary
-    assert "".join(e.text for e in tokens) + events[-1].text == summary.text  # the texts are the output
-    return [e.id for e in tokens], tokens, summary
 
 
 def test_plain_decoding_is_one_target_token_per_step():

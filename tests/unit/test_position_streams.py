@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specllama.decoding.engine import DoneEvent, Engine, GenerationConfig, TokenEvent
 from specllama.decoding.position_streams import PositionStreams
 from specllama.decoding.sampling import SamplingParams
 from specllama.decoding.suffix_drafter import SuffixDrafter
 from specllama.decoding.target_rows import GivenProbabilities
 from specllama.decoding.verify import verify_sampling
 from tests.support.chi_square import follows
+from tests.support.engines import generate
 from tests.support.fake_llm import EOG, VOCAB, FakeContext
 
 DRAWS = 40_000
@@ -104,24 +104,15 @@ def periodic_rule(tokens):
     return row
 
 
-def generate(target, drafter=None, **config):
-    """One generation's token ids and summary; the request names the drafter given (or none)."""
-    config.setdefault("drafter", drafter.name if drafter else "none")
-    engine = Engine(target, {drafter.name: drafter} if drafter else None)
-    events = list(engine.generate([5, 6, 7], GenerationConfig(**config)))
-    assert isinstance(events[-1], DoneEvent)
-    return [e.id for e in events if isinstance(e, TokenEvent)], events[-1].summary
-
-
 def test_with_a_seed_suffix_drafts_leave_the_sampled_text_as_plain_decoding_writes_it():
     sampling = SamplingParams(temperature=0.7, seed=5)
-    plain, _ = generate(FakeContext(periodic_rule), k=0, max_tokens=80, sampling=sampling)
-    fixed, s = generate(FakeContext(periodic_rule), SuffixDrafter(), k=4, max_tokens=80, sampling=sampling)
+    plain, _, _ = generate(FakeContext(periodic_rule), k=0, max_tokens=80, sampling=sampling)
+    fixed, _, s = generate(FakeContext(periodic_rule), SuffixDrafter(), k=4, max_tokens=80, sampling=sampling)
     assert fixed == plain
     assert 0 < s.accepted < s.drafted  # drafts were kept and drafts were turned away
-    auto, _ = generate(FakeContext(periodic_rule), SuffixDrafter(), k="auto", max_tokens=80, sampling=sampling)
+    auto, _, _ = generate(FakeContext(periodic_rule), SuffixDrafter(), k="auto", max_tokens=80, sampling=sampling)
     assert auto == plain
-    other, _ = generate(FakeContext(periodic_rule), k=0, max_tokens=80,
+    other, _, _ = generate(FakeContext(periodic_rule), k=0, max_tokens=80,
                            sampling=SamplingParams(temperature=0.7, seed=6))
     assert other != plain  # the seed does decide the text
 
