@@ -50,6 +50,7 @@ OFFSET = 0x2545F4914F6CDD1D  # keeps token 0 from hashing like nothing
 MAX_BYTES_PER_POSITION = 2 * (8 + 8 + 4 * 6 + 2 * 4 * 6)  # capacity < 2x positions
 COMPACT_MIN = 1 << 14  # below this much dead space compaction is not worth a rebuild
 SCALAR_APPEND = 8  # appends this short are hashed and linked in Python integers (see _append_scalar)
+SCALAR_CANDIDATES = 8  # a lookup's candidates up to this many are compared in Python integers (see _compare_few)
 U64 = np.uint64
 LEVEL_POWERS = {level: pow(BASE, level, 1 << 64) for level in LEVELS}  # BASE^n: a window's hash is P[p] - P[p-n] B^n
 
@@ -398,6 +399,7 @@ class SuffixIndex:
         hashes, ctx_rev = key.hashes, key.ctx_rev[:depth]
         mask = (1 << self._table_bits) - 1
         cap = self.max_candidates
+        ctx = None  # ctx_rev as a list, made when the first few candidates are compared (_compare_few)
         for li in range(len(LEVELS) - 1, -1, -1):
             level = LEVELS[li]
             if level > depth:
@@ -418,6 +420,13 @@ class SuffixIndex:
                 p = nxt
             if not found:
                 continue
+            if len(found) <= SCALAR_CANDIDATES:
+                if ctx is None:
+                    ctx = ctx_rev.tolist()
+                best, kept = self._compare_few(found, ctx)
+                if best < level:  # only bucket collisions
+                    continue
+                return best, np.array(kept, dtype=np.int64)
             ps = np.asarray(found, dtype=np.int64)
             ps = ps[self._window_hash(ps, level) == U64(h)]
             if len(ps) == 0:
@@ -428,6 +437,27 @@ class SuffixIndex:
                 continue
             return best, ps[lengths >= best]
         return 0, np.empty(0, dtype=np.int64)
+
+    def _compare_few(self, found: list[int], ctx: list[int]) -> tuple[int, list[int]]:
+        """The vectorised comparison below for a few candidates, in Python integers: (the longest match
+        length, the candidates of that length, newest first). No hash check first: a bucket collision's
+        window differs from the context's, so it matches fewer than `level` tokens and the caller's
+        `best < level` drops it, as the vectorised path's hash filter would. Why: the vectorised pair is
+        ~15 numpy calls on arrays of a few elements, ~15 us a lookup where the decode leaves the caches
+        warm (a GPU step is ~2 ms), while a step's lookup usually finds one to four candidates."""
+        tok, start, depth = self._tok, self._start, len(ctx)
+        best, kept = -1, []
+        for p in found:
+            window = tok[max(start, p - depth):p].tolist()
+            n, at = 0, len(window) - 1  # compared backwards from p - 1, as ctx is newest first
+            while n < depth and at >= 0 and window[at] == ctx[n]:
+                n += 1
+                at -= 1
+            if n > best:
+                best, kept = n, [p]
+            elif n == best:
+                kept.append(p)
+        return best, kept
 
     def _match_lengths(self, ps: np.ndarray, ctx_rev: np.ndarray) -> np.ndarray:
         depth = len(ctx_rev)

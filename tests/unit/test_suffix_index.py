@@ -111,6 +111,31 @@ def test_longest_match_and_counts_equal_brute_force(seed):
 
 
 @pytest.mark.parametrize("seed", range(4))
+def test_a_few_candidates_compared_in_python_agree_with_the_vectorised_comparison(seed, monkeypatch):
+    """longest_match compares up to SCALAR_CANDIDATES candidates in Python integers (_compare_few) and more
+    with numpy: both give the same length and the same positions in the same order, bucket collisions
+    (1,024 buckets for hundreds of windows) and matches cut at the retained start included."""
+    from specllama.decoding import suffix_index
+    rng = random.Random(100 + seed)
+    for _ in range(30):
+        vocab = rng.choice([2, 3, 6, 50])
+        idx = SuffixIndex(token_budget=rng.choice([60, 1 << 20]), max_match=rng.choice([4, 16, 64]),
+                          max_candidates=rng.choice([None, 3]))
+        for _ in range(rng.randint(0, 4)):
+            idx.add_document(random_doc(rng, vocab, rng.randint(1, 120)), "job")
+        live = random_doc(rng, vocab, rng.randint(1, 150))
+        idx.sync_live(live)
+        contexts = [live[:rng.randint(1, len(live))] for _ in range(6)] + [random_doc(rng, vocab, 30, repeats=False)]
+        for ctx in contexts:
+            answers = []
+            for few in (0, 1 << 30):  # numpy for every lookup, then Python for every lookup
+                monkeypatch.setattr(suffix_index, "SCALAR_CANDIDATES", few)
+                length, ps = idx.longest_match(ctx)
+                answers.append((length, ps.tolist(), ps.dtype))
+            assert answers[0] == answers[1]
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_after_truncation_and_reset_to_a_prefix(seed):
     rng = random.Random(100 + seed)
     idx = SuffixIndex(max_match=32, max_candidates=None)
