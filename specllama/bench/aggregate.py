@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from specllama.bench.configs import BenchConfig
 from specllama.bench.pairing import Comparison, comparison_dict
 from specllama.bench.runner import RunRecord
+from specllama.bench.shared_text import SharedSpeed
 from specllama.decoding.cost.curve import CostCurve
 from specllama.decoding.cost.model import predicted_speedup, step_cost
 from specllama.decoding.engine import Summary
@@ -42,6 +43,11 @@ class PromptResult:
     # drafting's own net on this prompt, median over repeats: each run's drafting priced on its own
     # plain steps (own_steps.py), free of the machine's drift between runs; None for `none`
     drafting_net: float | None = None
+    # over the text each run shares with plain decoding's (shared_text.py): the median over repeats of
+    # plain's time for those tokens / the run's, and the shared tokens' median; None for `none`, and where
+    # every run parted too early to time
+    shared_speedup: float | None = None
+    shared_tokens: int | None = None
 
 
 @dataclass
@@ -69,6 +75,13 @@ class ConfigSummary:
     min_drafting_net: float | None = None
     min_drafting_net_prompt: str | None = None
     median_drafting_net: float | None = None
+    # over the text each run shares with plain decoding's (PromptResult.shared_speedup): the geometric mean
+    # over prompts, the worst prompt's and which; runs timed over their whole text, up to where they parted,
+    # and left out (parted before shared_text.MIN_SHARED_TOKENS)
+    shared_geomean: float | None = None
+    shared_min: float | None = None
+    shared_min_prompt: str | None = None
+    shared_runs: dict | None = None
     failed: str | None = None
 
 
@@ -85,10 +98,14 @@ def geomean(values: list[float]) -> float | None:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
-def prompt_results(runs: list[RunRecord], verdicts: list[Comparison | None]) -> list[PromptResult]:
+def prompt_results(runs: list[RunRecord], verdicts: list[Comparison | None],
+                   shared: list[SharedSpeed | None]) -> list[PromptResult]:
     groups: dict[tuple[str, str], list[tuple[RunRecord, Comparison | None]]] = {}
-    for run, verdict in zip(runs, verdicts):
+    timed: dict[tuple[str, str], list[SharedSpeed]] = {}
+    for run, verdict, speed in zip(runs, verdicts, shared):
         groups.setdefault((run.config.label, str(run.prompt_id)), []).append((run, verdict))
+        if speed is not None and speed.ratio is not None:
+            timed.setdefault((run.config.label, str(run.prompt_id)), []).append(speed)
     baseline_tps = {pid: statistics.median(r.summary.tokens_per_s for r, _ in group)
                     for (label, pid), group in groups.items() if label == "none"}
     results = []
@@ -100,6 +117,7 @@ def prompt_results(runs: list[RunRecord], verdicts: list[Comparison | None]) -> 
         judged = [v for _, v in group if v is not None]
         worst = max(judged, key=lambda v: _SEVERITY[v.verdict]) if judged else None
         nets = [r.drafting_net for r, _ in group if r.drafting_net is not None]
+        speeds = timed.get((label, pid), [])
         results.append(PromptResult(
             config=label, prompt_id=group[0][0].prompt_id, tokens=group[0][0].summary.tokens,
             tokens_per_s=median_tps, runs_tokens_per_s=tps,
@@ -109,21 +127,38 @@ def prompt_results(runs: list[RunRecord], verdicts: list[Comparison | None]) -> 
             divergence=comparison_dict(worst) if worst and not worst.identical else None,
             finish_reason=group[0][0].summary.finish_reason,
             drafted_by=dict(stats.drafted_by), accepted_by=dict(stats.accepted_by),
-            drafting_net=statistics.median(nets) if nets else None))
+            drafting_net=statistics.median(nets) if nets else None,
+            shared_speedup=statistics.median(s.ratio for s in speeds) if speeds else None,
+            shared_tokens=round(statistics.median(s.tokens for s in speeds)) if speeds else None))
     return results
 
 
 def config_summaries(configs: list[BenchConfig], runs: list[RunRecord], verdicts: list[Comparison | None],
-                     results: list[PromptResult], curve: CostCurve | None,
-                     failed: dict[str, str]) -> list[ConfigSummary]:
+                     results: list[PromptResult], curve: CostCurve | None, failed: dict[str, str],
+                     shared: list[SharedSpeed | None]) -> list[ConfigSummary]:
     out = []
     for config in configs:
         summary = ConfigSummary(config.label, config.drafter, config.k, config.verify, failed=failed.get(config.label))
         mine = [(r, v) for r, v in zip(runs, verdicts) if r.config.label == config.label]
         if mine:
             _fill(summary, config, mine, [p for p in results if p.config == config.label], curve)
+            _fill_shared(summary, [p for p in results if p.config == config.label],
+                         [s for r, s in zip(runs, shared) if r.config.label == config.label and s is not None])
         out.append(summary)
     return out
+
+
+def _fill_shared(summary: ConfigSummary, results: list[PromptResult], speeds: list[SharedSpeed]) -> None:
+    if not speeds:
+        return
+    timed = [p for p in results if p.shared_speedup is not None]
+    summary.shared_runs = {"whole": sum(s.whole and s.ratio is not None for s in speeds),
+                           "prefix": sum(not s.whole and s.ratio is not None for s in speeds),
+                           "left_out": sum(s.ratio is None for s in speeds)}
+    if timed:
+        worst = min(timed, key=lambda p: p.shared_speedup)
+        summary.shared_geomean = geomean([p.shared_speedup for p in timed])
+        summary.shared_min, summary.shared_min_prompt = worst.shared_speedup, str(worst.prompt_id)
 
 
 def _fill(summary: ConfigSummary, config: BenchConfig, mine: list[tuple[RunRecord, Comparison | None]],

@@ -11,8 +11,10 @@ from specllama.bench.configs import BenchConfig
 from specllama.bench.pairing import NEAR_TIE_LOGITS, judge_runs, judge_sampled
 from specllama.bench.report import json_document
 from specllama.bench.runner import WARMUP_TOKENS, BenchPrompt, BenchRunner, ProgressCallback
+from specllama.bench.shared_text import shared_speeds
 from specllama.decoding.cost.curve import CostCurve
 from specllama.decoding.sampling import SamplingParams
+from specllama.decoding.verifiers import VERIFIERS
 from specllama.errors import SpecllamaError
 from specllama.llama.machine import machine_info
 from specllama.runtime.session import ModelInfo, Session
@@ -78,9 +80,14 @@ def run_benchmark(runtime: Session, prompts: list[BenchPrompt], configs: list[Be
 
     config_rank = {c.label: i for i, c in enumerate(configs)}
     prompt_rank = {str(p.id): i for i, p in enumerate(prompts)}
-    results = sorted(prompt_results(runs, verdicts),
+    shared = shared_speeds(runs)
+    results = sorted(prompt_results(runs, verdicts, shared),
                      key=lambda r: (config_rank[r.config], prompt_rank[str(r.prompt_id)]))
-    summaries = config_summaries(configs, runs, verdicts, results, curve, runner.failed)
+    # The prediction from steps prices every step as it happened: up to the longest batch any run sent (a
+    # copy's drafts reach 63 tokens), where the curve printed stops at 16 rows and left it unpriced ("-").
+    rows = max((VERIFIERS[r.config.verify].batch_tokens(len(r.summary.drafted_at)) for r in runs), default=1)
+    priced = runtime.costs.as_curve(max(rows, options.cost_curve_max_n)) if curve is not None else None
+    summaries = config_summaries(configs, runs, verdicts, results, priced, runner.failed, shared)
 
     settings = dict(settings or {})
     settings.update({

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from specllama.bench.aggregate import ConfigSummary, PromptResult
+from specllama.bench.shared_text import MIN_SHARED_TOKENS
 from specllama.decoding.cost.curve import CostCurve
 from specllama.decoding.cost.online import switch_verdict
 
@@ -85,6 +86,24 @@ def drafting_net_lines(summaries: list[ConfigSummary]) -> list[str]:
             for s in summaries if s.min_drafting_net is not None]
 
 
+def shared_text_lines(summaries: list[ConfigSummary]) -> list[str]:
+    """Per drafting config, its speed over the text each run shares with plain decoding's (shared_text.py):
+    the tok/s ratios with the luck of a parted text left out."""
+    lines = []
+    for s in summaries:
+        if s.shared_runs is None:
+            continue
+        runs = s.shared_runs
+        counted = (f"runs timed over their whole text {runs['whole']}, up to where they parted {runs['prefix']}, "
+                   f"left out {runs['left_out']} (parted before token {MIN_SHARED_TOKENS})")
+        if s.shared_geomean is None:
+            lines.append(f"over the text shared with plain decoding, {s.config}: no run timed; {counted}")
+            continue
+        lines.append(f"over the text shared with plain decoding, {s.config}: {s.shared_geomean:.2f}x, worst prompt "
+                     f"{s.shared_min:.2f}x ({s.shared_min_prompt}); {counted}")
+    return lines
+
+
 def terminal_table(summaries: list[ConfigSummary], curve: CostCurve | None, machine: dict,
                    head_cost: float | None = None, switch: float | None = None) -> str:
     rows = [HEADERS] + summary_rows(summaries)
@@ -92,7 +111,7 @@ def terminal_table(summaries: list[ConfigSummary], curve: CostCurve | None, mach
     widths = [max(len(r[i]) for r in full) for i in range(len(HEADERS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    lines += [""] + drafting_net_lines(summaries)
+    lines += [""] + drafting_net_lines(summaries) + shared_text_lines(summaries)
     lines += [cost_curve_line(curve, head_cost, switch), _machine_line(machine),
               "speedup: geometric mean over prompts of (tok/s / tok/s of none on the same prompt); "
               "predicted: the cost model E / (K*c + T(K+1)/T(1)) at the measured acceptance; "
@@ -116,7 +135,7 @@ def markdown(summaries: list[ConfigSummary], curve: CostCurve | None, machine: d
     out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in r + [""] * (len(HEADERS) - len(r))) + " |"
             for r in rows]
     draft = models.get("draft")
-    nets = drafting_net_lines(summaries)
+    nets = drafting_net_lines(summaries) + shared_text_lines(summaries)
     if nets:
         out += [""] + [line + "." for line in nets]
     out += ["", f"Target `{models['target']['file']}`" + (f", draft `{draft['file']}`" if draft else "") + ". "

@@ -39,6 +39,8 @@ class RunRecord:
     token_ids: list[int] = field(repr=False)  # what was generated, for the identical-output check
     rss_bytes: int | None = None
     drafting_net: float | None = None  # drafting's own gain or loss, priced on this run's plain steps (own_steps.py)
+    # per token, the run's step seconds through the step that emitted it (shared_text.py)
+    token_seconds: list[float] = field(default_factory=list, repr=False)
 
 
 # (runs done, runs in total, what is running now, the record just finished or None)
@@ -58,11 +60,14 @@ class BenchRunner:
         self.progress = progress or (lambda *a: None)
         self.failed: dict[str, str] = {}  # config label -> why it was dropped
 
-    def run_once(self, config: BenchConfig, prompt: Sequence[int], max_tokens: int) -> tuple[Summary, list[int], OwnSteps]:
+    def run_once(self, config: BenchConfig, prompt: Sequence[int],
+                 max_tokens: int) -> tuple[Summary, list[int], OwnSteps, list[float]]:
+        """One run: its summary, token ids, steps, and per token the step seconds through the step that
+        emitted it (a step's tokens come before its StepEvent)."""
         rt = self.runtime
         rt.reset()  # every run starts from empty caches: none inherits another's decoded prompt
         request = config.generation(max_tokens, self.sampling)
-        ids, steps = [], OwnSteps()
+        ids, steps, seconds, clock = [], OwnSteps(), [], 0.0
         try:
             generation = rt.generate(prompt, request)
             for event in generation:
@@ -70,10 +75,12 @@ class BenchRunner:
                     ids.append(event.id)
                 elif isinstance(event, StepEvent):
                     steps.add(event)
+                    clock += event.t_draft + event.t_verify + event.t_python  # the step's own time, as OwnSteps counts it
+                    seconds += [clock] * (len(ids) - len(seconds))
             summary = generation.summary
         finally:
             rt.reset()  # a failed run must not leave half a sequence for the next one
-        return summary, ids, steps
+        return summary, ids, steps, seconds
 
     def _attempt(self, config: BenchConfig, prompt: Sequence[int], max_tokens: int):
         """One run, or None when the configuration cannot run here (e.g. a verification mode the
@@ -111,9 +118,9 @@ class BenchRunner:
                     done += 1
                     record = None
                     if outcome is not None:
-                        summary, ids, steps = outcome
+                        summary, ids, steps, seconds = outcome
                         record = RunRecord(config, prompt.id, repeat, summary, ids, current_rss_bytes(),
-                                           None if config.is_baseline else steps.net_share())
+                                           None if config.is_baseline else steps.net_share(), seconds)
                         records.append(record)
                     self.progress(done, self.total_runs, f"{config.label} on {prompt.id}", record)
         # A configuration that failed part-way is dropped whole: half its prompts would skew its means.

@@ -16,11 +16,12 @@ from specllama.bench.aggregate import _speedup_from_steps, geomean
 from specllama.bench.benchmark import BenchOptions, bench_prompts, run_benchmark
 from specllama.bench.configs import BenchConfigError, parse_config, parse_configs
 from specllama.bench.pairing import judge_runs, judge_sampled
-from specllama.bench.runner import BenchPrompt, RunRecord
+from specllama.bench.runner import BenchPrompt, BenchRunner, RunRecord
 from specllama.cli.main import main
 from specllama.decoding.cost.curve import CostCurve, measure_cost_curve
 from specllama.decoding.cost.model import expected_tokens_uniform, predicted_speedup
 from specllama.decoding.engine import Summary
+from specllama.decoding.sampling import SamplingParams
 from specllama.runtime import LoadOptions, open_runtime
 
 # --- configs --------------------------------------------------------------------------------
@@ -211,6 +212,10 @@ def test_bench_json_schema(tiny_models, tmp_path, capsys, monkeypatch):
         assert s["failed"] is None and s["runs"] == 4
         assert s["identical"] == {"identical": 4, "parted": 0, "near_tie": 0, "different": 0}
         assert s["geomean_speedup"] > 0 and s["min_speedup"] <= s["geomean_speedup"] * (1 + 1e-9)
+        # 10-token answers: too short to time over a shared text (shared_text.MIN_SHARED_TOKENS), and said so
+        if s["config"] != "none":
+            assert s["shared_runs"] == {"whole": 0, "prefix": 0, "left_out": 4} and s["shared_geomean"] is None
+            assert f"over the text shared with plain decoding, {s['config']}: no run timed" in out
     assert summary["none"]["geomean_speedup"] == pytest.approx(1.0)
     k2 = summary["model:k=2"]
     assert k2["acceptance"] == 1.0 and k2["per_position"] == [1.0, 1.0]
@@ -245,7 +250,6 @@ def test_a_sampled_bench_compares_texts_with_a_seed_and_not_without(runtime):
     is plain decoding's wherever the rows agree, "parted" where the batch's rounding moved one; without a
     seed every run draws its own text and nothing is compared."""
     prompts = [BenchPrompt("p", runtime.target_model.chat_tokens([{"role": "user", "content": "hi"}]))]
-    from specllama.decoding.sampling import SamplingParams
     seeded = run_benchmark(runtime, prompts, parse_configs("none;suffix:k=2;model:k=2"),
                            BenchOptions(max_tokens=6, sampling=SamplingParams(temperature=0.8, seed=3),
                                         cost_curve_max_n=4))
@@ -256,6 +260,32 @@ def test_a_sampled_bench_compares_texts_with_a_seed_and_not_without(runtime):
     unseeded = run_benchmark(runtime, prompts, parse_configs("none;model:k=2"),
                              BenchOptions(max_tokens=6, sampling=SamplingParams(temperature=0.8), cost_curve_max_n=4))
     assert all(r["identical"] is None for r in unseeded.document["results"])
+
+
+def test_bench_times_the_text_each_run_shares_with_plain_and_prices_steps_past_the_printed_curve(runtime):
+    """The tiny target drafting for itself writes plain decoding's text: each run is timed over all of it
+    (bench/shared_text.py, from the step seconds runner.run_once records per token). Its 9-row steps lie past
+    the 4-row curve printed, and the prediction from steps prices them anyway (it read "-" before)."""
+    prompts = [BenchPrompt("p", runtime.target_model.chat_tokens([{"role": "user", "content": "hi"}]))]
+    outcome = run_benchmark(runtime, prompts, parse_configs("none;model:k=8"),
+                            BenchOptions(max_tokens=40, repeat=2, cost_curve_max_n=4))
+    plain, drafted = outcome.summaries
+    assert len(outcome.document["cost_curve"]["ratios"]) == 4
+    assert drafted.predicted_from_steps is not None and drafted.predicted_from_steps > 0
+    assert plain.shared_runs is None and drafted.shared_runs == {"whole": 2, "prefix": 0, "left_out": 0}
+    result = {r["config"]: r for r in outcome.document["results"]}["model:k=8"]
+    assert result["identical"] == "identical" and result["shared_tokens"] == result["tokens"] >= 16
+    assert drafted.shared_geomean == pytest.approx(result["shared_speedup"]) and drafted.shared_min_prompt == "p"
+
+
+def test_a_run_records_when_each_token_was_written(runtime):
+    """Per token, the run's step seconds through the step that wrote it: drafts accepted in one step share it."""
+    prompt = runtime.target_model.chat_tokens([{"role": "user", "content": "hi"}])
+    runner = BenchRunner(runtime, [], [], max_tokens=20, sampling=SamplingParams())
+    summary, ids, steps, seconds = runner.run_once(parse_config("model:k=4"), prompt, 20)
+    assert len(seconds) == len(ids) == summary.tokens and seconds == sorted(seconds)
+    assert len(set(seconds)) == summary.steps < len(ids)  # one time per step, several tokens a step
+    assert seconds[-1] == pytest.approx(steps.seconds)
 
 
 def test_a_bench_config_may_name_the_mtp_head():
