@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from specllama.bench.runner import RunRecord
+from specllama.decoding.exactness import first_divergence
 
 MIN_SHARED_TOKENS = 16
 
@@ -31,15 +32,6 @@ class SharedSpeed:
     tokens: int  # the common prefix's length (the whole text where the run is plain's)
     whole: bool  # the run's whole text is plain decoding's
     ratio: float | None  # plain decoding's time for those tokens (median over its runs) / this run's; None: left out
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def shared_speeds(runs: Sequence[RunRecord]) -> list[SharedSpeed | None]:
@@ -56,7 +48,8 @@ def shared_speeds(runs: Sequence[RunRecord]) -> list[SharedSpeed | None]:
             out.append(None)
             continue
         reference = references[0].token_ids
-        m = min(common_prefix(reference, run.token_ids), len(run.token_seconds))
+        parted = first_divergence(reference, run.token_ids)
+        m = min(len(reference) if parted is None else parted, len(run.token_seconds))
         whole = m == len(run.token_ids) == len(reference)
         # Every plain run that wrote those m tokens (with a seed, all of them: plain decoding's text repeats).
         times = [p.token_seconds[m - 1] for p in references

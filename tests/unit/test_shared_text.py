@@ -9,7 +9,7 @@ from specllama.bench.aggregate import config_summaries, prompt_results
 from specllama.bench.configs import parse_configs
 from specllama.bench.report import shared_text_lines
 from specllama.bench.runner import RunRecord
-from specllama.bench.shared_text import MIN_SHARED_TOKENS, common_prefix, shared_speeds
+from specllama.bench.shared_text import MIN_SHARED_TOKENS, shared_speeds
 from specllama.decoding.engine import Summary
 
 PLAIN, AUTO = parse_configs("none;auto:k=auto")
@@ -94,5 +94,9 @@ def test_the_summary_and_its_line_report_the_geometric_mean_the_worst_prompt_and
         f"their whole text 1, up to where they parted 1, left out 1 (parted before token {MIN_SHARED_TOKENS})"]
 
 
-def test_common_prefix():
-    assert common_prefix([1, 2, 3], [1, 2, 4]) == 2 and common_prefix([1], [1, 2]) == 1 and common_prefix([], [1]) == 0
+def test_the_shared_text_is_the_common_prefix():
+    def shared(plain, run):
+        return shared_speeds([_run(PLAIN, "p", plain, [1] * len(plain), [0.01] * len(plain)),
+                              _run(AUTO, "p", run, [1] * len(run), [0.01] * len(run))])[1].tokens
+
+    assert shared([1, 2, 3], [1, 2, 4]) == 2 and shared([1], [1, 2]) == 1 and shared([], [1]) == 0
