@@ -38,7 +38,7 @@ class OwnSteps:
     _since_draft: int = field(default=SWITCH_STEPS, repr=False)
 
     def add(self, step: StepEvent) -> None:
-        seconds = step.t_draft + step.t_verify + step.t_python  # the whole step, asking included
+        seconds = step.seconds  # the whole step, asking included
         if step.drafted:
             self.drafting.append((seconds, step.drafted, step.accepted))
             self._since_draft = 0

@@ -75,7 +75,7 @@ class BenchRunner:
                     ids.append(event.id)
                 elif isinstance(event, StepEvent):
                     steps.add(event)
-                    clock += event.t_draft + event.t_verify + event.t_python  # the step's own time, as OwnSteps counts it
+                    clock += event.seconds  # the step's own time, as OwnSteps counts it
                     seconds += [clock] * (len(ids) - len(seconds))
             summary = generation.summary
         finally:

@@ -44,6 +44,11 @@ class StepEvent:
     t_llama: float = 0.0  # of the step's time, what llama_decode itself took (target and draft)
     sources: tuple[str, ...] = ()  # per drafted token, when they came from several sources (a grammar's forced tokens)
 
+    @property
+    def seconds(self) -> float:
+        """The whole step: asking the drafters, the decode and verification, the engine's Python."""
+        return self.t_draft + self.t_verify + self.t_python
+
     def by_source(self) -> dict[str, tuple[int, int]]:
         """Drafts verified and accepted, per source."""
         if not self.drafted:

@@ -128,7 +128,7 @@ def stream_reply(reply_id: int, events: Iterable[Event], post: Callable[[Message
         steps, drafted, accepted = steps + 1, drafted + event.drafted, accepted + event.accepted
         k_total += event.k
         # The step's own speed from the engine's timings: what the sparkline plots.
-        step_time = event.t_draft + event.t_verify + event.t_python
+        step_time = event.seconds
         if step_time > 0 and step_tokens:
             pending.step_rates.append(step_tokens / step_time)
         step_tokens = 0
