@@ -26,12 +26,19 @@ and the suffix drafter's calibration).
     python scripts/measure/policy_replay.py serve-replay.json --round 0 --texts auto --learnt --fresh-costs
     python scripts/measure/policy_replay.py greedy-agentic.json --fresh-costs --modes none,auto,steady3 \
         --shapes bench/measured/lent-20261127-shapes-graphs.json --prefill-ms 0 --propose-ms 0.1
+    python scripts/measure/policy_replay.py greedy-heldout.json --fresh-costs --noise 0.1 --noise-seed 2 \
+        --verify-rows bench/measured/vm-20261126-verify-rows-dense.json
+
+With --noise the costs wander as a real machine's do, and a change is judged over several seeds
+(bench/measured/vm-20261128-r14-slope-floor/noisy.sh: exact costs never showed a dip of noise mislead the cost model).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
 import statistics
 import sys
 from collections import deque
@@ -166,12 +173,14 @@ def ratio(n: int) -> float:
     return (ROWS_MS[lo] + (ROWS_MS[hi] - ROWS_MS[lo]) * (n - lo) / (hi - lo)) / ROWS_MS[1]
 
 
-def cost(rows: int) -> float:
+def cost(rows: int, in_prompt: bool = False) -> float:
     """A decode of `rows` rows; with --aftermath, a one-row decode whose last two decodes were not both one
     row costs AFTERMATH plain steps more (llama.cpp's CUDA graphs: the first decode after a shape change runs
     without a graph, the second records one; bench/measured/lent-20261127-verify-shapes.md). With --shapes,
     every row count alike: its steady cost where the last two decodes had its rows, else its cost without a
-    graph."""
+    graph. With --noise, each decode of the answer's steps (not the prompt's: bench leaves its time out and the
+    cost model does not learn from it) times jitter()."""
+    noise = 1.0 if in_prompt else jitter()
     if SHAPES and rows <= 65:  # a prompt chunk: PREFILL_S a row, as without --shapes
         warm = all(r == rows for r in RECENT_ROWS)
         RECENT_ROWS.append(rows)
@@ -180,14 +189,32 @@ def cost(rows: int) -> float:
         kind = SHAPE_COUNTS.setdefault(MODE[0], {}).setdefault(label, [0, 0, 0.0])
         kind[warm] += 1
         kind[2] += ms - _between(SHAPES["steady"], rows)
-        return ms / 1000
+        return ms / 1000 * noise
     base = rows * PREFILL_S if rows > 65 else T1 * ratio(rows)
     extra = AFTERMATH * T1 if rows == 1 and any(r != 1 for r in RECENT_ROWS) else 0.0
     RECENT_ROWS.append(rows)
-    return base + extra
+    return (base + extra) * noise
+
+
+def prompt_chunk(ctx, truth: dict) -> bool:
+    """Whether the decode just made was a chunk of the prompt (it ended at or before the prompt's last token)."""
+    return max(map(len, ctx.held)) <= len(truth.get("prompt", ()))
+
+
+def jitter() -> float:
+    """With --noise SIGMA, a decode's time times a lognormal factor. A real machine's decode times wander
+    (on the 2-core VM one prompt's tok/s moved by up to 30 % between repeats: bench/measured/
+    vm-20261128-r13-shared-text), and a cost model that learns from a few samples of a size can read that
+    noise as the curve's shape (two sizes a hair apart priced every larger one nearly free: cost/online.py's
+    extrapolation), which exact costs never show. Each mode draws the same sequence (NOISE_RNG is reseeded
+    as a mode starts); --noise-seed picks another, so a change is judged over several machines' luck."""
+    return math.exp(NOISE_RNG.gauss(0.0, NOISE)) if NOISE else 1.0
 
 
 AFTERMATH = 0.0
+NOISE = 0.0  # --noise: sigma of the log of each decode's time factor
+NOISE_SEED = 0
+NOISE_RNG = random.Random(NOISE_SEED)
 RECENT_ROWS: deque = deque([1, 1], maxlen=2)
 SHAPES: dict = {}  # --shapes: "steady" and "cold" ms by rows
 SHAPE_COUNTS: dict = {}  # --shapes: mode -> decode kind -> [cold decodes, warm decodes, ms beyond steady]
@@ -322,6 +349,7 @@ def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False, eog: Sequ
     out = []
     for mode in modes:
         MODE[0] = mode
+        NOISE_RNG.seed(NOISE_SEED)
         engine = None
         for pid, prompt, answer, odds in items:
             # bench: one engine reset between prompts (caches and the drafters' history emptied; the costs and
@@ -330,7 +358,7 @@ def prompt_runs(recorded: dict, modes: list[str], fresh: bool = False, eog: Sequ
                 RECENT_ROWS.extend([1, 1])  # a fresh engine's fake CUDA graph: warm for one row, as every mode starts
                 clock, truth = fake_llm.FakeClock(), {}
                 target_ctx = fake_llm.FakeContext(lambda held: _next(held, truth, size), n_ctx=8192, clock=clock,
-                                                  cost=cost)
+                                                  cost=lambda rows: cost(rows, prompt_chunk(target_ctx, truth)))
                 costs = StepCosts() if fresh else StepCosts(Prior(ratio, T1, learned=True, known=frozenset(ROWS_MS)))
                 suffix = TimedSuffixDrafter(**({"min_match": 1} if mode.startswith("steady") else {}))
                 suffix.clock = clock
@@ -482,13 +510,18 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=1,
                    help="recorded answers only: replay the set this many times in rounds on the same engine, as "
                         "`specllama bench --repeat` runs it (the later rounds draft on what the earlier ones calibrated)")
+    p.add_argument("--noise", type=float, default=0.0, metavar="SIGMA",
+                   help="each decode's time times exp(N(0, SIGMA)): a real machine's noise (0.1: about 10 %%; "
+                        "default 0, exact costs)")
+    p.add_argument("--noise-seed", type=int, default=0, help="with --noise: the noise's seed (the same for every mode)")
     p.add_argument("--propose-ms", type=float, default=0.0,
                    help="virtual milliseconds each suffix proposal costs (the Python a step pays to ask; default 0; "
                         "0.165 timed in the real process on the 2-core AMD, ~5x what the same code takes here)")
     args = p.parse_args()
-    global PROPOSE_S, AFTERMATH, PREFILL_S
+    global PROPOSE_S, AFTERMATH, PREFILL_S, NOISE, NOISE_SEED
     PROPOSE_S = args.propose_ms / 1000
     AFTERMATH = args.aftermath
+    NOISE, NOISE_SEED = args.noise, args.noise_seed
     curve = (use_curve(args.curve) if args.curve else use_rows(args.verify_rows) if args.verify_rows
              else use_shapes(args.shapes) if args.shapes else "the bare decodes timed on this machine")
     if args.prefill_ms is not None:
@@ -529,6 +562,7 @@ def main() -> int:
     known = "learnt from its own steps (fresh costs)" if args.fresh_costs else "known from the start"
     print(f"T(1) {T1 * 1000:.1f} ms; T(n)/T(1) of {curve}, {known}; a suffix proposal costs {args.propose_ms} ms, "
           f"a plain step after another shape {AFTERMATH} plain steps more; "
+          f"{f'decode times x exp(N(0, {NOISE})), seed {NOISE_SEED}' if NOISE else 'no noise'}; "
           f"replayed: {source}")
     print("| mode | request | seconds | vs none | tokens | drafted | accepted |\n|---|---|---|---|---|---|---|")
     for r in rows:
