@@ -40,7 +40,8 @@ priced, the steps that would have brought T(1) up to date were left out of it.
 Row counts never observed are what earlier runs learnt here; else, before any batch was timed,
 the more optimistic of the prior (a startup curve) and a generic shape (so a lying prior cannot
 stop the drafts that would correct it); else they are interpolated between the observed counts, or
-extrapolated from the largest two.
+extrapolated past the largest at a prompt row's cost a row (the largest two's slope before a prompt
+chunk was timed).
 """
 
 from __future__ import annotations
@@ -72,10 +73,14 @@ FEW_SAMPLES = 4
 STALE_STEPS = 64
 MIN_SLOPE = 0.02  # nor nothing
 RECENT_PLAIN = 8  # plain steps a batch's sample is compared with: the machine's speed at that moment
-# Beyond the largest row count timed, a row never costs more than a prompt's row does, times this
-# (a verified row also computes its logits, which a prefill row skips). Without this bound the
-# slope of T(8)..T(9) (0.7 a row: small batches are dear on 2 cores) priced a 64-token draft at
-# T(65)/T(1) ~ 46 against ~25 measured, and a near-certain copy never drafted past a few tokens.
+# Beyond the largest row count timed, a row costs what a prompt's row does, times this (a verified
+# row also computes its logits, which a prefill row skips). Not the slope of the largest two counts
+# timed: that of T(8)..T(9) (0.7 a row: small batches are dear on 2 cores) priced a 64-token draft at
+# T(65)/T(1) ~ 46 against ~25 measured, and a near-certain copy never drafted past a few tokens; and
+# one block's dip below the count before it (15 rows 9.9 plain steps, 16 rows 6.9) is a slope below
+# nothing, clamped to MIN_SLOPE, which priced 48 rows at 7.5 plain steps where they cost 22.5 (a
+# fresh engine's 47-token bet at an edit, lost at its first token: replayed, 0.87x of plain on that
+# prompt; bench/measured/vm-20261129-r15-extrapolation).
 # It was 1.4, from a 64-row batch's average of 16.7 ms a row against a prefill's 11.4-12.0; but the
 # bound is on one more row, and one more verify row costs what a prompt row does: 10.4 ms from 16
 # to 64 rows, 11.1 from 4 to 64 (bench/measured/vm-20261125-verify-rows). At 1.4 a fresh engine
@@ -227,7 +232,7 @@ class StepCosts:
 
     def record_prefill(self, rows: int, seconds: float) -> None:
         """A prompt chunk of `rows` tokens (no logits) took `seconds`: what a row of a big batch
-        costs, the bound on extrapolating T(n) past the largest batch timed. Kept in seconds: a
+        costs, the slope T(n) is extrapolated at past the largest batch timed. Kept in seconds: a
         first request's prompt is decoded before any plain step has timed T(1)."""
         if rows >= PREFILL_MIN_ROWS and seconds > 0:
             self._memo.clear()
@@ -398,8 +403,9 @@ class StepCosts:
         return self.t1()
 
     def _between_observed(self, rows: int, t1: float) -> float:
-        """Interpolate between the observed row counts around `rows`; beyond the largest, go on
-        with the slope of the largest two (clamped), or the generic one."""
+        """Interpolate between the observed row counts around `rows`; beyond the largest, go on at
+        a prompt row's cost a row, or before one is known with the slope of the largest two
+        (clamped), or the generic one."""
         # Every row count's own ratio, T(1)'s included, found once for all the `rows` priced until the
         # next sample (a 64-token copy prices 64 lengths a step; rebuilding this per length was ~40 %
         # of asking the suffix drafter on the agentic texts: bench/measured/vm-20261126-asking-cost).
@@ -413,13 +419,14 @@ class StepCosts:
         if j < len(points):  # `rows` lies between two observed counts (T(1) included): the line between
             (n0, r0), (n1, r1) = points[i - 1], points[j]
             return r0 + (r1 - r0) * (rows - n0) / (n1 - n0)
-        # Beyond the largest: the slope of the largest two points; the virtual point at 0 rows gives
-        # the generic slope when T(1) is the only one.
-        below = points[:i]
-        (na, ra), (n0, r0) = below[-2:]
-        slope = min(MAX_SLOPE, max(MIN_SLOPE, (r0 - ra) / (n0 - na)))
+        # Beyond the largest: a prompt row's cost a row (VERIFY_ROW_FACTOR says why); before a prompt
+        # chunk was timed, the slope of the largest two points, where the virtual point at 0 rows
+        # gives the generic slope when T(1) is the only one.
+        (na, ra), (n0, r0) = points[:i][-2:]
         row = self.prefill_row_ratio()
-        return r0 + (min(slope, row) if row is not None else slope) * (rows - n0)
+        if row is not None:
+            return r0 + row * (rows - n0)
+        return r0 + min(MAX_SLOPE, max(MIN_SLOPE, (r0 - ra) / (n0 - na))) * (rows - n0)
 
     # --- persistence -------------------------------------------------------------------------
 
