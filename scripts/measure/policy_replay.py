@@ -31,6 +31,8 @@ and the suffix drafter's calibration).
 
 With --noise the costs wander as a real machine's do, and a change is judged over several seeds
 (bench/measured/vm-20261128-r14-slope-floor/noisy.sh: exact costs never showed a dip of noise mislead the cost model).
+With --trace each drafting step is printed as trace_drafts.py prints a real run's, with the price its length was cut
+at (bench/measured/vm-20261129-r15-extrapolation/trace-greedy-noise1-base.txt: 48 rows priced 7.50 plain steps).
 """
 
 from __future__ import annotations
@@ -517,7 +519,14 @@ def main() -> int:
     p.add_argument("--propose-ms", type=float, default=0.0,
                    help="virtual milliseconds each suffix proposal costs (the Python a step pays to ask; default 0; "
                         "0.165 timed in the real process on the 2-core AMD, ~5x what the same code takes here)")
+    p.add_argument("--trace", action="store_true",
+                   help="print each drafting step on stderr as scripts/measure/trace_drafts.py does (the odds sent, "
+                        "what the length was priced at and what it cost)")
     args = p.parse_args()
+    if args.trace:
+        from trace_drafts import wrap_observer  # this script's folder is on sys.path when run as a script
+
+        wrap_observer()
     global PROPOSE_S, AFTERMATH, PREFILL_S, NOISE, NOISE_SEED
     PROPOSE_S = args.propose_ms / 1000
     AFTERMATH = args.aftermath

@@ -42,16 +42,26 @@ def wrap_observer() -> None:
     module loads llama.cpp, and OpenMP reads that level once, when it loads (llama/thread_wait.py)."""
     from specllama.decoding.policy.source_choice import SourceChoice
 
-    observe, start, steps = SourceChoice.observe, SourceChoice.start, [0]
+    observe, start, cut, steps = SourceChoice.observe, SourceChoice.start, SourceChoice.cut, [0]
+    # What each length cost when the draft was cut, before its own step taught the costs anything: a bet
+    # lost on a batch size never timed shows as priced far below what it then cost (T(n)/T(1) after it).
+    priced: dict[int, float | None] = {}
+
+    def cutting(self, proposal):
+        sent, known = cut(self, proposal)
+        priced.clear()
+        priced.update((n, self.kit.costs.step_ratio(n)) for n in range(2, len(sent.tokens) + 2))
+        return sent, known
 
     def observing(self, outcome):
         steps[0] += 1
         if outcome.drafted:
             odds = ",".join(f"{c:.2f}" for c in (outcome.sent.confidence or ())[:8])
+            price = priced.get(outcome.drafted + 1)
             print(f"step {steps[0]:3d} {outcome.source} sent {outcome.drafted:2d} accepted {outcome.n_accepted:2d} "
                   f"odds [{odds}] {outcome.seconds * 1e3:6.1f} ms, plain step {(outcome.t1 or 0) * 1e3:5.1f} ms, "
-                  f"T({outcome.drafted + 1})/T(1) {self.kit.costs.ratio(outcome.drafted + 1):.2f}: {outcome.text!r}",
-                  file=sys.stderr)
+                  f"T({outcome.drafted + 1})/T(1) {self.kit.costs.ratio(outcome.drafted + 1):.2f}"
+                  f"{f', priced {price:.2f}' if price is not None else ''}: {outcome.text!r}", file=sys.stderr)
         return observe(self, outcome)
 
     def starting(self, slot, prompt):
@@ -59,7 +69,7 @@ def wrap_observer() -> None:
         print(f"--- a prompt of {len(prompt)} tokens", file=sys.stderr)
         return start(self, slot, prompt)
 
-    SourceChoice.observe, SourceChoice.start = observing, starting
+    SourceChoice.observe, SourceChoice.start, SourceChoice.cut = observing, starting, cutting
 
     # The realised check's verdicts too: a source benched sends nothing for a while, which a gap in the steps
     # above alone does not tell from costs or odds that said no (bench/measured/vm-20261128-r6-replay-fidelity.md).
