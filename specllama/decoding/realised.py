@@ -32,6 +32,16 @@ after every unsent ask). Replayed with the H200's learnt costs and 0.13 ms an as
 (bench/measured/xeon-20261127-policy-replay-sparse-asking.md): held-out 1.023x -> 1.045x of plain,
 tuning 1.045x -> 1.060x, similar 0.967x -> 0.983x, copies 1.665x -> 1.692x, agentic 2.216x ->
 2.219x; the CPU curves' decisions are unchanged (asking is 0.3-1 % of a step there).
+
+A source back from the bench is on probation: it sends at most PROBATION tokens until one of its
+drafts is judged (`allowed`: `auto` and the suffix drafter's policy cut the draft to it, the draft
+model's asks for no more). The bench says its estimates were wrong on this text a moment ago, and the
+estimates are all that price its first draft back: traced on a blind set at 0.7
+(bench/measured/vm-20261129-r16-short-of-a-block, summary-incident), the suffix drafter came back
+from a 16-step bench with a 31-token draft at calibrated odds 0.95-0.98 on a batch size never timed
+(priced 12.2 plain steps, paid 15.5, nothing kept) and was benched for 32 more. Replayed (same
+folder, section 5): level where benches are rare (21 recorded sets 1.0773x -> 1.0776x, H200 costs
+1.1876x -> 1.1874x) and +0.1 to +1.4 % on that blind set's texts.
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ MIN_ASKED = 24  # steps asked before that verdict
 # drafts themselves, which the draft record already gives: replayed on recorded answers without the
 # share, a failed copy in it benched the suffix drafter for the next copy (copies 1.13x -> 1.08x).
 ASK_SHARE = 0.03
+PROBATION = 3  # tokens a source back from the bench may send until one of its drafts is judged
 MAX_GAP = 4  # where asking is dear, a source that sent nothing yet is asked at most every 4th step
 
 
@@ -80,6 +91,7 @@ class RealisedSpeed:
     gap: dict[str, int] = field(default_factory=dict)
     waiting: dict[str, int] = field(default_factory=dict)
     sent: set[str] = field(default_factory=set)
+    returning: set[str] = field(default_factory=set)  # back from the bench, no draft of theirs judged since
 
     def observe(self, source: str, tokens: int, seconds: float, t1: float | None, t_ask: float = 0.0) -> None:
         """A step that verified `source`'s draft emitted `tokens` in `seconds` (drafting
@@ -129,17 +141,25 @@ class RealisedSpeed:
         self.records[source] = _Record(pause=min(MAX_PAUSE, r.pause * 2))  # evidence starts afresh
         self.asked.pop(source, None)
 
-    def tick(self) -> None:
-        """One step went by."""
+    def tick(self, judged: str = "") -> None:
+        """One step went by; `judged`: the source whose draft it verified, if any (in a batch too,
+        where the record above does not follow: its probation ends all the same)."""
+        self.returning.discard(judged)
         for source in list(self.benched):
             self.benched[source] -= 1
             if self.benched[source] <= 0:
                 del self.benched[source]
+                self.returning.add(source)
                 self.unasked.discard(source)
         for source in list(self.waiting):
             self.waiting[source] -= 1
             if self.waiting[source] <= 0:
                 del self.waiting[source]
+
+    def allowed(self, source: str, n: int) -> int:
+        """How many of `source`'s n draft tokens may be sent: all, unless it is back from the bench
+        and on probation."""
+        return min(n, PROBATION) if source in self.returning else n
 
     def avoid(self) -> frozenset[str]:
         """Sources benched now."""

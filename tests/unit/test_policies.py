@@ -248,6 +248,45 @@ def test_a_realised_loss_benches_the_source_for_this_text():
     assert draft(auto, REPEATED).tokens == () and "suffix" in auto.realised.avoid()
 
 
+@pytest.mark.parametrize("make", [
+    lambda suffix: SourceChoice(suffix, None, kit(FLAT, {"suffix": suffix})),
+    lambda suffix: ConfidentAuto(suffix, kit(FLAT, {"suffix": suffix})),
+], ids=["auto", "suffix"])
+def test_a_source_back_from_the_bench_sends_a_short_draft_until_one_is_judged(make):
+    """The bench says the estimates were wrong on this text: its first draft back is held to
+    PROBATION tokens (realised.py), however sure the estimates are, and the full length returns
+    once a draft of its was judged."""
+    from specllama.decoding.realised import PROBATION
+    suffix = SuffixDrafter()
+    auto = make(suffix)
+    full = len(draft(auto, REPEATED).tokens)
+    assert full > PROBATION  # a long, sure copy: the cut alone would send it whole
+    while "suffix" not in auto.realised.avoid():  # steps that realise half of plain: benched
+        auto.observe(judged(draft(auto, REPEATED), (0.0,), seconds=0.1, t1=0.05))
+    while "suffix" in auto.realised.avoid():  # plain steps while it sits out
+        assert draft(auto, REPEATED).tokens == ()
+        auto.observe(judged(Proposal([]), (), seconds=0.05, t1=0.05))
+    back = draft(auto, REPEATED)
+    assert back.source == "suffix" and len(back.tokens) == PROBATION
+    auto.observe(judged(back, (1.0,) * PROBATION, seconds=0.05, t1=0.05))  # judged, and it held
+    assert len(draft(auto, REPEATED).tokens) == full
+
+
+def test_the_draft_model_back_from_the_bench_is_asked_for_a_short_draft():
+    from specllama.decoding.realised import PROBATION
+    model = ScriptedModel()
+    auto = ModelAuto(model, kit(FLAT, {"model": model}, {"model": PositionAcceptance(FLAT, 0.1)}))
+    full = auto.ask(8, True).k
+    assert full > PROBATION
+    while "model" not in auto.realised.avoid():
+        auto.observe(judged(draft(auto, FRESH), (0.0,), seconds=0.1, t1=0.05))
+    while "model" in auto.realised.avoid():
+        auto.observe(judged(Proposal([]), (), seconds=0.05, t1=0.05))
+    assert auto.ask(8, True).k == PROBATION
+    auto.observe(judged(draft(auto, FRESH), (1.0,) * PROBATION, seconds=0.05, t1=0.05))
+    assert auto.ask(8, True).k == full
+
+
 def test_sampling_acceptance_is_learnt_from_the_verifiers_odds_not_coin_flips():
     # Under sampling a deterministic draft token is accepted with the target's p(x): an estimate fed
     # the odds sits at p after a few steps whatever the coins said; fed 1/0 it swings with them.

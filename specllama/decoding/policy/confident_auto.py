@@ -35,11 +35,12 @@ class ConfidentAuto(PolicyBase):
         return long_enough(proposal), None
 
     def cut(self, proposal: Proposal) -> tuple[Proposal, bool]:
+        proposal = proposal.keep(self.realised.allowed(proposal.source, len(proposal.tokens)))
         if proposal.tokens:
             proposal = cut_free(proposal, self.kit.costs.step_ratio, self.kit.verifier.batch_tokens)
         return proposal, fully_known(proposal)
 
     def observe(self, outcome: StepOutcome) -> None:
-        self.realised.tick()
+        self.realised.tick(outcome.source if outcome.drafted else "")
         if outcome.alone:
             self.realised.observe_step(outcome)

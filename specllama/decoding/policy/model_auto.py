@@ -50,7 +50,7 @@ class ModelAuto(PolicyBase):
         k = self.acceptance.choose()
         if k and (rate_with_catch_up(self.acceptance, k, self.catch_up.steps(self.drafter)) or 1.0) <= 1.0:
             k = 0  # it sat out: paying part of its catch-up, this step would lose
-        k = k or (TRY_DRAFT if self.trying(alone) else 0)
+        k = self.realised.allowed(self.drafter.name, k or (TRY_DRAFT if self.trying(alone) else 0))
         return Ask(self.drafter, min(k, cap), self.acceptance.fast, self.acceptance.c, cap)
 
     def review(self, proposal: Proposal) -> tuple[Proposal, Ask | None]:
@@ -69,6 +69,6 @@ class ModelAuto(PolicyBase):
     def observe(self, outcome: StepOutcome) -> None:
         self.catch_up.grew(outcome.tokens)
         self.acceptance.observe(outcome.drafted, outcome.n_accepted, outcome.odds)
-        self.realised.tick()
+        self.realised.tick(outcome.source if outcome.drafted else "")
         if outcome.alone:
             self.realised.observe(outcome.source, outcome.emitted, outcome.seconds, outcome.t1)

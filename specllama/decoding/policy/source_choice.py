@@ -127,6 +127,7 @@ class SourceChoice(PolicyBase):
         return proposal, None
 
     def cut(self, proposal: Proposal) -> tuple[Proposal, bool]:
+        proposal = proposal.keep(self.realised.allowed(proposal.source, len(proposal.tokens)))
         if proposal.tokens and proposal.source == self.suffix.name:
             proposal = cut_free(proposal, self.kit.costs.step_ratio, self.kit.verifier.batch_tokens)
         return proposal, fully_known(proposal)
@@ -139,7 +140,7 @@ class SourceChoice(PolicyBase):
             mine = name == decoded_by
             record.observe(outcome.drafted if mine else 0, outcome.n_accepted if mine else 0,
                            outcome.odds if mine else ())
-        self.realised.tick()
+        self.realised.tick(outcome.source if outcome.drafted else "")
         if outcome.alone:
             self.realised.observe_step(outcome)
             if decoded_by is not None:
