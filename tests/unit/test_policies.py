@@ -40,9 +40,11 @@ class ScriptedModel(DrafterBase):
 
     def __init__(self):
         self.calls = 0
+        self.asked: list[int] = []  # the k of every request, in order
 
     def propose(self, requests):
         self.calls += 1
+        self.asked += [r.k for r in requests]
         return [Proposal([1] * r.k) for r in requests]
 
 
@@ -285,6 +287,19 @@ def test_the_draft_model_back_from_the_bench_is_asked_for_a_short_draft():
     assert auto.ask(8, True).k == PROBATION
     auto.observe(judged(draft(auto, FRESH), (1.0,) * PROBATION, seconds=0.05, t1=0.05))
     assert auto.ask(8, True).k == full
+
+
+def test_auto_asks_a_draft_model_back_from_the_bench_for_a_short_draft():
+    """In `auto` too the draft model decodes no more than the probation lets through."""
+    from specllama.decoding.realised import PROBATION
+    auto, model = auto_with(FLAT, draft_cost=0.05)
+    assert draft(auto, FRESH).source == "model" and model.asked[-1] > PROBATION
+    while "model" not in auto.realised.avoid():  # the realised check alone benches it: its record stays sure
+        auto.realised.observe("model", 1, seconds=0.1, t1=0.05)
+    while "model" in auto.realised.avoid():
+        auto.observe(judged(Proposal([]), (), seconds=0.05, t1=0.05))
+    back = draft(auto, FRESH)
+    assert back.source == "model" and model.asked[-1] == len(back.tokens) == PROBATION
 
 
 def test_sampling_acceptance_is_learnt_from_the_verifiers_odds_not_coin_flips():

@@ -99,8 +99,13 @@ class SourceChoice(PolicyBase):
                 return NO_DRAFT
             choice, k = choose_source(Proposal(()), self.records, self._cap, self._avoid(), self.kit.costs.step_ratio,
                                       self._behind)
-            return Ask(self.decoding[choice], k) if choice in self.decoding else NO_DRAFT
+            return self._ask(choice, k) if choice in self.decoding else NO_DRAFT
         return Ask(self.suffix, min(room, K_COPY_MAX))
+
+    def _ask(self, name: str, k: int) -> Ask:
+        """Ask a decoding source for k tokens, or fewer while it is on probation (realised.py): what
+        the cut would drop is not decoded at all."""
+        return Ask(self.decoding[name], self.realised.allowed(name, k))
 
     def _behind(self, name: str) -> float:
         return self.catch_up.steps(self.decoding[name])
@@ -121,7 +126,7 @@ class SourceChoice(PolicyBase):
         avoid = self._avoid()
         choice, k = choose_source(proposal, self.records, self._cap, avoid, self.kit.costs.step_ratio, self._behind)
         if choice in self.decoding:
-            return proposal, Ask(self.decoding[choice], k)
+            return proposal, self._ask(choice, k)
         if choice == "none":
             proposal = proposal.keep(0)
         return proposal, None
