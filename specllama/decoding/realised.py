@@ -34,16 +34,17 @@ tuning 1.045x -> 1.060x, similar 0.967x -> 0.983x, copies 1.665x -> 1.692x, agen
 2.219x; the CPU curves' decisions are unchanged (asking is 0.3-1 % of a step there).
 
 A source back from the bench is on probation: it sends at most PROBATION tokens until one of its
-drafts is judged (`allowed`: `auto` and the suffix drafter's policy cut the draft to it, the draft
-model's asks for no more). The bench says its estimates were wrong on this text a moment ago, and the
-estimates are all that price its first draft back: traced on a blind set at 0.7
-(bench/measured/vm-20261129-r16-short-of-a-block, summary-incident), the suffix drafter came back
-from a 16-step bench with a 31-token draft at calibrated odds 0.95-0.98 on a batch size never timed
-(priced 12.2 plain steps, paid 15.5, nothing kept) and was benched for 32 more. Replayed (same
-folder, section 5): level where benches are rare (21 recorded sets 1.0773x -> 1.0776x, H200 costs
-1.1876x -> 1.1874x) and +0.1 to +1.4 % on that blind set's texts. Run for real, ABBA on two blind
-sets greedy and at 0.7 (bench/measured/vm-20261129-r17-probation): drafting's own net on a run's
-worst prompt -5.7 % -> -4.2 % (mean of six pairs), tok/s within the machine's noise.
+drafts is judged (`allowed`: `auto` and the suffix drafter's policy cut a suffix draft to it; a
+draft model or MTP head is asked for no more, so nothing is decoded to be cut). The bench says its
+estimates were wrong on this text a moment ago, and the estimates are all that price its first draft
+back: traced on a blind set at 0.7 (bench/measured/vm-20261129-r16-short-of-a-block,
+summary-incident), the suffix drafter came back from a 16-step bench with a 31-token draft at
+calibrated odds 0.95-0.98 on a batch size never timed (priced 12.2 plain steps, paid 15.5, nothing
+kept) and was benched for 32 more. Replayed (same folder, section 5): level where benches are rare
+(21 recorded sets 1.0773x -> 1.0776x, H200 costs 1.1876x -> 1.1874x) and +0.1 to +1.4 % on that
+blind set's texts. Run for real, ABBA on two blind sets greedy and at 0.7
+(bench/measured/vm-20261129-r17-probation): drafting's own net on a run's worst prompt -5.7 % ->
+-4.2 % (mean of six pairs), tok/s within the machine's noise.
 """
 
 from __future__ import annotations
