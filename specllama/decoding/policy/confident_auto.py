@@ -41,6 +41,6 @@ class ConfidentAuto(PolicyBase):
         return proposal, fully_known(proposal)
 
     def observe(self, outcome: StepOutcome) -> None:
-        self.realised.tick(outcome.source if outcome.drafted else "")
+        self.realised.tick(outcome.source)
         if outcome.alone:
             self.realised.observe_step(outcome)

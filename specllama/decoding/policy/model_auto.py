@@ -69,6 +69,6 @@ class ModelAuto(PolicyBase):
     def observe(self, outcome: StepOutcome) -> None:
         self.catch_up.grew(outcome.tokens)
         self.acceptance.observe(outcome.drafted, outcome.n_accepted, outcome.odds)
-        self.realised.tick(outcome.source if outcome.drafted else "")
+        self.realised.tick(outcome.source)
         if outcome.alone:
             self.realised.observe(outcome.source, outcome.emitted, outcome.seconds, outcome.t1)

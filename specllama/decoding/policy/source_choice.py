@@ -145,7 +145,7 @@ class SourceChoice(PolicyBase):
             mine = name == decoded_by
             record.observe(outcome.drafted if mine else 0, outcome.n_accepted if mine else 0,
                            outcome.odds if mine else ())
-        self.realised.tick(outcome.source if outcome.drafted else "")
+        self.realised.tick(outcome.source)
         if outcome.alone:
             self.realised.observe_step(outcome)
             if decoded_by is not None:
