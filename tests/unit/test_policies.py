@@ -17,6 +17,7 @@ from specllama.decoding.engine import Engine, GenerationConfig
 from specllama.decoding.policy import POLICIES, PolicyBase, PolicyKit, default_policy, policy_for, register
 from specllama.decoding.policy.confident_auto import ConfidentAuto
 from specllama.decoding.policy.fixed import FixedLength, FixedSuffixThenModel
+from specllama.decoding.policy.free_drafts import free_length
 from specllama.decoding.policy.model_auto import ModelAuto
 from specllama.decoding.policy.plain import Plain
 from specllama.decoding.policy.source_choice import SourceChoice
@@ -258,9 +259,11 @@ def test_a_source_back_from_the_bench_sends_a_short_draft_until_one_is_judged(ma
     """The bench says the estimates were wrong on this text: its first draft back is held to
     PROBATION tokens (realised.py), however sure the estimates are, and the full length returns
     once a draft of its was judged."""
+    from specllama.decoding.policy.draft_ramp import PROVEN
     from specllama.decoding.realised import PROBATION
     suffix = SuffixDrafter()
     auto = make(suffix)
+    auto.ramp.observe(PROVEN)  # a text that held a long run: the ramp (draft_ramp.py) lets its copies go whole
     full = len(draft(auto, REPEATED).tokens)
     assert full > PROBATION  # a long, sure copy: the cut alone would send it whole
     while "suffix" not in auto.realised.avoid():  # steps that realise half of plain: benched
@@ -272,6 +275,40 @@ def test_a_source_back_from_the_bench_sends_a_short_draft_until_one_is_judged(ma
     assert back.source == "suffix" and len(back.tokens) == PROBATION
     auto.observe(judged(back, (1.0,) * PROBATION, seconds=0.05, t1=0.05))  # judged, and it held
     assert len(draft(auto, REPEATED).tokens) == full
+
+
+@pytest.mark.parametrize("make", [
+    lambda suffix: SourceChoice(suffix, None, kit(FLAT, {"suffix": suffix})),
+    lambda suffix: ConfidentAuto(suffix, kit(FLAT, {"suffix": suffix})),
+], ids=["auto", "suffix"])
+def test_a_sure_copy_drafts_short_until_its_text_has_held_a_run(make):
+    """draft_ramp.py: a text's free drafts grow with the longest run it accepted, near-certain ones
+    too, until a run of PROVEN tokens lets them go whole; verifying is free here, so only the ramp cuts."""
+    from specllama.decoding.policy.draft_ramp import FIRST, GROWTH, PROVEN
+    suffix = SuffixDrafter()
+    auto = make(suffix)
+    first = draft(auto, REPEATED, room=32)
+    assert len(first.tokens) == FIRST and first.certain == FIRST  # a sure copy, held back
+    auto.observe(judged(first, (1.0, 1.0, 0.0)))  # two of them held
+    grown = draft(auto, REPEATED, room=32)
+    assert len(grown.tokens) == GROWTH * 2 == PROVEN
+    auto.observe(judged(grown, (1.0,) * PROVEN))  # a run of PROVEN: this text copies
+    whole = draft(auto, REPEATED, room=32)
+    assert len(whole.tokens) > PROVEN and len(whole.tokens) == whole.certain
+
+
+def test_the_ramp_cuts_after_the_cost_cut_so_a_copy_that_pays_long_still_starts():
+    """Where a short draft would not pay but the whole copy does (a batch of any size costs 4 plain
+    steps), the text's first draft is the copy cut to FIRST, not nothing: the costs are a guess,
+    and the draft that would correct them must be sent (cut before the cost cut, the H200's copies
+    lost 10 %: bench/measured/vm-20261129-r18-late-ramp)."""
+    from specllama.decoding.policy.draft_ramp import FIRST
+    dear = lambda n: 1.0 if n == 1 else 4.0 if 1 < n <= 16 else None  # noqa: E731
+    suffix = SuffixDrafter()
+    auto = SourceChoice(suffix, None, kit(dear, {"suffix": suffix}))
+    likely = Proposal(tuple(range(12)), confidence=(0.9,) * 12, source="suffix")  # likely, not near-certain
+    assert free_length(likely.confidence[:FIRST], dear) == 0  # alone, its first FIRST tokens would not pay
+    assert len(auto.cut(likely)[0].tokens) == FIRST
 
 
 def test_the_draft_model_back_from_the_bench_is_asked_for_a_short_draft():

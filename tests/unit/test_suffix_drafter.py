@@ -324,6 +324,7 @@ def test_a_batch_drafts_later_prompts_from_earlier_answers():
         last = tokens[-1]
         row[0 if last == 28 else last + 1 if 20 <= last < 28 else 20] = 5.0  # 20..28, then the end
         return row
+    from specllama.decoding.policy.draft_ramp import FIRST
     suffix = SuffixDrafter()
     clock = FakeClock()  # a decode costs 1 s of virtual time, whatever its rows: verifying is free
     engine = Engine(FakeContext(rule, n_seq_max=1, clock=clock, cost=lambda rows: 1.0), {"suffix": suffix},
@@ -334,5 +335,6 @@ def test_a_batch_drafts_later_prompts_from_earlier_answers():
             if isinstance(e, DoneEvent)}
     assert [done[i].text for i in range(3)] == ["".join(f"<{t}>" for t in range(20, 29))] * 3
     assert done[0].drafted == 0 and done[0].steps == 10  # nothing to draft from yet
-    # the first answer, drafted once two of its tokens match (MIN_MATCH): all but its first two
-    assert done[1].accepted_by["suffix"] == 7 and done[1].steps < 5
+    # the first answer, drafted once two of its tokens match (MIN_MATCH): all but its first two, less
+    # the one the target adds after the text's first draft, which the ramp holds to FIRST tokens
+    assert FIRST == 4 and done[1].accepted_by["suffix"] == 6 and done[1].steps < 5

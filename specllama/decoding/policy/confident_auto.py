@@ -12,6 +12,7 @@ from __future__ import annotations
 from specllama.decoding.drafters import Drafter, Proposal
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.policy.base import NO_DRAFT, Ask, PolicyBase, PolicyKit
+from specllama.decoding.policy.draft_ramp import DraftRamp
 from specllama.decoding.policy.free_drafts import cut_free, fully_known, long_enough
 from specllama.decoding.realised import RealisedSpeed
 from specllama.decoding.request import K_COPY_MAX
@@ -25,6 +26,7 @@ class ConfidentAuto(PolicyBase):
         self.drafter, self.kit = drafter, kit
         self.drafters = (drafter,)
         self.realised = RealisedSpeed()
+        self.ramp = DraftRamp()  # how far this text's drafts may reach (draft_ramp.py)
 
     def ask(self, room: int, alone: bool) -> Ask:
         if self.drafter.name in self.realised.avoid() | self.realised.not_asked():
@@ -37,10 +39,12 @@ class ConfidentAuto(PolicyBase):
     def cut(self, proposal: Proposal) -> tuple[Proposal, bool]:
         proposal = proposal.keep(self.realised.allowed(proposal.source, len(proposal.tokens)))
         if proposal.tokens:
-            proposal = cut_free(proposal, self.kit.costs.step_ratio, self.kit.verifier.batch_tokens)
+            proposal = self.ramp.cap(cut_free(proposal, self.kit.costs.step_ratio, self.kit.verifier.batch_tokens))
         return proposal, fully_known(proposal)
 
     def observe(self, outcome: StepOutcome) -> None:
+        if outcome.drafted and outcome.source == self.drafter.name:
+            self.ramp.observe(outcome.n_accepted)
         self.realised.tick(outcome.source)
         if outcome.alone:
             self.realised.observe_step(outcome)

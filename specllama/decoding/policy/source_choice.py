@@ -27,6 +27,7 @@ from specllama.decoding.drafters import Drafter, Proposal
 from specllama.decoding.outcome import StepOutcome
 from specllama.decoding.policy.base import NO_DRAFT, Ask, PolicyBase, PolicyKit
 from specllama.decoding.policy.catch_up_price import CatchUpPrice, rate_with_catch_up
+from specllama.decoding.policy.draft_ramp import DraftRamp
 from specllama.decoding.policy.free_drafts import cut_free, free_rate, fully_known, long_enough
 from specllama.decoding.realised import RealisedSpeed
 from specllama.decoding.request import K_AUTO_MAX, K_COPY_MAX
@@ -75,6 +76,7 @@ class SourceChoice(PolicyBase):
         self.records = {name: kit.record(name) for name in self.decoding if name in kit.records}
         self.acceptance = self.records.get("model")
         self.realised = RealisedSpeed()
+        self.ramp = DraftRamp()  # how far this text's suffix drafts may reach (draft_ramp.py)
         # The sources that follow every target decode (an MTP head): none in a suffix-only setup,
         # whose steps then skip _follow's checks (a GPU step is ~2 ms: its Python counts, issue 42).
         self._followers = {name: d.follow for name, d in self.decoding.items() if hasattr(d, "follow")}
@@ -134,7 +136,7 @@ class SourceChoice(PolicyBase):
     def cut(self, proposal: Proposal) -> tuple[Proposal, bool]:
         proposal = proposal.keep(self.realised.allowed(proposal.source, len(proposal.tokens)))
         if proposal.tokens and proposal.source == self.suffix.name:
-            proposal = cut_free(proposal, self.kit.costs.step_ratio, self.kit.verifier.batch_tokens)
+            proposal = self.ramp.cap(cut_free(proposal, self.kit.costs.step_ratio, self.kit.verifier.batch_tokens))
         return proposal, fully_known(proposal)
 
     def observe(self, outcome: StepOutcome) -> None:
@@ -145,6 +147,8 @@ class SourceChoice(PolicyBase):
             mine = name == decoded_by
             record.observe(outcome.drafted if mine else 0, outcome.n_accepted if mine else 0,
                            outcome.odds if mine else ())
+        if outcome.drafted and outcome.source == self.suffix.name:
+            self.ramp.observe(outcome.n_accepted)
         self.realised.tick(outcome.source)
         if outcome.alone:
             self.realised.observe_step(outcome)
