@@ -17,9 +17,11 @@ draft priced on a fresh machine's prior was not worth sending where the whole co
 copy's first drafts sent nothing (the H200's costs: copies 1.73x -> 1.55x of plain; after, 1.77x).
 Replayed from fresh costs (bench/measured/vm-20261129-r18-late-ramp): 21 recorded sets x 3 noise
 seeds on this CPU 1.0776x -> 1.0802x of plain, the worst request's mean 0.967x -> 0.980x (set-seeds
-with one under 0.97x: 35 -> 22); the H200's costs 1.1874x -> 1.1900x; two blind sets level, their
-worst requests 0.956 / 0.954 -> 0.970 / 0.961; the r13 VM's learnt curve 1.1070x -> 1.1013x (its
-copies, on a slope extrapolated past 16 rows).
+with one under 0.97x: 35 -> 22); the H200's costs 1.1874x -> 1.1900x; three blind sets level or up,
+their worst requests 0.956 / 0.954 / 0.949 -> 0.970 / 0.961 / 0.964; the r13 VM's learnt curve
+1.1070x -> 1.1013x (its copies, on a slope extrapolated past 16 rows). Run for real on the tenth
+blind set (ABBA, greedy and 0.7): 1.00 / 1.05x -> 0.98 / 1.02x and 1.00 / 1.05x -> 1.01 / 1.03x of
+plain, within this machine's noise; a 31-token summary was the ramp's worst prompt in both greedy runs.
 """
 
 from __future__ import annotations
