@@ -263,7 +263,7 @@ def test_a_source_back_from_the_bench_sends_a_short_draft_until_one_is_judged(ma
     from specllama.decoding.realised import PROBATION
     suffix = SuffixDrafter()
     auto = make(suffix)
-    auto.ramp.observe(PROVEN)  # a text that held a long run: the ramp (draft_ramp.py) lets its copies go whole
+    auto.ramp.longest = PROVEN  # a text that held a long run: the ramp (draft_ramp.py) lets its copies go whole
     full = len(draft(auto, REPEATED).tokens)
     assert full > PROBATION  # a long, sure copy: the cut alone would send it whole
     while "suffix" not in auto.realised.avoid():  # steps that realise half of plain: benched
@@ -309,6 +309,20 @@ def test_the_ramp_cuts_after_the_cost_cut_so_a_copy_that_pays_long_still_starts(
     likely = Proposal(tuple(range(12)), confidence=(0.9,) * 12, source="suffix")  # likely, not near-certain
     assert free_length(likely.confidence[:FIRST], dear) == 0  # alone, its first FIRST tokens would not pay
     assert len(auto.cut(likely)[0].tokens) == FIRST
+
+
+def test_a_grammars_forced_tokens_do_not_prove_a_text():
+    """Forced tokens ride after a draft (grammar.py) and are always accepted: only the drafter's own
+    count towards the run that lets its copies go long."""
+    from specllama.decoding.policy.draft_ramp import DraftRamp
+    ramp = DraftRamp()
+    mixed = Proposal(tuple(range(10)), source="suffix", sources=("suffix",) * 2 + ("grammar",) * 8)
+    ramp.observe(judged(mixed, (1.0,) * 10), "suffix")
+    assert ramp.longest == 2
+    ramp.observe(judged(Proposal(tuple(range(9)), source="grammar"), (1.0,) * 9), "suffix")  # forced alone
+    assert ramp.longest == 2
+    ramp.observe(judged(Proposal(tuple(range(6)), source="suffix"), (1.0,) * 5 + (0.0,)), "suffix")
+    assert ramp.longest == 5
 
 
 def test_the_draft_model_back_from_the_bench_is_asked_for_a_short_draft():

@@ -43,8 +43,7 @@ class ConfidentAuto(PolicyBase):
         return proposal, fully_known(proposal)
 
     def observe(self, outcome: StepOutcome) -> None:
-        if outcome.drafted and outcome.source == self.drafter.name:
-            self.ramp.observe(outcome.n_accepted)
+        self.ramp.observe(outcome, self.drafter.name)
         self.realised.tick(outcome.source)
         if outcome.alone:
             self.realised.observe_step(outcome)

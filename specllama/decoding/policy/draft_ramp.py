@@ -27,6 +27,7 @@ plain, within this machine's noise; a 31-token summary was the ramp's worst prom
 from __future__ import annotations
 
 from specllama.decoding.drafters import Proposal
+from specllama.decoding.outcome import StepOutcome
 
 FIRST = 4  # tokens a free draft may send before this text accepted a run
 GROWTH = 4  # then up to this many times the longest run it accepted in one step
@@ -46,6 +47,11 @@ class DraftRamp:
             n = max(n, proposal.certain)
         return proposal.keep(n)
 
-    def observe(self, accepted: int) -> None:
-        """A step of this drafter's was judged: `accepted` of its tokens held."""
-        self.longest = max(self.longest, accepted)
+    def observe(self, outcome: StepOutcome, drafter: str) -> None:
+        """A step was judged: the run of `drafter`'s own tokens it accepted, if it sent any. A grammar's
+        forced tokens after them (grammar.py appends them, sure) say nothing of how far this text copies."""
+        if outcome.source != drafter:
+            return
+        sources = outcome.sent.sources or ()
+        own = next((i for i, source in enumerate(sources) if source != drafter), outcome.drafted)
+        self.longest = max(self.longest, min(outcome.n_accepted, own))

@@ -147,8 +147,7 @@ class SourceChoice(PolicyBase):
             mine = name == decoded_by
             record.observe(outcome.drafted if mine else 0, outcome.n_accepted if mine else 0,
                            outcome.odds if mine else ())
-        if outcome.drafted and outcome.source == self.suffix.name:
-            self.ramp.observe(outcome.n_accepted)
+        self.ramp.observe(outcome, self.suffix.name)
         self.realised.tick(outcome.source)
         if outcome.alone:
             self.realised.observe_step(outcome)
