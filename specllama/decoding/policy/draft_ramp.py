@@ -50,8 +50,5 @@ class DraftRamp:
     def observe(self, outcome: StepOutcome, drafter: str) -> None:
         """A step was judged: the run of `drafter`'s own tokens it accepted, if it sent any. A grammar's
         forced tokens after them (grammar.py appends them, sure) say nothing of how far this text copies."""
-        if outcome.source != drafter:
-            return
-        sources = outcome.sent.sources or ()
-        own = next((i for i, source in enumerate(sources) if source != drafter), outcome.drafted)
-        self.longest = max(self.longest, min(outcome.n_accepted, own))
+        own = sum(outcome.sent.source_of(i) == drafter for i in range(outcome.n_accepted))
+        self.longest = max(self.longest, own)
